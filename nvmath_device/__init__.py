@@ -1,0 +1,12 @@
+# SPDX-License-Identifier: Apache-2.0
+"""nvmath_device: cuFFTDx FFTs (and cuBLASDx GEMMs) inside Numba ``@cuda.jit`` kernels."""
+
+from ._errors import CompileError, LinkError, MathDxError
+from .fft import FFT
+
+__all__ = ["FFT", "MathDxError", "CompileError", "LinkError"]
+
+from ._sim import running_in_simulator as _in_sim
+
+if not _in_sim():
+    from . import _numba  # noqa: E402,F401  (registers the numba typing/lowering; imported last)

@@ -1,0 +1,157 @@
+# SPDX-License-Identifier: Apache-2.0
+"""FFT descriptor -> C++ shim text -> NVRTC -> LTO-IR, and FFT traits read from compiled constants."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+
+from . import cache
+from .toolchain import compile_source, read_u32_arrays, toolchain_id
+
+log = logging.getLogger("nvmath_device")
+
+_CPP_PREC = {"float16": "__half", "float32": "float", "float64": "double"}
+
+# Order of the traits array; Thread FFTs have no block traits (0 there).
+BLOCK_TRAITS = (
+    "block_dim_x", "block_dim_y", "block_dim_z", "shared_memory_size", "storage_size", "stride",
+    "elements_per_thread", "ffts_per_block", "implicit_type_batching", "requires_workspace",
+    "workspace_size", "input_ept", "output_ept", "input_length", "output_length",
+)
+
+
+def _fid(fft) -> str:
+    return hashlib.sha256(repr(fft._key).encode()).hexdigest()[:16]
+
+
+def fft_symbol(fft) -> str:
+    return f"nvmathdx_fft_{_fid(fft)}"
+
+
+def _description(fft, ept, fpb) -> str:
+    size, prec, fft_type, direction, _, _, execution, sm, layout, mode = fft._key
+    ops = [
+        f"cufftdx::Size<{size}>()",
+        f"cufftdx::Precision<{_CPP_PREC[prec]}>()",
+        f"cufftdx::Type<cufftdx::fft_type::{fft_type}>()",
+        f"cufftdx::Direction<cufftdx::fft_direction::{direction}>()",
+        f"cufftdx::SM<{sm * 10}>()",
+    ]
+    if fft_type != "c2c":
+        ops.append(
+            f"cufftdx::RealFFTOptions<cufftdx::complex_layout::{layout}, cufftdx::real_mode::{mode}>()"
+        )
+    if execution == "Block":
+        if ept is not None:
+            ops.append(f"cufftdx::ElementsPerThread<{ept}>()")
+        if fpb is not None:
+            ops.append(f"cufftdx::FFTsPerBlock<{fpb}>()")
+    ops.append(f"cufftdx::{execution}()")
+    return " + ".join(ops)
+
+
+def _traits_block(fft, i: int) -> tuple[str, str]:
+    """C++ declarations computing one descriptor's traits; returns (code, array name)."""
+    name = f"nvmathdx_traits_{_fid(fft)}"
+    ept, fpb = fft._key[4], fft._key[5]
+    if fft.execution == "Thread":
+        code = (
+            f"using T{i} = decltype({_description(fft, None, None)});\n"
+            f'extern "C" __device__ const unsigned {name}[] = {{0u, 0u, 0u, 0u, T{i}::storage_size, '
+            f"T{i}::stride, T{i}::elements_per_thread, 1u, T{i}::implicit_type_batching, 0u, 0u, "
+            f"T{i}::input_ept, T{i}::output_ept, T{i}::input_length, T{i}::output_length}};\n"
+        )
+        return code, name
+    # Resolve 'suggested' in C++: first without the operator, then pin the resolved values.
+    first = _description(fft, None if ept == "suggested" else ept, None if fpb == "suggested" else fpb)
+    e = f"R{i}::elements_per_thread"
+    f = f"R{i}::suggested_ffts_per_block" if fpb == "suggested" else str(fpb)
+    code = (
+        f"using R{i} = decltype({first});\n"
+        f"using T{i} = decltype({_description(fft, '@E', '@F').replace('<@E>', '<' + e + '>').replace('<@F>', '<' + f + '>')});\n"
+        f'extern "C" __device__ const unsigned {name}[] = {{T{i}::block_dim.x, T{i}::block_dim.y, '
+        f"T{i}::block_dim.z, T{i}::shared_memory_size, T{i}::storage_size, T{i}::stride, "
+        f"T{i}::elements_per_thread, T{i}::ffts_per_block, T{i}::implicit_type_batching, "
+        f"(unsigned)T{i}::requires_workspace, T{i}::workspace_size, T{i}::input_ept, T{i}::output_ept, "
+        f"T{i}::input_length, T{i}::output_length}};\n"
+    )
+    return code, name
+
+
+def render_traits_source(ffts) -> str:
+    parts = ["#include <cufftdx.hpp>\n"]
+    for i, fft in enumerate(ffts):
+        parts.append(_traits_block(fft, i)[0])
+    return "".join(parts)
+
+
+def _traits_key(fft) -> str:
+    return cache.make_key("fft-traits", render_traits_source([fft]), toolchain_id())
+
+
+def prefetch_traits(ffts) -> None:
+    """Compute the traits of many descriptors with one NVRTC run (those not cached yet)."""
+    todo = []
+    seen = set()
+    for fft in ffts:
+        if fft in seen:
+            continue
+        seen.add(fft)
+        if cache.get(_traits_key(fft)) is None:
+            todo.append(fft)
+    if not todo:
+        return
+    by_sm = {}
+    for fft in todo:
+        by_sm.setdefault(fft.sm, []).append(fft)
+    for sm, group in by_sm.items():
+        src = render_traits_source(group)
+        log.info("numba-mathdx: compiling traits of %d FFT descriptor(s) for sm_%d with NVRTC "
+                 "(~10 s; cached afterwards)", len(group), sm)
+        ptx = compile_source(src, sm, "ptx", name="nvmathdx_fft_traits.cu")
+        names = {_traits_block(fft, 0)[1]: fft for fft in group}
+        arrays = read_u32_arrays(ptx, set(names))
+        for name, fft in names.items():
+            traits = dict(zip(BLOCK_TRAITS, arrays[name]))
+            cache.put(_traits_key(fft), json.dumps(traits).encode())
+
+
+def fft_traits(fft) -> dict:
+    key = _traits_key(fft)
+    blob = cache.get(key)
+    if blob is None:
+        prefetch_traits([fft])
+        blob = cache.get(key)
+    return json.loads(blob)
+
+
+def render_shim_source(fft) -> str:
+    t = fft_traits(fft)
+    sym = fft_symbol(fft)
+    if fft.execution == "Block":
+        desc = _description(fft, t["elements_per_thread"], t["ffts_per_block"])
+        body = "FFT().execute(reinterpret_cast<FFT::value_type*>(data), smem);"
+        params = "void* data, void* smem"
+    else:
+        desc = _description(fft, None, None)
+        body = "FFT().execute(reinterpret_cast<FFT::value_type*>(data));"
+        params = "void* data"
+    return (
+        "#include <cufftdx.hpp>\n"
+        f"using FFT = decltype({desc});\n"
+        f'extern "C" __device__ void {sym}({params}) {{ {body} }}\n'
+    )
+
+
+def fft_ltoir(fft) -> bytes:
+    src = render_shim_source(fft)
+    key = cache.make_key("fft-ltoir", src, toolchain_id(), fft.sm)
+    blob = cache.get(key)
+    if blob is None:
+        log.info("numba-mathdx: compiling %s (FFT size %d %s) with NVRTC (~10 s; cached afterwards)",
+                 fft_symbol(fft), fft.size, fft.fft_type)
+        blob = compile_source(src, fft.sm, "ltoir", name=f"{fft_symbol(fft)}.cu")
+        cache.put(key, blob)
+    return blob

@@ -1,0 +1,232 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Where the headers are, which NVRTC/nvJitLink we run, and the NVRTC driver itself.
+
+Everything here works without a GPU or a driver: NVRTC and nvJitLink are plain libraries.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import re
+import threading
+import time
+
+from .._errors import CompileError, LinkError
+
+log = logging.getLogger("nvmath_device")
+
+_nvrtc_lock = threading.Lock()
+
+
+@functools.lru_cache(maxsize=1)
+def mathdx_root() -> str:
+    """Root folder of the nvidia-mathdx wheel (holds include/ and external/)."""
+    try:
+        import nvidia.mathdx as m
+    except ImportError as e:  # pragma: no cover - a hard dependency
+        raise ImportError("nvidia-mathdx is not installed: pip install nvidia-mathdx") from e
+    for p in m.__path__:
+        if os.path.isdir(os.path.join(p, "include", "cufftdx")):
+            return p
+    raise ImportError(f"nvidia-mathdx found at {list(m.__path__)} but without include/cufftdx")
+
+
+@functools.lru_cache(maxsize=1)
+def include_dirs() -> tuple[str, ...]:
+    """Include folders for NVRTC: mathdx, its CUTLASS, CUDA's CCCL and CUDA's own headers."""
+    from cuda.pathfinder import find_nvidia_header_directory
+
+    root = mathdx_root()
+    dirs = [os.path.join(root, "include"), os.path.join(root, "external", "cutlass", "include")]
+    for lib in ("cccl", "cudart"):
+        d = find_nvidia_header_directory(lib)
+        if d is None:
+            raise ImportError(
+                f"CUDA headers '{lib}' not found; install numba-cuda[cu13] (it brings nvidia-cuda-cccl "
+                "and nvidia-cuda-runtime)"
+            )
+        dirs.append(d)
+    return tuple(dirs)
+
+
+@functools.lru_cache(maxsize=1)
+def mathdx_version() -> str:
+    """cuFFTDx and cuBLASDx header versions, read from the headers themselves."""
+    root = os.path.join(mathdx_root(), "include")
+    parts = []
+    for name, path in (("cufftdx", "cufftdx/cufftdx_version.hpp"), ("cublasdx", "cublasdx/cublasdx_version.hpp")):
+        try:
+            text = open(os.path.join(root, path)).read()
+            m = re.search(r"#define\s+\w+_VERSION\s+(\d+)", text)
+            parts.append(f"{name}{m.group(1) if m else '?'}")
+        except OSError:
+            parts.append(f"{name}?")
+    return "-".join(parts)
+
+
+@functools.lru_cache(maxsize=1)
+def nvrtc_version() -> tuple[int, int]:
+    from cuda.bindings import nvrtc
+
+    err, major, minor = nvrtc.nvrtcVersion()
+    _check_nvrtc(err, "nvrtcVersion")
+    return int(major), int(minor)
+
+
+@functools.lru_cache(maxsize=1)
+def nvjitlink_version() -> tuple[int, int]:
+    from cuda.bindings import nvjitlink
+
+    major, minor = nvjitlink.version()
+    return int(major), int(minor)
+
+
+def toolchain_id() -> str:
+    """Everything that changes generated code besides the source: part of every cache key."""
+    return (
+        f"nvrtc{'.'.join(map(str, nvrtc_version()))}-nvjitlink{'.'.join(map(str, nvjitlink_version()))}"
+        f"-{mathdx_version()}"
+    )
+
+
+def _check_nvrtc(err, what):
+    from cuda.bindings import nvrtc
+
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        raise CompileError(f"{what} failed: {err!r}")
+
+
+# Statistics the tests and the cache use to prove what ran.
+stats = {"nvrtc_compiles": 0, "nvrtc_seconds": 0.0, "nvjitlink_links": 0}
+
+
+def base_options(sm: int) -> list[str]:
+    opts = [
+        "-std=c++17",
+        "-default-device",
+        "-rdc=true",
+        f"-arch=compute_{sm}",
+        "-DCUFFTDX_DISABLE_RUNTIME_ASSERTS",
+        "-DCUBLASDX_IGNORE_DEPRECATED_DIALECT",
+    ]
+    opts += [f"-I{d}" for d in include_dirs()]
+    return opts
+
+
+def compile_source(source: str, sm: int, output: str, name: str = "nvmath_device_shim.cu") -> bytes:
+    """Compile CUDA C++ ``source`` with NVRTC to ``output`` ("ltoir" or "ptx") for ``sm``.
+
+    Raises CompileError with the full NVRTC log on failure.
+    """
+    from cuda.bindings import nvrtc
+
+    if output not in ("ltoir", "ptx"):
+        raise ValueError(f"output must be 'ltoir' or 'ptx', got {output!r}")
+    opts = base_options(sm)
+    if output == "ltoir":
+        opts.append("-dlto")
+    bopts = [o.encode() for o in opts]
+    t0 = time.perf_counter()
+    with _nvrtc_lock:
+        err, prog = nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
+        _check_nvrtc(err, "nvrtcCreateProgram")
+        try:
+            (err,) = nvrtc.nvrtcCompileProgram(prog, len(bopts), bopts)
+            lerr, size = nvrtc.nvrtcGetProgramLogSize(prog)
+            logbuf = b" " * size
+            nvrtc.nvrtcGetProgramLog(prog, logbuf)
+            logtext = logbuf.decode(errors="replace").rstrip("\x00 \n")
+            if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+                raise CompileError(
+                    f"NVRTC {'.'.join(map(str, nvrtc_version()))} failed to compile {name} for sm_{sm} "
+                    f"({err.name}).\nOptions: {' '.join(opts)}\n--- NVRTC log ---\n{logtext}\n"
+                    f"--- source ---\n{source}"
+                )
+            if output == "ltoir":
+                err, size = nvrtc.nvrtcGetLTOIRSize(prog)
+                _check_nvrtc(err, "nvrtcGetLTOIRSize")
+                buf = b" " * size
+                (err,) = nvrtc.nvrtcGetLTOIR(prog, buf)
+                _check_nvrtc(err, "nvrtcGetLTOIR")
+            else:
+                err, size = nvrtc.nvrtcGetPTXSize(prog)
+                _check_nvrtc(err, "nvrtcGetPTXSize")
+                buf = b" " * size
+                (err,) = nvrtc.nvrtcGetPTX(prog, buf)
+                _check_nvrtc(err, "nvrtcGetPTX")
+        finally:
+            nvrtc.nvrtcDestroyProgram(prog)
+    dt = time.perf_counter() - t0
+    stats["nvrtc_compiles"] += 1
+    stats["nvrtc_seconds"] += dt
+    log.debug("NVRTC compiled %s for sm_%d to %s in %.1f s", name, sm, output, dt)
+    return bytes(buf)
+
+
+def link_cubin(items: list[tuple[str, bytes, str]], sm: int, extra: list[str] | None = None) -> bytes:
+    """Link LTO-IR / PTX / cubin items with nvJitLink into a cubin for sm_XX (no GPU needed).
+
+    ``items`` are (kind, data, name) with kind in {"ltoir", "ptx", "cubin", "fatbin", "object"}.
+    """
+    from cuda.bindings import nvjitlink
+
+    kinds = {
+        "ltoir": nvjitlink.InputType.LTOIR,
+        "ptx": nvjitlink.InputType.PTX,
+        "cubin": nvjitlink.InputType.CUBIN,
+        "fatbin": nvjitlink.InputType.FATBIN,
+        "object": nvjitlink.InputType.OBJECT,
+    }
+    opts = [f"-arch=sm_{sm}", "-lto"] + list(extra or [])
+    h = nvjitlink.create(len(opts), opts)
+    try:
+        try:
+            for kind, data, name in items:
+                nvjitlink.add_data(h, kinds[kind], data, len(data), name)
+            nvjitlink.complete(h)
+        except nvjitlink.nvJitLinkError as e:
+            size = nvjitlink.get_error_log_size(h)
+            buf = bytearray(size)
+            nvjitlink.get_error_log(h, buf)
+            raise LinkError(
+                f"nvJitLink {'.'.join(map(str, nvjitlink_version()))} failed for sm_{sm} ({e}).\n"
+                f"--- nvJitLink log ---\n{buf.decode(errors='replace')}"
+            ) from None
+        if "-ptx" in opts:
+            size = nvjitlink.get_linked_ptx_size(h)
+            buf = bytearray(size)
+            nvjitlink.get_linked_ptx(h, buf)
+        else:
+            size = nvjitlink.get_linked_cubin_size(h)
+            buf = bytearray(size)
+            nvjitlink.get_linked_cubin(h, buf)
+    finally:
+        nvjitlink.destroy(h)
+    stats["nvjitlink_links"] += 1
+    return bytes(buf)
+
+
+_PTX_GLOBAL = re.compile(r"\.global\s+\.align\s+\d+\s+\.(?:b8|u32|u64)\s+(\w+)\[(\d+)\]\s*(?:=\s*\{([^}]*)\})?")
+
+
+def read_u32_arrays(ptx: bytes | str, names) -> dict[str, list[int]]:
+    """Read ``extern "C" __device__ const unsigned NAME[]`` initialisers out of PTX text."""
+    text = ptx.decode() if isinstance(ptx, bytes) else ptx
+    found = {}
+    for m in _PTX_GLOBAL.finditer(text):
+        name, n, init = m.group(1), int(m.group(2)), m.group(3)
+        if name not in names:
+            continue
+        decl = m.group(0)
+        values = [int(v, 0) for v in init.split(",")] if init else []
+        if ".b8" in decl:
+            raw = bytes(values + [0] * (n - len(values)))
+            found[name] = [int.from_bytes(raw[i : i + 4], "little") for i in range(0, n, 4)]
+        else:
+            found[name] = values + [0] * (n - len(values))
+    missing = set(names) - set(found)
+    if missing:
+        raise CompileError(f"traits {sorted(missing)} not found in the compiled PTX")
+    return found

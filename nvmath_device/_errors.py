@@ -1,0 +1,17 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The one error family of nvmath_device."""
+
+
+class MathDxError(RuntimeError):
+    """Base class of the errors nvmath_device raises for failures (not for misuse).
+
+    Misuse raises ``TypeError`` / ``ValueError`` naming the argument.
+    """
+
+
+class CompileError(MathDxError):
+    """NVRTC failed to compile a generated shim; the message holds the whole NVRTC log."""
+
+
+class LinkError(MathDxError):
+    """nvJitLink failed; the message holds the whole linker log."""

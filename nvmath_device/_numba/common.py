@@ -1,0 +1,130 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Shared helpers of the numba layer: descriptor types, constant attributes, LTO-IR attachment."""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba.core import types
+from numba.core.errors import TypingError
+from numba.cuda.core.imputils import lower_constant
+from numba.cuda.cudadrv.linkable_code import LTOIR
+from numba.cuda.extending import core_models, infer_getattr, lower_getattr_generic, register_model
+from numba.cuda.typing.templates import AbstractTemplate, AttributeTemplate, signature
+
+_ltoir_objects: dict = {}
+
+
+def linkable_ltoir(descriptor) -> LTOIR:
+    """One LTOIR object per descriptor and process, so a kernel links each symbol once."""
+    obj = _ltoir_objects.get(descriptor)
+    if obj is None:
+        obj = LTOIR(descriptor.ltoir(), name=f"{descriptor.symbol}.ltoir")
+        _ltoir_objects[descriptor] = obj
+    return obj
+
+
+def call_extern(context, builder, descriptor, symbol, pointers):
+    """Attach the descriptor's LTO-IR to the kernel being built and call ``void symbol(i8*...)``."""
+    context.active_code_library.add_linking_file(linkable_ltoir(descriptor))
+    i8p = ir.IntType(8).as_pointer()
+    fnty = ir.FunctionType(ir.VoidType(), [i8p] * len(pointers))
+    fn = builder.module.globals.get(symbol)
+    if fn is None:
+        fn = ir.Function(builder.module, fnty, symbol)
+    builder.call(fn, [builder.bitcast(p, i8p) for p in pointers])
+
+
+def data_pointer(context, builder, arytype, value):
+    return context.make_array(arytype)(context, builder, value).data
+
+
+def numba_dtype(dt: np.dtype):
+    from numba.np.numpy_support import from_dtype
+
+    return from_dtype(np.dtype(dt))
+
+
+class DescriptorType(types.Type):
+    """A numba type standing for one frozen descriptor (an FFT or a GEMM)."""
+
+    def __init__(self, descriptor, kind):
+        self.descriptor = descriptor
+        super().__init__(name=f"{kind}({descriptor._key})")
+
+    @property
+    def key(self):
+        return self.descriptor
+
+
+def constant_value_type(value):
+    """The numba type of a constant attribute value."""
+    if isinstance(value, (bool, np.bool_)):
+        return types.boolean
+    if isinstance(value, (int, np.integer)):
+        return types.IntegerLiteral(int(value))
+    if isinstance(value, tuple) and all(isinstance(v, (int, np.integer)) for v in value):
+        return types.UniTuple(types.intp, len(value)) if value else types.Tuple(())
+    if isinstance(value, np.dtype):
+        return types.DType(numba_dtype(value))
+    if isinstance(value, str):
+        return types.StringLiteral(value)
+    return None
+
+
+def register_descriptor_type(type_cls, attribute_getter, methods=None):
+    """Register model, constant lowering and compile-time-constant attributes for ``type_cls``.
+
+    ``attribute_getter(descriptor, name)`` returns the Python value of an attribute or raises
+    AttributeError; ints become IntegerLiterals (usable as ``cuda.local.array`` shapes), dtypes
+    become DType constants.
+    """
+    register_model(type_cls)(core_models.OpaqueModel)
+
+    @lower_constant(type_cls)
+    def _lower_const(context, builder, ty, pyval):
+        return context.get_dummy_value()
+
+    @infer_getattr
+    class _Attrs(AttributeTemplate):
+        key = type_cls
+
+        def generic_resolve(self, ty, attr):
+            if methods and attr in methods:
+                return types.BoundFunction(methods[attr], ty)
+            try:
+                value = attribute_getter(ty.descriptor, attr)
+            except AttributeError:
+                return None
+            except NotImplementedError as e:
+                raise TypingError(str(e)) from None
+            return constant_value_type(value)
+
+    @lower_getattr_generic(type_cls)
+    def _lower_attr(context, builder, ty, val, attr):
+        value = attribute_getter(ty.descriptor, attr)
+        if isinstance(value, np.dtype):
+            return context.get_dummy_value()
+        if isinstance(value, (bool, np.bool_)):
+            return context.get_constant(types.boolean, bool(value))
+        if isinstance(value, (int, np.integer)):
+            return context.get_constant(types.intp, int(value))
+        if isinstance(value, tuple):
+            return context.make_tuple(builder, types.UniTuple(types.intp, len(value)),
+                                      [context.get_constant(types.intp, int(v)) for v in value])
+        return context.get_dummy_value()
+
+
+def method_template(key, typer):
+    """A bound-method typing template: ``typer(descriptor, args)`` returns the argument types
+    (after raising TypingError with a helpful message for anything else)."""
+
+    class _Method(AbstractTemplate):
+        def generic(self, args, kws):
+            if kws:
+                raise TypingError(f"{key} takes positional arguments only, got keywords {sorted(kws)}")
+            argtys = typer(self.this.descriptor, tuple(args))
+            return signature(types.none, *argtys).replace(recvr=self.this)
+
+    _Method.key = key
+    return _Method

@@ -1,0 +1,105 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Typing and lowering of FFT descriptors inside @cuda.jit kernels."""
+
+from __future__ import annotations
+
+from numba.core import types
+from numba.core.errors import TypingError
+from numba.cuda.extending import lower_builtin, typeof_impl
+
+from ..fft import FFT
+from .common import (
+    DescriptorType,
+    call_extern,
+    data_pointer,
+    method_template,
+    numba_dtype,
+    register_descriptor_type,
+)
+
+_KERNEL_ATTRS = {
+    "size", "fft_type", "direction", "execution", "sm",
+    "value_type", "input_type", "output_type", "precision_type",
+    "storage_size", "stride", "implicit_type_batching", "input_ept", "output_ept",
+    "input_length", "output_length", "block_dim", "shared_memory_size", "max_threads_per_block",
+    "requires_workspace", "workspace_size", "elements_per_thread_value", "ffts_per_block_value",
+}
+
+
+class FFTType(DescriptorType):
+    def __init__(self, fft):
+        super().__init__(fft, "FFT")
+
+
+@typeof_impl.register(FFT)
+def _typeof_fft(val, c):
+    return FFTType(val)
+
+
+def _attr(fft, name):
+    if name not in _KERNEL_ATTRS:
+        if name in ("elements_per_thread", "ffts_per_block"):
+            return getattr(fft, name + "_value")
+        raise AttributeError(name)
+    return getattr(fft, name)
+
+
+
+def _check_registers(fft, arg, what):
+    vt = numba_dtype(fft.value_type)
+    real = numba_dtype(fft.precision_type)
+    if not isinstance(arg, types.Array):
+        raise TypingError(
+            f"FFT.execute: {what} must be a local array (cuda.local.array(fft.storage_size, "
+            f"dtype=fft.value_type)), got {arg}"
+        )
+    if arg.dtype not in (vt, real):
+        raise TypingError(
+            f"FFT.execute: {what} must hold {vt} (fft.value_type) or {real} (fft.precision_type) "
+            f"values, got an array of {arg.dtype}"
+        )
+    if arg.ndim != 1 or arg.layout != "C":
+        raise TypingError(f"FFT.execute: {what} must be a 1-D contiguous local array, got {arg}")
+
+
+_EXEC_KEY = "nvmath_device.FFT.execute"
+
+
+def _type_execute(fft, args):
+    if fft.precision_type.itemsize == 2:
+        raise TypingError("FFT.execute: float16 FFTs are not yet callable from Numba kernels "
+                          "(cuFFTDx's complex<__half2> has no Numba type); use float32 or float64")
+    if fft.execution == "Block":
+        if len(args) != 2:
+            raise TypingError(
+                "FFT.execute with execution='Block' takes (thread_data, shared_memory), got "
+                f"{len(args)} argument(s); shared_memory is cuda.shared.array(0, dtype=fft.value_type) "
+                "with fft.shared_memory_size bytes of dynamic shared memory at launch"
+            )
+        _check_registers(fft, args[0], "thread_data (1st argument)")
+        smem = args[1]
+        if not isinstance(smem, types.Array):
+            raise TypingError(
+                "FFT.execute: shared_memory (2nd argument) must be a shared array, e.g. "
+                f"cuda.shared.array(0, dtype=fft.value_type), got {smem}"
+            )
+        if smem.ndim != 1 or smem.layout != "C":
+            raise TypingError(f"FFT.execute: shared_memory must be a 1-D contiguous shared array, got {smem}")
+        return args
+    if len(args) != 1:
+        raise TypingError(f"FFT.execute with execution='Thread' takes (thread_data,), got {len(args)} argument(s)")
+    _check_registers(fft, args[0], "thread_data (1st argument)")
+    return args
+
+
+register_descriptor_type(FFTType, _attr, {"execute": method_template(_EXEC_KEY, _type_execute)})
+
+
+@lower_builtin(_EXEC_KEY, FFTType, types.VarArg(types.Any))
+def _lower_execute(context, builder, sig, args):
+    fft = sig.recvr.descriptor if sig.recvr is not None else sig.args[0].descriptor
+    argtys = sig.args[1:] if sig.recvr is None else sig.args
+    vals = args[1:] if len(args) == len(sig.args) + 1 or sig.recvr is None else args
+    ptrs = [data_pointer(context, builder, t, v) for t, v in zip(argtys[-len(vals):], vals)]
+    call_extern(context, builder, fft, fft.symbol, ptrs)
+    return context.get_dummy_value()

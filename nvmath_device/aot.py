@@ -1,0 +1,65 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Ahead-of-time compilation: a Numba kernel and the Dx code it calls, linked to a cubin, no GPU needed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import _arch
+
+__all__ = ["CompiledKernel", "compile_kernel"]
+
+
+@dataclass(frozen=True)
+class CompiledKernel:
+    """The result of :func:`compile_kernel`.
+
+    Attributes
+    ----------
+    cubin : bytes
+        The linked ELF for ``sm``.
+    entry : str
+        Mangled name of the kernel in the cubin.
+    sm : int
+        Target architecture (e.g. 90).
+    linked : tuple of str
+        Names of the LTO-IR modules linked in (one per Dx descriptor the kernel uses).
+    """
+
+    cubin: bytes
+    entry: str
+    sm: int
+    linked: tuple
+
+
+def compile_kernel(pyfunc, argtypes, sm=90, *, fastmath: bool = False, opt: bool = True) -> CompiledKernel:
+    """Compile ``pyfunc`` as a CUDA kernel for ``argtypes`` and link it to a cubin for ``sm``.
+
+    Works without a GPU or driver: Numba types and lowers the kernel, NVVM emits LTO-IR,
+    and nvJitLink links it with the LTO-IR of every FFT/GEMM the kernel calls.
+
+    Parameters
+    ----------
+    pyfunc : function
+        The plain Python kernel function (or a ``@cuda.jit`` dispatcher: its ``py_func`` is used).
+    argtypes : tuple of numba types
+        The kernel's argument types, e.g. ``(numba.types.complex64[::1],)``.
+    sm : int, tuple or str
+        Target architecture, e.g. 90, (9, 0) or "sm_90".
+    """
+    from numba.core import types
+
+    from ._compat import compile_kernel_library
+
+    sm = _arch.parse_sm(sm, "sm")
+    if not isinstance(argtypes, tuple) or not all(isinstance(t, types.Type) for t in argtypes):
+        raise TypeError(f"argtypes must be a tuple of numba types, got {argtypes!r}")
+    pyfunc = getattr(pyfunc, "py_func", pyfunc)
+    if not callable(pyfunc):
+        raise TypeError(f"pyfunc must be a Python function or a @cuda.jit kernel, got {pyfunc!r}")
+    cc = (sm // 10, sm % 10)
+    lib, entry = compile_kernel_library(pyfunc, argtypes, cc, fastmath=fastmath, opt=opt)
+    cubin = lib.get_cubin(cc=cc)
+    cubin = bytes(getattr(cubin, "code", cubin))  # numba-cuda 0.30 returns a cuda.core ObjectCode
+    linked = tuple(sorted(getattr(f, "name", str(f)) for f in lib._linking_files))
+    return CompiledKernel(cubin=cubin, entry=entry, sm=sm, linked=linked)

@@ -1,0 +1,350 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The FFT descriptor: a cuFFTDx FFT described once in plain Python.
+
+No numba import here. Traits are compiled constants read from NVRTC output (no GPU needed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import _arch
+from ._codegen import fftdb
+
+__all__ = ["FFT"]
+
+_PRECISIONS = {np.dtype(np.float16): "fp16", np.dtype(np.float32): "fp32", np.dtype(np.float64): "fp64"}
+_FFT_TYPES = ("c2c", "r2c", "c2r")
+_DIRECTIONS = ("forward", "inverse")
+_EXECUTIONS = ("Block", "Thread")
+_LAYOUTS = ("natural", "packed", "full")
+_REAL_MODES = ("normal", "folded")
+
+
+def _parse_precision(precision) -> np.dtype:
+    try:
+        dt = np.dtype(precision)
+    except TypeError:
+        dt = None
+    if dt not in _PRECISIONS:
+        raise ValueError(f"precision must be one of numpy.float16, numpy.float32, numpy.float64; got {precision!r}")
+    return dt
+
+
+def _parse_int_or_suggested(value, name):
+    if value is None or value == "suggested":
+        return "suggested"
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be a positive int or 'suggested', got {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} must be a positive int or 'suggested', got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class FFT:
+    """A cuFFTDx FFT, callable inside ``@cuda.jit`` kernels as ``fft.execute(...)``.
+
+    Parameters
+    ----------
+    size : int
+        FFT length (2 up to cuFFTDx's maximum for the architecture and precision).
+    precision : numpy.float16, numpy.float32 or numpy.float64
+        Precision of the computation (the real type; complex values are pairs of it).
+    fft_type : {"c2c", "r2c", "c2r"}
+        Complex-to-complex, real-to-complex (always forward) or complex-to-real (always inverse).
+    direction : {"forward", "inverse"} or None
+        Required for c2c; implied (and checked if given) for r2c and c2r.
+    elements_per_thread : int or "suggested"
+        Values each thread holds in registers. Block execution: one of the values cuFFTDx
+        implements for the size (see :meth:`valid_elements_per_thread`). Thread execution: the size.
+    ffts_per_block : int or "suggested"
+        FFTs one block computes together (Block execution only).
+    execution : {"Block", "Thread"}
+        Block: the block's threads cooperate on ``ffts_per_block`` FFTs (needs shared memory).
+        Thread: each thread computes one FFT in its registers.
+    sm : int, tuple or str, optional
+        Target architecture: 90, (9, 0) or "sm_90". Default: the current GPU (required without one).
+    real_fft_options : dict, optional
+        For r2c/c2r: ``{"complex_layout": "natural"|"packed"|"full", "real_mode": "normal"|"folded"}``
+        (cuFFTDx's RealFFTOptions). Default: natural layout, normal mode.
+
+    Notes
+    -----
+    Data layout (Block, as cuFFTDx): thread ``threadIdx.x`` of FFT ``threadIdx.y`` holds elements
+    ``threadIdx.x + i * stride`` for ``i < elements_per_thread``. For r2c the registers hold real
+    values on input (view the register array as ``precision``), for c2r on output.
+    """
+
+    size: int
+    precision: object = np.float32
+    fft_type: str = "c2c"
+    direction: str | None = None
+    elements_per_thread: object = "suggested"
+    ffts_per_block: object = "suggested"
+    execution: str = "Block"
+    sm: object = None
+    real_fft_options: object = None
+    _key: tuple = field(init=False, repr=False, compare=True, hash=True)
+
+    def __post_init__(self):
+        size = self.size
+        if isinstance(size, (bool, np.bool_)) or not isinstance(size, (int, np.integer)):
+            raise TypeError(f"size must be an int >= 2, got {size!r}")
+        size = int(size)
+        if size < 2:
+            raise ValueError(f"size must be >= 2, got {size}")
+        precision = _parse_precision(self.precision)
+        prec = _PRECISIONS[precision]
+        if self.fft_type not in _FFT_TYPES:
+            raise ValueError(f"fft_type must be one of {_FFT_TYPES}, got {self.fft_type!r}")
+        fft_type = self.fft_type
+        direction = self.direction
+        implied = {"r2c": "forward", "c2r": "inverse"}.get(fft_type)
+        if direction is not None and direction not in _DIRECTIONS:
+            raise ValueError(f"direction must be one of {_DIRECTIONS} (or None for r2c/c2r), got {direction!r}")
+        if implied is not None:
+            if direction is not None and direction != implied:
+                raise ValueError(f"direction={direction!r} contradicts fft_type={fft_type!r}, which is always {implied!r}")
+            direction = implied
+        elif direction is None:
+            raise ValueError("direction is required for fft_type='c2c': 'forward' or 'inverse'")
+        if self.execution not in _EXECUTIONS:
+            raise ValueError(f"execution must be one of {_EXECUTIONS}, got {self.execution!r}")
+        execution = self.execution
+        sm = _arch.parse_sm(self.sm)
+        ept = _parse_int_or_suggested(self.elements_per_thread, "elements_per_thread")
+        fpb = _parse_int_or_suggested(self.ffts_per_block, "ffts_per_block")
+
+        layout, mode = "natural", "normal"
+        if self.real_fft_options is not None:
+            if not isinstance(self.real_fft_options, dict):
+                raise TypeError(f"real_fft_options must be a dict or None, got {self.real_fft_options!r}")
+            unknown = set(self.real_fft_options) - {"complex_layout", "real_mode"}
+            if unknown:
+                raise ValueError(f"real_fft_options: unknown keys {sorted(unknown)}; allowed: complex_layout, real_mode")
+            layout = self.real_fft_options.get("complex_layout", "natural")
+            mode = self.real_fft_options.get("real_mode", "normal")
+            if layout not in _LAYOUTS:
+                raise ValueError(f"real_fft_options['complex_layout'] must be one of {_LAYOUTS}, got {layout!r}")
+            if mode not in _REAL_MODES:
+                raise ValueError(f"real_fft_options['real_mode'] must be one of {_REAL_MODES}, got {mode!r}")
+            if fft_type == "c2c" and (layout, mode) != ("natural", "normal"):
+                raise ValueError("real_fft_options apply to r2c/c2r only; fft_type='c2c' takes none")
+        if layout == "packed" and size % 2:
+            raise ValueError(f"real_fft_options complex_layout='packed' needs an even size, got size={size}")
+        if mode == "folded":
+            if execution == "Block" and size & (size - 1):
+                raise ValueError(f"real_mode='folded' with Block execution needs a power-of-2 size, got {size}")
+            if execution == "Thread" and size % 2:
+                raise ValueError(f"real_mode='folded' with Thread execution needs an even size, got {size}")
+        exec_size = size // 2 if mode == "folded" else size
+        epts = fftdb.valid_epts(sm, prec, exec_size)
+
+        if execution == "Thread":
+            limit = fftdb.THREAD_MAX[prec]
+            if size > limit * (2 if mode == "folded" else 1):
+                raise ValueError(f"size={size} is too large for Thread execution in {precision.name}; at most {limit}")
+            if ept not in ("suggested", size):
+                raise ValueError(f"elements_per_thread must equal size ({size}) for Thread execution, got {ept}")
+            if fpb not in ("suggested", 1):
+                raise ValueError(f"ffts_per_block applies to Block execution only; use 1 or 'suggested' with Thread, got {fpb}")
+            ept, fpb = size, 1
+            if exec_size not in fftdb.records(sm, prec):
+                raise NotImplementedError(f"size={size} has no cuFFTDx Thread implementation in {precision.name}")
+        else:
+            limit = fftdb.block_max_size(sm, prec)
+            if exec_size > limit:
+                raise ValueError(f"size={size} is too large for Block execution in {precision.name} on sm_{sm}; at most {limit}")
+            if not epts:
+                raise NotImplementedError(
+                    f"size={size} ({precision.name}, sm_{sm}) needs a cuFFTDx workspace (Bluestein algorithm), "
+                    "which numba-mathdx does not support yet; sizes with a direct implementation: "
+                    "see FFT.valid_sizes(...)"
+                )
+            if ept != "suggested":
+                eff = ept // 2 if mode == "folded" else ept
+                if eff not in epts or (mode == "folded" and ept % 2):
+                    allowed = [e * 2 for e in epts] if mode == "folded" else list(epts)
+                    raise ValueError(f"elements_per_thread={ept} is not implemented for size={size} ({precision.name}, sm_{sm}); allowed: {allowed}")
+            if fpb != "suggested" and prec == "fp16" and fpb % 2:
+                raise ValueError(f"ffts_per_block must be even for float16 (two FFTs per half2 value), got {fpb}")
+        key = (size, precision.name, fft_type, direction, ept, fpb, execution, sm, layout, mode)
+        for name, value in zip(("size", "precision", "direction", "elements_per_thread", "ffts_per_block", "sm"),
+                               (size, precision.type, direction, ept, fpb, sm)):
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "real_fft_options", {"complex_layout": layout, "real_mode": mode})
+        object.__setattr__(self, "_key", key)
+
+    # frozen dataclass with a dict field: hash/eq through _key only
+    def __hash__(self):
+        return hash(self._key)
+
+    def __eq__(self, other):
+        return isinstance(other, FFT) and other._key == self._key
+
+    def __reduce__(self):
+        return (_rebuild_fft, (self._key,))
+
+    # ------------------------------------------------------------------ class helpers
+    @staticmethod
+    def valid_elements_per_thread(size: int, precision=np.float32, sm=None) -> tuple[int, ...]:
+        """elements_per_thread values cuFFTDx implements for a c2c Block FFT of ``size``."""
+        sm = _arch.parse_sm(sm)
+        return fftdb.valid_epts(sm, _PRECISIONS[_parse_precision(precision)], int(size))
+
+    @staticmethod
+    def valid_sizes(precision=np.float32, sm=None) -> tuple[int, ...]:
+        """Sizes with a direct (workspace-free) cuFFTDx Block implementation."""
+        sm = _arch.parse_sm(sm)
+        prec = _PRECISIONS[_parse_precision(precision)]
+        return tuple(sorted(fftdb.records(sm, prec)))
+
+    # ------------------------------------------------------------------ traits
+    @property
+    def _traits(self) -> dict:
+        from ._codegen.fft_codegen import fft_traits
+
+        return fft_traits(self)
+
+    @property
+    def value_type(self) -> np.dtype:
+        """Type of one register element: complex of ``precision`` (numpy dtype)."""
+        if self.precision is np.float16:
+            raise NotImplementedError(
+                "float16 FFTs use cuFFTDx's complex<__half2> (two FFTs per value); it has no numpy "
+                "equivalent and is not yet callable from Numba kernels"
+            )
+        return np.dtype(np.complex64 if self.precision is np.float32 else np.complex128)
+
+    @property
+    def precision_type(self) -> np.dtype:
+        """The real scalar type (numpy dtype)."""
+        return np.dtype(self.precision)
+
+    @property
+    def input_type(self) -> np.dtype:
+        """Type of one input element: real for r2c (normal mode), else ``value_type``."""
+        return self.precision_type if self._real_in else self.value_type
+
+    @property
+    def output_type(self) -> np.dtype:
+        """Type of one output element: real for c2r (normal mode), else ``value_type``."""
+        return self.precision_type if self._real_out else self.value_type
+
+    @property
+    def _real_in(self):
+        return self.fft_type == "r2c" and self.real_fft_options["real_mode"] == "normal"
+
+    @property
+    def _real_out(self):
+        return self.fft_type == "c2r" and self.real_fft_options["real_mode"] == "normal"
+
+    def _trait(name):  # noqa: N805 - descriptor factory used in the class body only
+        def get(self):
+            return self._traits[name]
+
+        get.__name__ = name
+        return property(get)
+
+    storage_size = _trait("storage_size")
+    stride = _trait("stride")
+    implicit_type_batching = _trait("implicit_type_batching")
+    input_ept = _trait("input_ept")
+    output_ept = _trait("output_ept")
+    input_length = _trait("input_length")
+    output_length = _trait("output_length")
+    storage_size.__doc__ = "Number of ``value_type`` registers each thread must allocate."
+    stride.__doc__ = "Distance between consecutive elements of one thread (Block: block_dim.x; Thread: 1)."
+    implicit_type_batching.__doc__ = "FFTs packed into one value (2 for float16, else 1)."
+    input_ept.__doc__ = "Input elements per thread (in ``input_type`` units)."
+    output_ept.__doc__ = "Output elements per thread (in ``output_type`` units)."
+    input_length.__doc__ = "Input length of one FFT (in ``input_type`` units)."
+    output_length.__doc__ = "Output length of one FFT (in ``output_type`` units)."
+
+    @property
+    def elements_per_thread_value(self) -> int:
+        """The resolved elements_per_thread (also when 'suggested' was asked for)."""
+        return self._traits["elements_per_thread"]
+
+    @property
+    def ffts_per_block_value(self) -> int:
+        """The resolved ffts_per_block (also when 'suggested' was asked for)."""
+        return self._traits["ffts_per_block"]
+
+    @property
+    def block_dim(self) -> tuple[int, int, int]:
+        """Launch block shape (x, y, z) for Block execution."""
+        self._need_block("block_dim")
+        t = self._traits
+        return (t["block_dim_x"], t["block_dim_y"], t["block_dim_z"])
+
+    @property
+    def shared_memory_size(self) -> int:
+        """Bytes of dynamic shared memory one block needs (Block execution)."""
+        self._need_block("shared_memory_size")
+        return self._traits["shared_memory_size"]
+
+    @property
+    def max_threads_per_block(self) -> int:
+        """block_dim.x * block_dim.y * block_dim.z (Block execution)."""
+        x, y, z = self.block_dim
+        return x * y * z
+
+    @property
+    def requires_workspace(self) -> bool:
+        """Whether cuFFTDx needs a global-memory workspace (never, for descriptors we accept)."""
+        return bool(self._traits.get("requires_workspace", 0))
+
+    @property
+    def workspace_size(self) -> int:
+        """Bytes of the workspace cuFFTDx would need (0 without one)."""
+        return self._traits.get("workspace_size", 0)
+
+    def _need_block(self, what):
+        if self.execution != "Block":
+            raise AttributeError(f"{what} exists for execution='Block' only (this FFT has execution='Thread')")
+
+    # ------------------------------------------------------------------ code
+    @property
+    def symbol(self) -> str:
+        """Name of the generated ``extern "C"`` device function."""
+        from ._codegen.fft_codegen import fft_symbol
+
+        return fft_symbol(self)
+
+    def ltoir(self) -> bytes:
+        """LTO-IR of this FFT's device function for ``sm`` (compiled once, then cached)."""
+        from ._codegen.fft_codegen import fft_ltoir
+
+        return fft_ltoir(self)
+
+    def execute(self, *args):
+        """Run the FFT in place on the thread's registers. Callable only inside ``@cuda.jit`` kernels.
+
+        Block: ``fft.execute(thread_data, shared_memory)``; Thread: ``fft.execute(thread_data)``.
+        ``thread_data`` is a local array of ``storage_size`` ``value_type`` elements (or of
+        ``2 * storage_size`` ``precision`` elements); ``shared_memory`` a shared array of at least
+        ``shared_memory_size`` bytes.
+        """
+        from ._sim import running_in_simulator
+
+        if running_in_simulator():
+            from ._sim.fft import sim_execute
+
+            return sim_execute(self, *args)
+        raise RuntimeError(
+            "FFT.execute can only be called inside a @cuda.jit kernel (or under NUMBA_ENABLE_CUDASIM=1)"
+        )
+
+    del _trait
+
+
+def _rebuild_fft(key):
+    size, prec, fft_type, direction, ept, fpb, execution, sm, layout, mode = key
+    return FFT(size=size, precision=np.dtype(prec).type, fft_type=fft_type, direction=direction,
+               elements_per_thread=ept, ffts_per_block=fpb, execution=execution, sm=sm,
+               real_fft_options={"complex_layout": layout, "real_mode": mode})
+
