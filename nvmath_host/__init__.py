@@ -1,0 +1,32 @@
+# SPDX-License-Identifier: Apache-2.0
+"""nvmath_host: cuBLASLt matmul with fused epilogs for the arrays that flow between kernels.
+
+Operands may be Numba device arrays, CuPy arrays, PyTorch CUDA tensors or NumPy arrays; the
+result is of the same kind, on the same device, computed on the caller's stream with no hidden
+synchronisation. Importing this package loads no CUDA library and imports neither CuPy nor
+torch.
+"""
+
+from ._cublaslt import CublasLtError
+from .epilogs import MatmulEpilog
+from .matmul import (
+    Algorithm,
+    CPUExecutionWarning,
+    Matmul,
+    MatmulComputeType,
+    MatmulOptions,
+    MatmulPlanPreferences,
+    matmul,
+)
+
+__all__ = [
+    "Matmul",
+    "matmul",
+    "MatmulEpilog",
+    "MatmulComputeType",
+    "MatmulOptions",
+    "MatmulPlanPreferences",
+    "Algorithm",
+    "CublasLtError",
+    "CPUExecutionWarning",
+]

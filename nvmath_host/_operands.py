@@ -1,0 +1,401 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Array and stream adapters.
+
+An operand is read from the object's own protocol, chosen lazily: ``torch.Tensor`` attributes
+(for bfloat16/float8, which ``__cuda_array_interface__`` cannot describe), CuPy and Numba device
+arrays through ``__cuda_array_interface__``, NumPy arrays on the host. CuPy / torch / numba are
+never imported here: an array of that package existing means the package is already in
+``sys.modules``. Streams are read from ``__cuda_stream__``, ``.ptr`` (CuPy), ``.cuda_stream``
+(torch), ``.handle`` (Numba) or a raw integer handle.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._cublaslt import DataType
+
+
+@dataclass(frozen=True)
+class DType:
+    """An element type nvmath_host knows: its cuBLASLt data type and size."""
+
+    name: str
+    cuda: int
+    itemsize: int
+    kind: str  # "f" real float, "c" complex, "f8" float8
+
+    @property
+    def storage(self) -> np.dtype:
+        """A NumPy dtype of the same size, for moving bytes (bfloat16/float8 have none)."""
+        if self.kind == "f8":
+            return np.dtype(np.uint8)
+        if self.name == "bfloat16":
+            return np.dtype(np.uint16)
+        return np.dtype(self.name)
+
+
+DTYPES = {
+    d.name: d
+    for d in (
+        DType("float16", DataType.R_16F, 2, "f"),
+        DType("bfloat16", DataType.R_16BF, 2, "f"),
+        DType("float32", DataType.R_32F, 4, "f"),
+        DType("float64", DataType.R_64F, 8, "f"),
+        DType("complex64", DataType.C_32F, 8, "c"),
+        DType("complex128", DataType.C_64F, 16, "c"),
+        DType("float8_e4m3fn", DataType.R_8F_E4M3, 1, "f8"),
+        DType("float8_e5m2", DataType.R_8F_E5M2, 1, "f8"),
+    )
+}
+UINT8 = DType("uint8", DataType.R_8I, 1, "u")  # relu bit-mask storage (never a matmul operand)
+
+
+def dtype_of_name(name: str, what: str) -> DType:
+    """The :class:`DType` called ``name``, or ``ValueError`` naming ``what``."""
+    try:
+        return DTYPES[name]
+    except KeyError:
+        raise ValueError(
+            f"{what}: unsupported dtype {name!r}; supported: {', '.join(DTYPES)}"
+        ) from None
+
+
+class Operand:
+    """The facts about one array that the matmul needs (strides in elements)."""
+
+    __slots__ = ("obj", "package", "ptr", "shape", "strides", "dtype", "device")
+
+    def __init__(self, obj, package, ptr, shape, strides, dtype, device):
+        self.obj = obj
+        self.package = package  # "numpy" | "cupy" | "torch" | "numba"
+        self.ptr = ptr
+        self.shape = tuple(shape)
+        self.strides = tuple(strides)
+        self.dtype = dtype  # DType
+        self.device = device  # int, or None on the host
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def signature(self) -> tuple:
+        """What a plan depends on (not the pointer)."""
+        return (self.package, self.shape, self.strides, self.dtype.name, self.device)
+
+
+def _package_of(obj) -> str | None:
+    mod = type(obj).__module__.split(".", 1)[0]
+    if isinstance(obj, np.ndarray):
+        return "numpy"
+    if mod in ("torch", "cupy", "numba"):
+        return mod
+    return None
+
+
+def _c_strides(shape):
+    strides, acc = [], 1
+    for s in reversed(shape):
+        strides.append(acc)
+        acc *= max(s, 1)
+    return tuple(reversed(strides))
+
+
+def _dtype_name_from_numpy(dt: np.dtype, what: str) -> DType:
+    return dtype_of_name(np.dtype(dt).name, what)
+
+
+def wrap(obj, what: str) -> Operand:
+    """Read ``obj`` (NumPy, CuPy, torch, Numba array) as an :class:`Operand`.
+
+    Raises ``TypeError`` naming ``what`` for anything else.
+    """
+    package = _package_of(obj)
+    if package == "numpy":
+        dt = _dtype_name_from_numpy(obj.dtype, what)
+        strides = _byte_strides_to_elements(obj.strides, dt.itemsize, what)
+        return Operand(obj, "numpy", obj.ctypes.data, obj.shape, strides, dt, None)
+    if package == "torch":
+        if not obj.is_cuda:
+            raise TypeError(
+                f"{what}: a torch tensor on {obj.device} is not supported; "
+                "pass a CUDA tensor or a NumPy array"
+            )
+        dt = dtype_of_name(str(obj.dtype).rsplit(".", 1)[-1], what)
+        return Operand(
+            obj, "torch", obj.data_ptr(), tuple(obj.shape), obj.stride(), dt, obj.device.index
+        )
+    cai = getattr(obj, "__cuda_array_interface__", None)
+    if package in ("cupy", "numba") and cai is not None:
+        dt = _dtype_name_from_numpy(np.dtype(cai["typestr"]), what)
+        shape = tuple(cai["shape"])
+        strides = cai.get("strides")
+        strides = (
+            _c_strides(shape)
+            if strides is None
+            else _byte_strides_to_elements(strides, dt.itemsize, what)
+        )
+        ptr = cai["data"][0] or 0
+        if package == "cupy":
+            device = obj.device.id
+        else:
+            device = _pointer_device(ptr)
+        return Operand(obj, package, ptr, shape, strides, dt, device)
+    kinds = [p for p in ("__cuda_array_interface__", "__dlpack__") if hasattr(obj, p)]
+    raise TypeError(
+        f"{what}: unsupported operand of type {type(obj).__module__}.{type(obj).__qualname__}"
+        + (f" (it has {', '.join(kinds)})" if kinds else "")
+        + "; supported: numpy.ndarray, cupy.ndarray, torch.Tensor (CUDA), Numba device arrays"
+    )
+
+
+def _byte_strides_to_elements(strides, itemsize, what):
+    out = []
+    for s in strides:
+        if s % itemsize:
+            raise ValueError(f"{what}: stride {s} bytes is not a multiple of the item size")
+        out.append(s // itemsize)
+    return tuple(out)
+
+
+def _pointer_device(ptr: int) -> int:
+    if not ptr:
+        return _runtime().cudaGetDevice()[1]
+    from cuda.bindings import driver
+
+    err, dev = driver.cuPointerGetAttribute(
+        driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr
+    )
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise ValueError(f"cannot tell the device of pointer {ptr:#x}: {err}")
+    return int(dev)
+
+
+def _runtime():
+    from cuda.bindings import runtime
+
+    return runtime
+
+
+_GPU = None
+
+
+def gpu_available() -> bool:
+    """Whether a CUDA device can be used (cached; never raises)."""
+    global _GPU
+    if _GPU is None:
+        try:
+            rt = _runtime()
+            err, count = rt.cudaGetDeviceCount()
+            _GPU = err == rt.cudaError_t.cudaSuccess and count > 0
+        except Exception:
+            _GPU = False
+    return _GPU
+
+
+# ----------------------------------------------------------------------------------- streams
+
+
+def stream_handle(stream, what: str = "stream") -> int:
+    """The raw ``cudaStream_t`` of ``stream`` (int, ``__cuda_stream__``, CuPy/torch/Numba)."""
+    if isinstance(stream, int) and not isinstance(stream, bool):
+        return stream
+    proto = getattr(stream, "__cuda_stream__", None)
+    if proto is not None:
+        value = proto() if callable(proto) else proto
+        return int(value[1])
+    for attr in ("ptr", "cuda_stream"):  # CuPy, torch
+        v = getattr(stream, attr, None)
+        if isinstance(v, int):
+            return v
+    handle = getattr(stream, "handle", None)  # Numba: a ctypes c_void_p
+    if handle is not None:
+        v = getattr(handle, "value", handle)
+        return int(v or 0)
+    raise TypeError(
+        f"{what}: expected an int handle, an object with __cuda_stream__, or a CuPy, torch or "
+        f"Numba stream; got {type(stream).__qualname__}"
+    )
+
+
+class Package:
+    """Per-package behaviour: current stream, allocation of results."""
+
+    name = ""
+
+    def current_stream(self, device: int) -> int:
+        raise NotImplementedError
+
+    def empty(
+        self,
+        dtype: DType,
+        shape,
+        strides,
+        nelems: int,
+        device: int,
+        stream: int,
+        current: bool = False,
+    ):
+        """An uninitialised array of ``shape``/``strides`` (elements) over ``nelems``.
+
+        Allocated in ``stream``'s order (``current``: it is the package's current stream).
+        """
+        raise NotImplementedError
+
+    @staticmethod
+    def ptr(arr) -> int:
+        """Device address of an array of this package."""
+        raise NotImplementedError
+
+    def scalar_array(self, value: float, device: int):
+        """A one-element float32 device array holding ``value`` (used for FP8 scales)."""
+        raise NotImplementedError
+
+
+class _CuPy(Package):
+    name = "cupy"
+
+    def __init__(self):
+        self.cp = sys.modules.get("cupy") or __import__("cupy")
+        self._ext = {}
+
+    def current_stream(self, device):
+        return self.cp.cuda.get_current_stream().ptr
+
+    def _stream_ctx(self, stream):
+        ctx = self._ext.get(stream)
+        if ctx is None:
+            ctx = self._ext[stream] = self.cp.cuda.ExternalStream(stream)
+        return ctx
+
+    @staticmethod
+    def ptr(arr):
+        return arr.data.ptr
+
+    def empty(self, dtype, shape, strides, nelems, device, stream, current=False):
+        cp = self.cp
+        nbytes = max(nelems, 1) * dtype.itemsize
+        if current or stream == cp.cuda.get_current_stream().ptr:
+            mem = cp.cuda.alloc(nbytes)
+        else:
+            with self._stream_ctx(stream):
+                mem = cp.cuda.alloc(nbytes)
+        isz = dtype.itemsize
+        return cp.ndarray(shape, dtype.storage, memptr=mem, strides=tuple(s * isz for s in strides))
+
+    def scalar_array(self, value, device):
+        with self.cp.cuda.Device(device):
+            return self.cp.full((1,), value, dtype=self.cp.float32)
+
+    def to_device(self, host: np.ndarray, device: int):
+        with self.cp.cuda.Device(device):
+            return self.cp.asarray(host)
+
+
+class _Torch(Package):
+    name = "torch"
+
+    def __init__(self):
+        self.torch = sys.modules["torch"]
+        self._ext = {}
+        self._dtypes = {}
+        self._devices = {}
+
+    def current_stream(self, device):
+        return self.torch.cuda.current_stream(device).cuda_stream
+
+    @staticmethod
+    def ptr(arr):
+        return arr.data_ptr()
+
+    def empty(self, dtype, shape, strides, nelems, device, stream, current=False):
+        t = self.torch
+        tdt = self._dtypes.get(dtype.name)
+        if tdt is None:
+            tdt = self._dtypes[dtype.name] = getattr(t, dtype.name)
+        dev = self._devices.get(device)
+        if dev is None:
+            dev = self._devices[device] = t.device("cuda", device)
+        if current or stream == t.cuda.current_stream(device).cuda_stream:
+            base = t.empty(max(nelems, 1), dtype=tdt, device=dev)
+        else:
+            s = self._ext.get(stream)
+            if s is None:
+                s = self._ext[stream] = t.cuda.ExternalStream(stream, device=dev)
+            with t.cuda.stream(s):
+                base = t.empty(max(nelems, 1), dtype=tdt, device=dev)
+        return base.as_strided(tuple(shape), tuple(strides))
+
+    def scalar_array(self, value, device):
+        t = self.torch
+        return t.full((1,), value, dtype=t.float32, device=t.device("cuda", device))
+
+
+class _Numba(Package):
+    name = "numba"
+
+    def __init__(self):
+        from numba import cuda
+
+        self.cuda = cuda
+        self._default = None
+
+    def current_stream(self, device):
+        if self._default is None:
+            self._default = stream_handle(self.cuda.default_stream())
+        return self._default
+
+    @staticmethod
+    def ptr(arr):
+        return arr.__cuda_array_interface__["data"][0]
+
+    def empty(self, dtype, shape, strides, nelems, device, stream, current=False):
+        from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+        isz = dtype.itemsize
+        mem = self.cuda.current_context().memalloc(max(nelems, 1) * isz)
+        return DeviceNDArray(
+            tuple(shape), tuple(s * isz for s in strides), dtype.storage, gpu_data=mem
+        )
+
+    def scalar_array(self, value, device):
+        return self.cuda.to_device(np.array([value], dtype=np.float32))
+
+
+_PACKAGES: dict[str, Package] = {}
+
+
+def package(name: str) -> Package:
+    """The (cached) :class:`Package` for ``name``; NumPy operands on a GPU go through CuPy."""
+    if name == "numpy":
+        name = "cupy"
+    pkg = _PACKAGES.get(name)
+    if pkg is None:
+        pkg = _PACKAGES[name] = {"cupy": _CuPy, "torch": _Torch, "numba": _Numba}[name]()
+    return pkg
+
+
+def host_array(dtype: DType, shape, strides, nelems: int) -> np.ndarray:
+    """A host array like :meth:`Package.empty` (for the CPU path)."""
+    base = np.empty(max(nelems, 1), dtype=numpy_dtype(dtype))
+    isz = base.itemsize
+    return np.lib.stride_tricks.as_strided(
+        base, shape=tuple(shape), strides=tuple(s * isz for s in strides)
+    )
+
+
+def numpy_dtype(dtype: DType) -> np.dtype:
+    """The NumPy dtype for ``dtype`` (``ml_dtypes`` for bfloat16/float8 when installed)."""
+    if dtype.name == "uint8":
+        return np.dtype(np.uint8)
+    if dtype.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+        try:
+            import ml_dtypes
+
+            return np.dtype(getattr(ml_dtypes, dtype.name))
+        except ImportError:
+            return dtype.storage
+    return np.dtype(dtype.name)

@@ -1,0 +1,506 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Bad input raises TypeError/ValueError naming the argument, before any CUDA call.
+
+GPU packages are stood in for by minimal fakes exposing only the protocol nvmath_host reads
+(``__cuda_array_interface__`` for CuPy, tensor attributes for torch); every case below fails
+in validation, so nothing reaches CUDA (no GPU here).
+"""
+
+import importlib
+import pickle
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from nvmath_host import (
+    Algorithm,
+    Matmul,
+    MatmulComputeType,
+    MatmulEpilog,
+    MatmulOptions,
+    _operands,
+    matmul,
+)
+from nvmath_host._cublaslt import Operation
+
+mm_mod = importlib.import_module(
+    "nvmath_host.matmul"
+)  # the module (the package's `matmul` is the function)
+pytestmark = pytest.mark.filterwarnings("ignore::nvmath_host.CPUExecutionWarning")
+E = MatmulEpilog
+
+
+@pytest.fixture(autouse=True)
+def _cpu_only(monkeypatch):
+    monkeypatch.setattr(_operands, "_GPU", False)
+
+
+class FakeCupy:
+    """Looks like a cupy.ndarray to nvmath_host (module name + CAI + .device.id)."""
+
+    __module__ = "cupy._core.fake"
+
+    def __init__(self, shape, typestr="<f4", device=0, ptr=0x7F0000000000):
+        self.__cuda_array_interface__ = {
+            "shape": tuple(shape),
+            "typestr": typestr,
+            "data": (ptr, False),
+            "strides": None,
+            "version": 3,
+        }
+        self.device = SimpleNamespace(id=device)
+
+
+class FakeTorch:
+    """Looks like a CUDA torch.Tensor to nvmath_host."""
+
+    __module__ = "torch.fake"
+    is_cuda = True
+
+    def __init__(self, shape, dtype="float8_e4m3fn", strides=None, device=0, ptr=0x7F0000000000):
+        self.shape = tuple(shape)
+        self.dtype = SimpleNamespace(__str__=None)
+        self._dtype = f"torch.{dtype}"
+        self.device = SimpleNamespace(index=device)
+        self._ptr = ptr
+        if strides is None:
+            strides = tuple(int(np.prod(shape[i + 1 :])) for i in range(len(shape)))
+        self._strides = strides
+
+    def __getattribute__(self, name):
+        if name == "dtype":
+            return object.__getattribute__(self, "_dtype")
+        return object.__getattribute__(self, name)
+
+    def data_ptr(self):
+        return self._ptr
+
+    def stride(self):
+        return self._strides
+
+
+def f32(*shape):
+    return np.ones(shape, np.float32)
+
+
+def fp8_b(k, n):  # F-ordered (k, n)
+    return FakeTorch((k, n), strides=(1, k))
+
+
+CASES = [
+    # (callable, exception, message regex)
+    (lambda: matmul(f32(4, 3), f32(5, 2)), ValueError, r"^b: K mismatch"),
+    (lambda: matmul(f32(4, 3), FakeCupy((3, 2))), TypeError, r"^b: a cupy array; a is a numpy"),
+    (
+        lambda: matmul(FakeCupy((4, 3)), FakeCupy((3, 2), device=1)),
+        ValueError,
+        r"^b: on device 1; a is on device 0",
+    ),
+    (lambda: matmul(f32(4, 3), f32(3, 2), FakeCupy((4, 2))), TypeError, r"^c: a cupy array"),
+    (
+        lambda: matmul(np.ones((4, 3), np.int32), f32(3, 2)),
+        ValueError,
+        r"^a: unsupported dtype 'int32'",
+    ),
+    (lambda: matmul(f32(4, 3), np.ones((3, 2))), ValueError, r"^b: dtype float64 differs"),
+    (
+        lambda: matmul([[1.0]], f32(1, 1)),
+        TypeError,
+        r"^a: unsupported operand of type builtins.list",
+    ),
+    (lambda: matmul(f32(4), f32(4, 2)), ValueError, r"^a: expected at least 2 dimensions"),
+    (
+        lambda: matmul(f32(2, 4, 3), f32(3, 3, 2)),
+        ValueError,
+        r"^b: batch shape \(3,\) does not match",
+    ),
+    (
+        lambda: matmul(f32(4, 6)[:, ::2], f32(3, 2)),
+        ValueError,
+        r"^a: strides \(6, 2\).*cannot be expressed",
+    ),
+    (
+        lambda: matmul(f32(4, 3), f32(3, 2), epilog=E.BIAS, epilog_inputs={"bias": f32(3)}),
+        ValueError,
+        r"^epilog_inputs\['bias'\]: shape \(3,\)",
+    ),
+    (
+        lambda: matmul(f32(4, 3), f32(3, 2), epilog=E.BIAS, epilog_inputs={"bias": np.ones(2)}),
+        ValueError,
+        r"^epilog_inputs\['bias'\]: dtype float64 differs",
+    ),
+    (
+        lambda: matmul(f32(4, 3), f32(3, 2), epilog=E.RELU_BIAS),
+        ValueError,
+        r"^epilog_inputs: RELU_BIAS requires \['bias'\]; missing \['bias'\]",
+    ),
+    (
+        lambda: matmul(f32(4, 3), f32(3, 2), epilog=E.RELU, epilog_inputs={"bias": f32(2)}),
+        ValueError,
+        r"^epilog_inputs: unexpected \['bias'\] for RELU",
+    ),
+    (
+        lambda: matmul(f32(4, 3), f32(3, 2), epilog=E.GELU, epilog_inputs=[1]),
+        TypeError,
+        r"^epilog_inputs: expected a dict",
+    ),
+    (
+        lambda: matmul(f32(4, 3), f32(3, 2), epilog=12345),
+        ValueError,
+        r"^epilog: unknown value 12345",
+    ),
+    (
+        lambda: matmul(f32(2, 4, 3), f32(3, 2), f32(4, 2), options={"inplace": True}),
+        ValueError,
+        r"^c: in-place needs c of the result's full shape",
+    ),
+    (
+        lambda: matmul(f32(4, 3), f32(3, 2), options={"inplace": True}),
+        ValueError,
+        r"^options.inplace",
+    ),
+    (lambda: matmul(f32(4, 3), f32(3, 2), f32(4, 3)), ValueError, r"^c: shape \(4, 3\)"),
+    (lambda: matmul(f32(4, 3), f32(3, 2), np.ones((4, 2))), ValueError, r"^c: dtype float64"),
+    (lambda: matmul(f32(4, 3), f32(3, 2), beta=1.0), ValueError, r"^beta: given without c"),
+    (lambda: matmul(f32(4, 3), f32(3, 2), alpha="2"), TypeError, r"^alpha: expected a number"),
+    (
+        lambda: matmul(
+            f32(4, 3),
+            f32(3, 2),
+            np.asfortranarray(f32(4, 2)),
+            epilog=E.BIAS,
+            epilog_inputs={"bias": f32(2)},
+        ),
+        ValueError,
+        r"^c: it is F-ordered but the result is C-ordered \(set by the bias shape\)",
+    ),
+    (
+        lambda: matmul(
+            f32(4, 3),
+            f32(3, 2),
+            options={"result_order": "F"},
+            epilog=E.BIAS,
+            epilog_inputs={"bias": f32(2)},
+        ),
+        ValueError,
+        r"^epilog_inputs\['bias'\]: shape \(2,\) needs a C-ordered result",
+    ),
+    (
+        lambda: matmul(f32(4, 3), f32(3, 2), options={"result_order": "X"}),
+        ValueError,
+        r"^options.result_order",
+    ),
+    (
+        lambda: matmul(f32(4, 3), f32(3, 2), options={"bogus": 1}),
+        ValueError,
+        r"^options: unknown field",
+    ),
+    (
+        lambda: matmul(f32(4, 3), f32(3, 2), options=3),
+        TypeError,
+        r"^options: expected MatmulOptions",
+    ),
+    (
+        lambda: matmul(f32(4, 3), f32(3, 2), options={"result_type": "float16"}),
+        ValueError,
+        r"^options.result_type: float16 is only allowed for FP8",
+    ),
+    (
+        lambda: matmul(
+            np.ones((4, 3)),
+            np.ones((3, 2)),
+            options=MatmulOptions(compute_type=MatmulComputeType.COMPUTE_32F),
+        ),
+        ValueError,
+        r"^options.compute_type: COMPUTE_32F is not supported for float64",
+    ),
+    (
+        lambda: matmul(np.ones((4, 3), np.complex64), np.ones((3, 2), np.complex64), epilog=E.RELU),
+        ValueError,
+        r"^epilog: RELU is not supported for complex",
+    ),
+    (
+        lambda: matmul(
+            f32(4, 3),
+            f32(3, 2),
+            epilog=E.DRELU,
+            epilog_inputs={"relu_aux": np.zeros((4, 2), np.uint8)},
+        ),
+        ValueError,
+        r"^epilog_inputs\['relu_aux'\]: shape \(4, 2\); expected \(\.\.\., 4, 16\)",
+    ),
+    (
+        lambda: matmul(
+            f32(4, 3), f32(3, 2), epilog=E.DRELU, epilog_inputs={"relu_aux": f32(4, 16)}
+        ),
+        ValueError,
+        r"^epilog_inputs\['relu_aux'\]: dtype float32; expected uint8",
+    ),
+    (
+        lambda: matmul(f32(4, 3), f32(3, 5), epilog=E.DGELU, epilog_inputs={"gelu_aux": f32(4, 5)}),
+        ValueError,
+        r"^epilog_inputs\['gelu_aux'\]: strides \(5, 1\).*divisible by 8",
+    ),
+    (
+        lambda: matmul(
+            f32(4, 3), f32(3, 5), epilog=E.DGELU, epilog_inputs={"gelu_aux": np.ones((4, 8))[:, :5]}
+        ),
+        ValueError,
+        r"^epilog_inputs\['gelu_aux'\]: dtype float64 differs",
+    ),
+    (
+        lambda: matmul(
+            f32(3, 4, 3), f32(3, 2), epilog=E.BIAS, epilog_inputs={"bias": f32(2, 1, 2)}
+        ),
+        ValueError,
+        r"^epilog_inputs\['bias'\]: batch shape \(2,\) does not match the result's \(3,\)",
+    ),
+    (
+        lambda: matmul(f32(4, 3), f32(3, 2), stream="s"),
+        TypeError,
+        r"^stream: expected an int handle",
+    ),
+    # FP8 (torch stand-ins): scales, layouts, pairs
+    (
+        lambda: Matmul(FakeTorch((4, 16)), fp8_b(16, 8)),
+        ValueError,
+        r"^quantization_scales: FP8 operands need scales for \['a', 'b', 'd'\]; missing",
+    ),
+    (
+        lambda: (
+            Matmul(
+                FakeTorch((4, 16)),
+                fp8_b(16, 8),
+                quantization_scales={"a": 1.0, "b": 1.0},
+                options={"result_type": "bfloat16"},
+            ).options
+        ),
+        None,
+        None,
+    ),
+    (
+        lambda: Matmul(
+            FakeTorch((4, 16)), FakeTorch((16, 8)), quantization_scales={"a": 1, "b": 1, "d": 1}
+        ),
+        ValueError,
+        r"^b: FP8 needs a row-major \(C-ordered\) a and a column-major \(F-ordered\) b",
+    ),
+    (
+        lambda: Matmul(
+            FakeTorch((4, 16), "float8_e5m2"),
+            fp8_b(16, 8).__class__((16, 8), "float8_e5m2", (1, 16)),
+        ),
+        ValueError,
+        r"^b: float8_e5m2 x float8_e5m2 is not supported",
+    ),
+    (
+        lambda: Matmul(FakeTorch((4, 16)), FakeTorch((16, 8), "float16")),
+        ValueError,
+        r"^b: dtype pair \(float8_e4m3fn, float16\)",
+    ),
+    (
+        lambda: Matmul(
+            FakeTorch((4, 16), "float16"),
+            FakeTorch((16, 8), "float16"),
+            quantization_scales={"a": 1.0},
+        ),
+        ValueError,
+        r"^quantization_scales: only for FP8",
+    ),
+    (
+        lambda: Matmul(
+            FakeTorch((4, 16)),
+            fp8_b(16, 8),
+            quantization_scales={"a": 1, "b": 1, "x": 1},
+            options={"result_type": "float16"},
+        ),
+        ValueError,
+        r"^quantization_scales: unknown keys \['x'\]",
+    ),
+    (
+        lambda: Matmul(
+            FakeTorch((4, 16)),
+            fp8_b(16, 8),
+            quantization_scales={"a": 1, "b": 1},
+            options={"result_type": "float64"},
+        ),
+        ValueError,
+        r"^options.result_type: float64; FP8 allows",
+    ),
+]
+
+
+@pytest.mark.parametrize("case, exc, msg", CASES, ids=[f"case{i}" for i in range(len(CASES))])
+def test_bad_input(case, exc, msg):
+    if exc is None:
+        # a valid FP8 description: validation passes, and the next step needs torch itself
+        with pytest.raises(KeyError, match="torch"):
+            case()
+        return
+    with pytest.raises(exc, match=msg):
+        case()
+
+
+def test_reset_operands_checks_shape_dtype_package():
+    a, b = f32(4, 3), f32(3, 2)
+    with Matmul(a, b) as mm:
+        mm.plan()
+        with pytest.raises(ValueError, match=r"^a: numpy float32 shape \(5, 3\)"):
+            mm.reset_operands(a=f32(5, 3))
+        with pytest.raises(ValueError, match=r"^b: numpy float64"):
+            mm.reset_operands(b=np.ones((3, 2)))
+        with pytest.raises(TypeError, match=r"^a: unsupported operand"):
+            mm.reset_operands(a=[1])
+        with pytest.raises(ValueError, match=r"^c: this Matmul was created without c"):
+            mm.reset_operands(c=f32(4, 2))
+        with pytest.raises(ValueError, match=r"^beta: this Matmul has no c"):
+            mm.reset_operands(beta=2.0)
+        with pytest.raises(ValueError, match=r"^epilog_inputs\['bias'\]: not an input"):
+            mm.reset_operands(epilog_inputs={"bias": f32(2)})
+    with pytest.raises(RuntimeError, match="freed"):
+        mm.execute()
+
+
+def test_plan_preferences_validated():
+    with Matmul(f32(4, 3), f32(3, 2)) as mm:
+        with pytest.raises(ValueError, match=r"^preferences.limit"):
+            mm.plan(preferences={"limit": 0})
+        with pytest.raises(ValueError, match=r"^iterations"):
+            mm.autotune(iterations=0)
+
+
+# ----------------------------------------------------------------------------- plan cache keys
+
+
+def _key(a, b, c=None, **kw):
+    return mm_mod._cache_key(
+        a,
+        b,
+        c,
+        kw.get("alpha"),
+        kw.get("beta"),
+        kw.get("epilog"),
+        kw.get("epilog_inputs"),
+        kw.get("options"),
+        kw.get("qs"),
+    )
+
+
+def test_plan_cache_key_ignores_data_not_shape():
+    a, b = np.zeros((256, 64), np.float32), np.zeros((64, 32), np.float32)
+    a2, b2 = np.ones((256, 64), np.float32), np.ones((64, 32), np.float32)
+    assert _key(a, b) == _key(a2, b2)
+    bias = np.zeros(32, np.float32)
+    e = {"epilog": E.RELU_BIAS, "epilog_inputs": {"bias": bias}}
+    assert _key(a, b, **e) == _key(a2, b2, epilog=E.RELU_BIAS, epilog_inputs={"bias": bias + 1})
+    variants = [
+        _key(a, b),
+        _key(a.astype(np.float64), b.astype(np.float64)),  # dtype
+        _key(np.asfortranarray(a), b),  # strides
+        _key(a[:128], b),  # shape
+        _key(a, b, **e),  # epilog
+        _key(a, b, epilog=E.RELU),
+        _key(a, b, options={"compute_type": MatmulComputeType.COMPUTE_32F_FAST_TF32}),
+        _key(a, b, alpha=2.0),  # given vs default alpha
+        _key(a, b, np.zeros((256, 32), np.float32)),  # c
+    ]
+    assert len(set(variants)) == len(variants)
+    # pointer alignment is part of the key (cuBLASLt picks kernels by it)
+    buf = np.zeros(256 * 64 + 1, np.float32)
+    assert _key(buf[:-1].reshape(256, 64), b) != _key(buf[1:].reshape(256, 64), b)
+
+
+# ----------------------------------------------------------------------------- cuBLASLt mapping
+
+
+def _problem(a, b, c=None, epilog=None, inputs=None, **opts):
+    w = _operands.wrap
+    return mm_mod._Problem(
+        w(a, "a"),
+        w(b, "b"),
+        w(c, "c") if c is not None else None,
+        MatmulOptions(**opts),
+        epilog,
+        {k: w(v, k) for k, v in (inputs or {}).items()},
+        {},
+    )
+
+
+@pytest.mark.parametrize("a_order", ["C", "F"])
+@pytest.mark.parametrize("b_order", ["C", "F"])
+def test_row_major_result_is_handed_over_transposed(a_order, b_order):
+    M, K, N = 6, 4, 10
+    a = np.zeros((M, K), np.float32, order=a_order)
+    b = np.zeros((K, N), np.float32, order=b_order)
+    p = _problem(a, b)
+    assert p.order == "C" and p.swap
+    # cuBLASLt computes D^T (N x M) = op(B_lt) op(A_lt) with A_lt = our b, B_lt = our a
+    la, lb, ld = p.layout_a, p.layout_b, p.layout_d
+    assert (ld.rows, ld.cols, ld.ld) == (N, M, N)
+    if b_order == "C":  # b row-major == b^T col-major (N x K): no transpose
+        assert p.trans_a == Operation.N and (la.rows, la.cols, la.ld) == (N, K, N)
+    else:
+        assert p.trans_a == Operation.T and (la.rows, la.cols, la.ld) == (K, N, K)
+    if a_order == "C":
+        assert p.trans_b == Operation.N and (lb.rows, lb.cols, lb.ld) == (K, M, K)
+    else:
+        assert p.trans_b == Operation.T and (lb.rows, lb.cols, lb.ld) == (M, K, M)
+
+
+def test_column_bias_hands_over_as_is_and_swaps_bgrad_sides():
+    M, K, N = 6, 4, 10
+    a, b = np.zeros((M, K), np.float32), np.zeros((K, N), np.float32)
+    p = _problem(a, b, epilog=E.BIAS, inputs={"bias": np.zeros((M, 1), np.float32)})
+    assert p.order == "F" and not p.swap
+    assert p.trans_a == Operation.T and p.trans_b == Operation.T
+    assert (p.layout_d.rows, p.layout_d.cols, p.layout_d.ld) == (M, N, M)
+    assert p.d_out.strides == (1, M)
+    # our BGRADA is cuBLASLt's BGRADB when the result is handed over transposed
+    assert _problem(a, b, epilog=E.BGRADA).lt_epilog.name == "BGRADB"
+    assert _problem(a, b, epilog=E.BGRADA, result_order="F").lt_epilog.name == "BGRADA"
+
+
+def test_batched_strides_and_broadcast():
+    a = np.zeros((3, 2, 6, 4), np.float32)
+    b = np.zeros((4, 10), np.float32)
+    p = _problem(a, b, c=np.zeros((6, 10), np.float32))
+    assert p.batch == 6
+    assert p.layout_b.stride == 24 and p.layout_a.stride == 0  # cuBLASLt's B is our a
+    assert p.layout_c.stride == 0 and p.layout_d.stride == 60
+    with pytest.raises(ValueError, match="one batch stride"):
+        _problem(a[:, :, :, :].transpose(1, 0, 2, 3), b)
+
+
+def test_algorithm_pickles():
+    alg = Algorithm(bytes(range(64)), 1024, 0.5, version=130102)
+    alg.time_ms = 1.0
+    back = pickle.loads(pickle.dumps(alg))
+    assert back.data == alg.data and back.workspace_size == 1024 and back.version == 130102
+    assert bytes(back._algo) == bytes(range(64))
+    with pytest.raises(ValueError, match="^data"):
+        Algorithm(b"x", 0)
+
+
+def test_stream_adapters():
+    h = _operands.stream_handle
+    assert h(0) == 0 and h(1234) == 1234
+    assert h(SimpleNamespace(__cuda_stream__=lambda: (0, 77))) == 77
+    assert h(SimpleNamespace(ptr=88)) == 88  # CuPy
+    assert h(SimpleNamespace(cuda_stream=99)) == 99  # torch
+    import ctypes
+
+    assert h(SimpleNamespace(handle=ctypes.c_void_p(111))) == 111  # Numba
+    assert h(SimpleNamespace(handle=ctypes.c_void_p(None))) == 0
+    with pytest.raises(TypeError, match="^stream"):
+        h(1.5)
+
+
+def test_public_names_have_docstrings():
+    import nvmath_host
+
+    for name in nvmath_host.__all__:
+        obj = getattr(nvmath_host, name)
+        assert obj.__doc__ and len(obj.__doc__.strip()) > 20, name
+    for meth in ("plan", "autotune", "execute", "reset_operands", "free"):
+        assert getattr(Matmul, meth).__doc__, meth
