@@ -1052,10 +1052,10 @@ class Matmul:
         ws = max(x.workspace_size for x in algos)
         self._workspace = None
         self._ws_ptr, self._ws_size = 0, ws
+        self._ws_stream = self._default_stream()
+        self._foreign_stream = False
         if ws:
-            self._workspace = self._pkg.empty(
-                UINT8, (ws,), (1,), ws, self.device, self._default_stream()
-            )
+            self._workspace = self._pkg.empty(UINT8, (ws,), (1,), ws, self.device, self._ws_stream)
             self._ws_ptr = self._pkg.ptr(self._workspace)
         # --- pre-built argument list of cublasLtMatmul
         sc = p.scale_np
@@ -1256,6 +1256,8 @@ class Matmul:
         else:
             s = self._pkg.current_stream(self.device)
             current = True
+        if s != self._ws_stream:
+            self._foreign_stream = True
         rt = self._rt
         err, cur = rt.cudaGetDevice()
         if cur == self.device:
@@ -1411,11 +1413,20 @@ class Matmul:
         for obj in reversed(self._free_list):
             obj.destroy()
         self._free_list = []
+        if getattr(self, "_workspace", None) is not None and self._foreign_stream:
+            # The workspace goes back to its package's pool in the order of the stream it was
+            # allocated on; it was also used on other streams, so wait for those first.
+            with _DeviceScope(self.device):
+                _rt_check(_rt().cudaDeviceSynchronize(), "cudaDeviceSynchronize")
         self._workspace = None
         self._planned = False
 
     def free(self) -> None:
-        """Release the cuBLASLt descriptors and the workspace (the object is unusable after)."""
+        """Release the cuBLASLt descriptors and the workspace (the object is unusable after).
+
+        Synchronises the device only if :meth:`execute` ran on a stream other than the one
+        the workspace was allocated on (so the pool cannot hand it out while still in use).
+        """
         self._release_gpu()
         self._problem = None
         self._ops = {}

@@ -1,0 +1,244 @@
+# SPDX-License-Identifier: Apache-2.0
+"""nvmath_host matmul vs nvmath-python, torch and CuPy, in one process on the same data.
+
+GPU time: ``triton.testing.do_bench`` median (CUDA events, L2 flushed between runs).
+Host latency per call: ``execute()`` (or the function) + ``torch.cuda.synchronize()``,
+median of many calls timed with ``time.perf_counter``.
+
+Usage: ``python benchmarks/host_matmul.py --out DIR [--quick]``; writes
+``DIR/host_matmul.json`` and ``DIR/host_matmul.md``.
+"""
+
+# ruff: noqa: B023  (the lambdas run inside the loop iteration that binds them)
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+
+def _nvmath():
+    try:
+        import nvmath.linalg.advanced as nva
+
+        return nva
+    except Exception as e:  # peer not importable: its rows are left out
+        print(f"nvmath-python not importable: {e!r}", file=sys.stderr)
+        return None
+
+
+def latency_us(fn, sync, n=2000, warm=50):
+    for _ in range(warm):
+        fn()
+    sync()
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e6
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="bench_out")
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+
+    import cupy as cp
+    import torch
+    from triton.testing import do_bench
+
+    from nvmath_host import Matmul, MatmulComputeType, MatmulEpilog, matmul
+
+    nva = _nvmath()
+    torch.manual_seed(0)
+    dev = "cuda"
+    results = []
+
+    def bench(fn):
+        return do_bench(fn, warmup=25, rep=100 if not args.quick else 30, return_mode="median")
+
+    def add(case, impl, ms=None, us=None, flops=None, note=""):
+        row = {"case": case, "impl": impl, "gpu_ms": ms, "host_us_per_call": us, "note": note}
+        if ms and flops:
+            row["tflops"] = flops / (ms * 1e-3) / 1e12
+        results.append(row)
+        print(json.dumps(row), flush=True)
+
+    def check(name, got, want, tol):
+        err = ((got.double() - want.double()).abs().max() / want.double().abs().max()).item()
+        if not err < tol:
+            raise AssertionError(f"{name}: relative error {err:.3g} >= {tol}")
+
+    # ---------------------------------------------------------------- GPU time, big shapes
+    shapes = [
+        ("fp16 4096^3 RELU_BIAS", torch.float16, 4096, 4096, 4096, "relu_bias", None),
+        ("bf16 8192x4096x4096 RELU_BIAS", torch.bfloat16, 8192, 4096, 4096, "relu_bias", None),
+        ("fp32 4096^3", torch.float32, 4096, 4096, 4096, None, None),
+        ("fp32 4096^3 TF32", torch.float32, 4096, 4096, 4096, None, "tf32"),
+        ("fp16 1024^3 RELU_BIAS", torch.float16, 1024, 1024, 1024, "relu_bias", None),
+        ("fp16 128^3 RELU_BIAS", torch.float16, 128, 128, 128, "relu_bias", None),
+        ("fp16 16^3 RELU_BIAS", torch.float16, 16, 16, 16, "relu_bias", None),
+    ]
+    if args.quick:
+        shapes = shapes[:1] + shapes[5:6]
+    for case, dt, M, N, K, epi, ct in shapes:
+        flops = 2.0 * M * N * K
+        a = torch.randn(M, K, device=dev, dtype=dt)
+        b = torch.randn(K, N, device=dev, dtype=dt)
+        bias = torch.randn(N, device=dev, dtype=dt)
+        bias_col = torch.randn(M, 1, device=dev, dtype=dt)  # nvmath-python's bias is (M, 1)
+        if epi:
+            want = torch.relu(a.float() @ b.float() + bias.float())
+        else:
+            want = a.double() @ b.double()
+        tol = 2e-2 if ct == "tf32" or dt != torch.float32 else 1e-4
+        opts = {"compute_type": MatmulComputeType.COMPUTE_32F_FAST_TF32} if ct else None
+        ep = {"epilog": MatmulEpilog.RELU_BIAS, "epilog_inputs": {"bias": bias}} if epi else {}
+        mm = Matmul(a, b, options=opts)
+        mm.plan(**ep)
+        check("ours", mm.execute(), want, tol)
+        add(case, "nvmath_host Matmul (heuristic #0)", bench(mm.execute), flops=flops)
+        mm.autotune(iterations=5)
+        add(case, "nvmath_host Matmul (autotuned)", bench(mm.execute), flops=flops)
+        add(
+            case,
+            "nvmath_host matmul()",
+            bench(lambda: matmul(a, b, options=opts, **ep)),
+            flops=flops,
+        )
+        mm.free()
+        if nva is not None:
+            nopts = {"compute_type": nva.MatmulComputeType.COMPUTE_32F_FAST_TF32} if ct else None
+            nep = (
+                {"epilog": nva.MatmulEpilog.RELU_BIAS, "epilog_inputs": {"bias": bias_col}}
+                if epi
+                else {}
+            )
+            nm = nva.Matmul(a, b, options=nopts)
+            nm.plan(**nep)
+            d = nm.execute()
+            if epi:
+                check("nvmath", d, torch.relu(a.float() @ b.float() + bias_col.float()), tol)
+            else:
+                check("nvmath", d, want, tol)
+            add(
+                case,
+                "nvmath-python Matmul",
+                bench(nm.execute),
+                flops=flops,
+                note="bias (M,1): its bias runs along M",
+            )
+            nm.free()
+        torch.backends.cuda.matmul.allow_tf32 = ct == "tf32"
+        if epi:
+            check("torch", torch.relu(a @ b + bias), want, tol)
+            add(
+                case,
+                "torch relu(a @ b + bias)",
+                bench(lambda: torch.relu(a @ b + bias)),
+                flops=flops,
+            )
+            add(
+                case,
+                "torch _addmm_activation",
+                bench(lambda: torch._addmm_activation(bias, a, b)),
+                flops=flops,
+            )
+        else:
+            add(case, "torch a @ b", bench(lambda: a @ b), flops=flops)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        if dt != torch.bfloat16 and ct is None:
+            ca, cb, cbias = cp.asarray(a), cp.asarray(b), cp.asarray(bias)
+            f = (lambda: cp.maximum(ca @ cb + cbias, 0)) if epi else (lambda: ca @ cb)
+            add(
+                case,
+                "cupy" + (" maximum(a @ b + bias, 0)" if epi else " a @ b"),
+                bench(f),
+                flops=flops,
+            )
+        del a, b
+        torch.cuda.empty_cache()
+
+    # ---------------------------------------------------------------- host latency per call
+    sync = torch.cuda.synchronize
+    n = 300 if args.quick else 2000
+    for size in (128, 16):
+        case = f"per call fp16 {size}^3 RELU_BIAS (execute + synchronize)"
+        a = torch.randn(size, size, device=dev, dtype=torch.float16)
+        b = torch.randn(size, size, device=dev, dtype=torch.float16)
+        bias = torch.randn(size, device=dev, dtype=torch.float16)
+        bias_col = torch.randn(size, 1, device=dev, dtype=torch.float16)
+        ep = {"epilog": MatmulEpilog.RELU_BIAS, "epilog_inputs": {"bias": bias}}
+        with Matmul(a, b) as mm:
+            mm.plan(**ep)
+            add(case, "nvmath_host Matmul.execute", us=latency_us(mm.execute, sync, n))
+        add(case, "nvmath_host matmul()", us=latency_us(lambda: matmul(a, b, **ep), sync, n))
+        ca, cb, cbias = cp.asarray(a), cp.asarray(b), cp.asarray(bias)
+        with Matmul(ca, cb) as mm:
+            mm.plan(epilog=MatmulEpilog.RELU_BIAS, epilog_inputs={"bias": cbias})
+            add(
+                case,
+                "nvmath_host Matmul.execute (cupy operands)",
+                us=latency_us(mm.execute, cp.cuda.get_current_stream().synchronize, n),
+            )
+        if nva is not None:
+            nep = {"epilog": nva.MatmulEpilog.RELU_BIAS, "epilog_inputs": {"bias": bias_col}}
+            nm = nva.Matmul(a, b)
+            nm.plan(**nep)
+            add(case, "nvmath-python Matmul.execute", us=latency_us(nm.execute, sync, n))
+            nm.free()
+            add(
+                case,
+                "nvmath-python matmul()",
+                us=latency_us(lambda: nva.matmul(a, b, **nep), sync, max(n // 4, 100)),
+            )
+        add(
+            case,
+            "torch relu(a @ b + bias)",
+            us=latency_us(lambda: torch.relu(a @ b + bias), sync, n),
+        )
+        add(
+            case,
+            "torch _addmm_activation",
+            us=latency_us(lambda: torch._addmm_activation(bias, a, b), sync, n),
+        )
+
+    meta = {
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "cupy": cp.__version__,
+        "nvmath-python": getattr(sys.modules.get("nvmath"), "__version__", None),
+        "cublasLt": __import__("nvmath_host._cublaslt", fromlist=["version"]).version(),
+    }
+    with open(os.path.join(args.out, "host_matmul.json"), "w") as f:
+        json.dump({"meta": meta, "results": results}, f, indent=1)
+    lines = [
+        f"GPU: {meta['gpu']}; cuBLASLt {meta['cublasLt']}; torch {meta['torch']}; "
+        f"nvmath-python {meta['nvmath-python']}",
+        "",
+        "| case | implementation | GPU ms (median) | TFLOP/s | host us/call (median) |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for r in results:
+        ms = f"{r['gpu_ms']:.4f}" if r["gpu_ms"] is not None else ""
+        tf = f"{r['tflops']:.1f}" if r.get("tflops") else ""
+        us = f"{r['host_us_per_call']:.1f}" if r["host_us_per_call"] is not None else ""
+        lines.append(f"| {r['case']} | {r['impl']} | {ms} | {tf} | {us} |")
+    md = "\n".join(lines) + "\n"
+    with open(os.path.join(args.out, "host_matmul.md"), "w") as f:
+        f.write(md)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

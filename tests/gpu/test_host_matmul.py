@@ -1,0 +1,512 @@
+# SPDX-License-Identifier: Apache-2.0
+"""nvmath_host on a GPU, against the CPU reference (nvmath_host.epilogs.reference in float64).
+
+Outputs are poisoned first: the memory pool is filled with NaN bytes (0xFF) and released
+before every execute, so an element cuBLASLt does not write shows up as NaN.
+"""
+
+import importlib
+import pickle
+import time
+
+import numpy as np
+import pytest
+
+from nvmath_host import (
+    Algorithm,
+    Matmul,
+    MatmulComputeType,
+    MatmulEpilog,
+    MatmulOptions,
+    matmul,
+)
+from nvmath_host._operands import stream_handle
+from nvmath_host.epilogs import EPILOGS, reference, relu_aux_shape, unpack_relu_mask
+
+pytestmark = pytest.mark.gpu
+cp = pytest.importorskip("cupy")
+mm_mod = importlib.import_module("nvmath_host.matmul")
+E = MatmulEpilog
+RNG = np.random.default_rng(20261130)
+TOL = {
+    "float16": 4e-3,
+    "bfloat16": 2e-2,
+    "float32": 2e-5,
+    "float64": 1e-12,
+    "complex64": 2e-5,
+    "complex128": 1e-12,
+}
+
+
+def poison():
+    """Fill (then free) pool memory with 0xFF bytes (NaN for every float type)."""
+    x = cp.full((256 << 20,), 0xFF, dtype=cp.uint8)
+    del x
+
+
+def rel_err(got, want):
+    got = np.asarray(got, dtype=np.complex128 if np.iscomplexobj(want) else np.float64)
+    want = np.asarray(want, dtype=got.dtype)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    assert not np.isnan(got).any(), "NaN in the result (an element was not written)"
+    scale = max(np.abs(want).max(), 1e-30)
+    return float(np.abs(got - want).max() / scale)
+
+
+def host(x):
+    if isinstance(x, np.ndarray):
+        return x
+    if type(x).__module__.startswith("torch"):
+        return x.float().cpu().numpy() if str(x.dtype) in ("torch.bfloat16",) else x.cpu().numpy()
+    if hasattr(x, "get"):
+        return x.get()
+    return x.copy_to_host()
+
+
+def make_inputs(spec, M, N, dtype, order, batch=()):
+    """Random epilog inputs for spec in the layout the result order needs: (host, device)."""
+    views = {}  # name -> (base array, view function)
+    if spec.bias:
+        shape = batch + ((1, N) if batch else (N,)) if order == "C" else batch + (M, 1)
+        views["bias"] = (RNG.standard_normal(shape).astype(dtype), lambda x: x)
+    if spec.gradient == "drelu":
+        r, c = relu_aux_shape(M, N, order)
+        if order == "C":
+            views["relu_aux"] = (RNG.integers(0, 256, batch + (r, c), dtype=np.uint8), lambda x: x)
+        else:  # each matrix F-ordered
+            base = RNG.integers(0, 256, batch + (c, r), dtype=np.uint8)
+            views["relu_aux"] = (base, lambda x: x.swapaxes(-1, -2))
+    if spec.gradient == "dgelu":  # leading dimension padded to a multiple of 8
+        if order == "C":
+            base = RNG.standard_normal(batch + (M, -(-N // 8) * 8)).astype(dtype)
+            views["gelu_aux"] = (base, lambda x: x[..., :N])
+        else:
+            base = RNG.standard_normal(batch + (N, -(-M // 8) * 8)).astype(dtype)
+            views["gelu_aux"] = (base, lambda x: x[..., :M].swapaxes(-1, -2))
+    host_in = {k: f(base) for k, (base, f) in views.items()}
+    dev_in = {k: f(cp.asarray(base)) for k, (base, f) in views.items()}
+    return host_in, dev_in
+
+
+def check_outputs(spec, got_d, got_outs, want_d, want_outs, dtype, order, M, N, x_ref=None):
+    tol = TOL[np.dtype(dtype).name]
+    errs = {"d": rel_err(host(got_d), want_d)}
+    assert errs["d"] < tol, errs
+    for name in spec.outputs:
+        g = host(got_outs[name])
+        if name == "relu_aux":
+            mg = unpack_relu_mask(g, M, N, order)
+            mw = unpack_relu_mask(want_outs[name], M, N, order)
+            # bits may differ only where the pre-activation is ~0 (rounding)
+            bad = (mg != mw) & (np.abs(x_ref) > 10 * tol * np.abs(x_ref).max())
+            assert not bad.any(), f"relu_aux: {bad.sum()} bits differ"
+        else:
+            e = rel_err(g, want_outs[name])
+            assert e < tol * (4 if name == "bgrad" else 1), (name, e)
+
+
+def pre_activation(a, b, c, alpha, beta, inputs):
+    x = alpha * np.matmul(a.astype(np.float64), b.astype(np.float64))
+    if c is not None:
+        x = x + beta * c.astype(np.float64)
+    if "bias" in inputs:
+        x = x + inputs["bias"].astype(np.float64)
+    return x
+
+
+SHAPES = {"odd": (67, 48, 133), "even": (64, 96, 128)}
+LAYOUTS = ["CC", "FC", "CF", "FF"]  # orders of a and b
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("epilog", list(E), ids=[e.name for e in E])
+def test_epilog_cupy(epilog, dtype, layout, shape):
+    if shape == "odd" and layout in ("FC", "CF"):
+        pytest.skip("covered by the even shape (keeps the suite short)")
+    M, K, N = SHAPES[shape]
+    spec = EPILOGS[epilog]
+    a = np.array(RNG.standard_normal((M, K)), dtype=dtype, order=layout[0])
+    b = np.array(RNG.standard_normal((K, N)), dtype=dtype, order=layout[1])
+    c = RNG.standard_normal((M, N)).astype(dtype)
+    alpha, beta = 0.5, -0.75
+    inputs, dinputs = make_inputs(spec, M, N, dtype, "C")
+    want_d, want_outs = reference(
+        a,
+        b,
+        c=c,
+        alpha=alpha,
+        beta=beta,
+        epilog=epilog,
+        epilog_inputs=inputs,
+        order="C",
+        compute_dtype=np.float64,
+    )
+    da, db, dc = cp.asarray(a, order="A"), cp.asarray(b, order="A"), cp.asarray(c)
+    assert da.flags.f_contiguous == (layout[0] == "F")
+    poison()
+    got = matmul(da, db, dc, alpha=alpha, beta=beta, epilog=epilog, epilog_inputs=dinputs)
+    d, outs = got if spec.outputs else (got, {})
+    assert isinstance(d, cp.ndarray) and d.dtype == np.dtype(dtype)
+    check_outputs(
+        spec,
+        d,
+        outs,
+        want_d,
+        want_outs,
+        dtype,
+        "C",
+        M,
+        N,
+        pre_activation(a, b, c, alpha, beta, inputs),
+    )
+
+
+@pytest.mark.parametrize("epilog", list(E), ids=[e.name for e in E])
+def test_epilog_f_ordered_result_batched(epilog):
+    """A (M, 1)-bias / F-ordered result, batched, with a broadcast b."""
+    M, K, N, batch = 72, 40, 56, (3,)
+    spec = EPILOGS[epilog]
+    dtype = "float32"
+    a = RNG.standard_normal(batch + (M, K)).astype(dtype)
+    b = np.asfortranarray(RNG.standard_normal((K, N)).astype(dtype))
+    inputs, dinputs = make_inputs(spec, M, N, dtype, "F", batch)
+    want_d, want_outs = reference(
+        a, b, epilog=epilog, epilog_inputs=inputs, order="F", compute_dtype=np.float64
+    )
+    poison()
+    got = matmul(
+        cp.asarray(a),
+        cp.asarray(b, order="F"),
+        epilog=epilog,
+        epilog_inputs=dinputs,
+        options={"result_order": "F"},
+    )
+    d, outs = got if spec.outputs else (got, {})
+    assert d.shape == batch + (M, N) and d.strides[-2] == 4  # F-ordered matrices
+    check_outputs(
+        spec,
+        d,
+        outs,
+        want_d,
+        want_outs,
+        dtype,
+        "F",
+        M,
+        N,
+        pre_activation(a, b, None, 1.0, 0.0, inputs),
+    )
+
+
+def test_forward_backward_chain_on_gpu():
+    M, K, N = 96, 64, 80
+    a, b = (cp.asarray(RNG.standard_normal(s).astype(np.float32)) for s in ((M, K), (K, N)))
+    bias = cp.asarray(RNG.standard_normal(N).astype(np.float32))
+    y, aux = matmul(a, b, epilog=E.RELU_AUX_BIAS, epilog_inputs={"bias": bias})
+    dy = cp.asarray(RNG.standard_normal((M, K)).astype(np.float32))
+    g, o = matmul(dy, b, epilog=E.DRELU_BGRAD, epilog_inputs={"relu_aux": aux["relu_aux"]})
+    x = a.get().astype(np.float64) @ b.get() + bias.get()
+    want = (dy.get().astype(np.float64) @ b.get()) * (x > 0)
+    assert rel_err(g.get(), want) < 1e-4
+    assert rel_err(o["bgrad"].get(), want.sum(0)) < 1e-4
+    y, aux = matmul(a, b, epilog=E.GELU_AUX_BIAS, epilog_inputs={"bias": bias})
+    g = matmul(dy, b, epilog=E.DGELU, epilog_inputs={"gelu_aux": aux["gelu_aux"]})
+    from nvmath_host.epilogs import dgelu
+
+    assert rel_err(g.get(), (dy.get().astype(np.float64) @ b.get()) * dgelu(x)) < 1e-4
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_complex(dtype):
+    M, K, N = 33, 20, 41
+    a = (RNG.standard_normal((M, K)) + 1j * RNG.standard_normal((M, K))).astype(dtype)
+    b = (RNG.standard_normal((K, N)) + 1j * RNG.standard_normal((K, N))).astype(dtype)
+    c = (RNG.standard_normal((M, N)) + 1j * RNG.standard_normal((M, N))).astype(dtype)
+    poison()
+    d = matmul(
+        cp.asarray(a),
+        cp.asarray(np.asfortranarray(b), order="F"),
+        cp.asarray(c),
+        alpha=1 - 2j,
+        beta=0.5j,
+    )
+    assert rel_err(d.get(), (1 - 2j) * (a.astype(complex) @ b) + 0.5j * c) < TOL[dtype]
+
+
+@pytest.mark.parametrize(
+    "dtype, ct, tol",
+    [
+        ("float32", MatmulComputeType.COMPUTE_32F_FAST_TF32, 5e-3),
+        ("float32", MatmulComputeType.COMPUTE_32F_FAST_16F, 5e-3),
+        ("float32", MatmulComputeType.COMPUTE_32F_FAST_16BF, 3e-2),
+        ("float16", MatmulComputeType.COMPUTE_16F, 1e-2),
+        ("float32", MatmulComputeType.COMPUTE_32F_PEDANTIC, 2e-5),
+    ],
+)
+def test_compute_types(dtype, ct, tol):
+    M, K, N = 128, 256, 64
+    a = RNG.standard_normal((M, K)).astype(dtype)
+    b = RNG.standard_normal((K, N)).astype(dtype)
+    bias = RNG.standard_normal(N).astype(dtype)
+    poison()
+    d = matmul(
+        cp.asarray(a),
+        cp.asarray(b),
+        epilog=E.BIAS,
+        epilog_inputs={"bias": cp.asarray(bias)},
+        options=MatmulOptions(compute_type=ct),
+    )
+    assert rel_err(d.get(), a.astype(np.float64) @ b + bias) < tol
+
+
+def test_batched_c_broadcast_and_inplace():
+    M, K, N, B = 40, 24, 48, 4
+    a = RNG.standard_normal((B, M, K)).astype(np.float32)
+    b = RNG.standard_normal((B, K, N)).astype(np.float32)
+    c = RNG.standard_normal((M, N)).astype(np.float32)
+    bias = RNG.standard_normal((B, 1, N)).astype(np.float32)
+    poison()
+    d = matmul(
+        cp.asarray(a),
+        cp.asarray(b),
+        cp.asarray(c),
+        beta=2.0,
+        epilog=E.RELU_BIAS,
+        epilog_inputs={"bias": cp.asarray(bias)},
+    )
+    assert rel_err(d.get(), np.maximum(a.astype(np.float64) @ b + 2 * c + bias, 0)) < 1e-5
+    cf = cp.asarray(RNG.standard_normal((B, M, N)).astype(np.float32))
+    c0 = cf.get()
+    out = matmul(cp.asarray(a), cp.asarray(b), cf, alpha=0.5, beta=-1.0, options={"inplace": True})
+    assert out is cf
+    assert rel_err(cf.get(), 0.5 * (a.astype(np.float64) @ b) - c0) < 1e-5
+
+
+def test_stateful_autotune_reset_stream_pickle():
+    M, K, N = 256, 128, 192
+    host_a = [RNG.standard_normal((M, K)).astype(np.float16) for _ in range(3)]
+    b = cp.asarray(RNG.standard_normal((K, N)).astype(np.float16))
+    c = cp.asarray(RNG.standard_normal((M, N)).astype(np.float16))
+    bias = cp.asarray(RNG.standard_normal(N).astype(np.float16))
+    s = cp.cuda.Stream(non_blocking=True)
+    a0 = cp.asarray(host_a[0])
+    with Matmul(
+        a0,
+        b,
+        c=c,
+        alpha=2.0,
+        beta=0.5,
+        options=MatmulOptions(compute_type=MatmulComputeType.COMPUTE_32F),
+    ) as mm:
+        algos = mm.plan(epilog=E.GELU_AUX_BIAS, epilog_inputs={"bias": bias})
+        assert algos and all(isinstance(x, Algorithm) for x in algos)
+        tuned = mm.autotune(iterations=3)
+        assert all(x.time_ms is not None for x in tuned)
+        assert [x.time_ms for x in tuned] == sorted(x.time_ms for x in tuned)
+        for ha in host_a:
+            a = cp.asarray(ha)
+            mm.reset_operands(a=a)
+            poison()
+            d, aux = mm.execute(stream=s)
+            s.synchronize()
+            want_d, want_o = reference(
+                ha,
+                b.get(),
+                c=c.get(),
+                alpha=2.0,
+                beta=0.5,
+                epilog=E.GELU_AUX_BIAS,
+                epilog_inputs={"bias": bias.get()},
+                compute_dtype=np.float64,
+            )
+            assert rel_err(d.get(), want_d) < 4e-3
+            assert rel_err(aux["gelu_aux"].get(), want_o["gelu_aux"]) < 4e-3
+        with pytest.raises(ValueError, match="^a: "):
+            mm.reset_operands(a=cp.asarray(host_a[0][:, :64]))
+        saved = pickle.dumps(mm.algorithms)
+    with Matmul(a0, b, c=c, alpha=2.0, beta=0.5) as mm2:
+        mm2.plan(
+            algorithms=pickle.loads(saved), epilog=E.GELU_AUX_BIAS, epilog_inputs={"bias": bias}
+        )
+        d, _ = mm2.execute()
+        want_d, _ = reference(
+            host_a[0],
+            b.get(),
+            c=c.get(),
+            alpha=2.0,
+            beta=0.5,
+            epilog=E.GELU_AUX_BIAS,
+            epilog_inputs={"bias": bias.get()},
+            compute_dtype=np.float64,
+        )
+        assert rel_err(d.get(), want_d) < 4e-3
+
+
+def test_plan_cache_avoids_replanning(monkeypatch):
+    mm_mod.clear_plan_cache()
+    calls = []
+    real = mm_mod.lt.heuristic
+    monkeypatch.setattr(mm_mod.lt, "heuristic", lambda *a: calls.append(1) or real(*a))
+    a = cp.asarray(RNG.standard_normal((64, 32)).astype(np.float32))
+    b = cp.asarray(RNG.standard_normal((32, 16)).astype(np.float32))
+    for i in range(5):
+        d = matmul(a * (i + 1), b)
+        assert rel_err(d.get(), (i + 1) * (a.get().astype(np.float64) @ b.get())) < 1e-5
+    assert len(calls) == 1
+    assert mm_mod.plan_cache_info()["size"] == 1
+
+
+def test_operand_kinds_return_their_kind():
+    M, K, N = 48, 32, 40
+    a = RNG.standard_normal((M, K)).astype(np.float32)
+    b = RNG.standard_normal((K, N)).astype(np.float32)
+    bias = RNG.standard_normal(N).astype(np.float32)
+    want = np.maximum(a.astype(np.float64) @ b + bias, 0)
+    kw = {"epilog": E.RELU_BIAS}
+    # NumPy on the GPU: copied there and back
+    d = matmul(a, b, epilog_inputs={"bias": bias}, **kw)
+    assert type(d) is np.ndarray and rel_err(d, want) < 1e-5
+    d = matmul(cp.asarray(a), cp.asarray(b), epilog_inputs={"bias": cp.asarray(bias)}, **kw)
+    assert type(d) is cp.ndarray and rel_err(d.get(), want) < 1e-5
+    torch = pytest.importorskip("torch")
+    t = lambda x: torch.from_numpy(x).cuda()  # noqa: E731
+    d = matmul(t(a), t(b), epilog_inputs={"bias": t(bias)}, **kw)
+    assert isinstance(d, torch.Tensor) and d.is_cuda and rel_err(d.cpu().numpy(), want) < 1e-5
+    b_f = torch.from_numpy(np.ascontiguousarray(b.T)).cuda().T  # F-ordered view
+    d = matmul(t(a), b_f, epilog_inputs={"bias": t(bias)}, **kw)
+    assert rel_err(d.cpu().numpy(), want) < 1e-5
+    from numba import cuda
+
+    d = matmul(
+        cuda.to_device(a), cuda.to_device(b), epilog_inputs={"bias": cuda.to_device(bias)}, **kw
+    )
+    assert cuda.is_cuda_array(d) and type(d).__module__.startswith("numba")
+    assert rel_err(d.copy_to_host(), want) < 1e-5
+    with pytest.raises(TypeError, match="^b: a cupy array; a is a torch"):
+        matmul(t(a), cp.asarray(b))
+
+
+def test_torch_bfloat16_and_streams():
+    torch = pytest.importorskip("torch")
+    M, K, N = 128, 64, 96
+    a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(N, K, device="cuda", dtype=torch.bfloat16).T  # transposed view
+    bias = torch.randn(N, device="cuda", dtype=torch.bfloat16)
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):  # default: the package's current stream
+        d = matmul(a, b, epilog=E.GELU_BIAS, epilog_inputs={"bias": bias})
+    s.synchronize()
+    want, _ = reference(
+        a.float().cpu().numpy(),
+        b.float().cpu().numpy(),
+        epilog=E.GELU_BIAS,
+        epilog_inputs={"bias": bias.float().cpu().numpy()},
+        compute_dtype=np.float64,
+    )
+    assert d.dtype == torch.bfloat16 and rel_err(d.float().cpu().numpy(), want) < 2e-2
+    # explicit streams of every kind
+    for stream in (s, s.cuda_stream, cp.cuda.ExternalStream(s.cuda_stream)):
+        d = matmul(a, b, stream=stream)
+        s.synchronize()
+        assert (
+            rel_err(d.float().cpu().numpy(), a.double().cpu().numpy() @ b.double().cpu().numpy())
+            < 2e-2
+        )
+
+
+@pytest.mark.parametrize("result_type", ["bfloat16", "float16", "float32", "float8_e4m3fn"])
+def test_fp8_scales_amax(result_type):
+    torch = pytest.importorskip("torch")
+    major, minor = torch.cuda.get_device_capability()
+    if (major, minor) < (8, 9):
+        pytest.skip("FP8 needs compute capability >= 8.9")
+    M, K, N = 64, 128, 96
+    a32 = torch.randn(M, K, device="cuda")
+    w32 = torch.randn(N, K, device="cuda")
+    a = a32.to(torch.float8_e4m3fn)
+    b = w32.to(torch.float8_e4m3fn).T  # F-ordered (K, N)
+    sa, sb, sd = 0.5, 2.0, 0.25
+    scales = {"a": sa, "b": sb}
+    if result_type.startswith("float8"):
+        scales["d"] = sd
+    d, aux = Matmul(
+        a, b, quantization_scales=scales, options={"result_type": result_type, "result_amax": True}
+    ).execute()
+    x = (a.float().double() * sa) @ (b.float().double() * sb)
+    amax = x.abs().max().item()
+    assert abs(aux["result_amax"].item() - amax) / amax < 1e-2
+    if result_type.startswith("float8"):
+        x = x * sd
+    got = d.float().double()
+    err = ((got - x).abs().max() / x.abs().max()).item()
+    assert err < (7e-2 if result_type.startswith("float8") else 1e-2), err
+
+
+def test_numba_chain_one_stream_no_host_sync():
+    """Numba kernel -> matmul -> Numba kernel on one non-default stream, no host sync."""
+    from cuda.bindings import driver
+    from numba import cuda
+
+    @cuda.jit
+    def spin(n):
+        for _ in range(n):
+            cuda.nanosleep(1000)
+
+    @cuda.jit
+    def fill(x, k):
+        i, j = cuda.grid(2)
+        if i < x.shape[0] and j < x.shape[1]:
+            x[i, j] = ((i * 7 + j * 3 + k) % 11) - 5.0
+
+    @cuda.jit
+    def consume(d, out):
+        i, j = cuda.grid(2)
+        if i < d.shape[0] and j < d.shape[1]:
+            out[i, j] = 2.0 * d[i, j] + 1.0
+
+    M, K, N = 96, 64, 80
+    s = cuda.stream()
+    a = cuda.device_array((M, K), np.float32)
+    b = cuda.to_device(RNG.standard_normal((K, N)).astype(np.float32))
+    bias = cuda.to_device(RNG.standard_normal(N).astype(np.float32))
+    out = cuda.device_array((M, N), np.float32)
+    matmul(a, b, epilog=E.RELU_BIAS, epilog_inputs={"bias": bias}, stream=s)  # warm the plan
+    spin[1, 1, s](1)
+    s.synchronize()
+    spin[1, 1, s](200_000)  # ~0.2 s of GPU time ahead of our work
+    fill[(12, 10), (8, 8), s](a, 3)
+    t0 = time.perf_counter()
+    d = matmul(a, b, epilog=E.RELU_BIAS, epilog_inputs={"bias": bias}, stream=s)
+    host_s = time.perf_counter() - t0
+    consume[(12, 10), (8, 8), s](d, out)
+    handle = driver.CUstream(stream_handle(s))
+    (err,) = driver.cuStreamQuery(handle)
+    assert err == driver.CUresult.CUDA_ERROR_NOT_READY, "the stream was drained: a hidden sync?"
+    assert host_s < 0.05, host_s
+    s.synchronize()
+    ha = np.fromfunction(lambda i, j: ((i * 7 + j * 3 + 3) % 11) - 5.0, (M, K)).astype(np.float32)
+    want = 2 * np.maximum(ha.astype(np.float64) @ b.copy_to_host() + bias.copy_to_host(), 0) + 1
+    assert rel_err(out.copy_to_host(), want) < 1e-5
+
+
+def test_no_sync_cupy_execute():
+    """Matmul.execute on a busy cupy stream returns before the stream drains."""
+    from numba import cuda
+
+    @cuda.jit
+    def spin(n):
+        for _ in range(n):
+            cuda.nanosleep(1000)
+
+    s = cp.cuda.Stream(non_blocking=True)
+    a = cp.asarray(RNG.standard_normal((128, 128)).astype(np.float16))
+    with Matmul(a, a) as mm:
+        mm.plan()
+        mm.execute(stream=s)
+        s.synchronize()
+        spin[1, 1, cuda.external_stream(s.ptr)](200_000)
+        for _ in range(10):
+            mm.execute(stream=s)
+        assert not s.done
+        s.synchronize()
