@@ -3,8 +3,9 @@
 
 from ._errors import CompileError, LinkError, MathDxError
 from .fft import FFT
+from .gemm import Matmul
 
-__all__ = ["FFT", "MathDxError", "CompileError", "LinkError"]
+__all__ = ["FFT", "Matmul", "MathDxError", "CompileError", "LinkError"]
 
 from ._sim import running_in_simulator as _in_sim
 

@@ -8,7 +8,7 @@ import json
 import logging
 
 from . import cache
-from .toolchain import compile_source, read_u32_arrays, toolchain_id
+from .toolchain import compile_source, link_cubin, read_u32_arrays, toolchain_id
 
 log = logging.getLogger("nvmath_device")
 
@@ -81,14 +81,38 @@ def _traits_block(fft, i: int) -> tuple[str, str]:
 
 
 def render_traits_source(ffts) -> str:
+    """One translation unit computing the traits of many descriptors (PTX only, no FFT code)."""
     parts = ["#include <cufftdx.hpp>\n"]
     for i, fft in enumerate(ffts):
         parts.append(_traits_block(fft, i)[0])
     return "".join(parts)
 
 
+def render_unit_source(fft) -> str:
+    """The translation unit of one descriptor: its traits array and its execute() function."""
+    code, _ = _traits_block(fft, 0)
+    sym = fft_symbol(fft)
+    if fft.execution == "Block":
+        fn = (f'extern "C" __device__ void {sym}(void* data, void* smem) {{ '
+              "T0().execute(reinterpret_cast<T0::value_type*>(data), smem); }\n")
+    else:
+        fn = (f'extern "C" __device__ void {sym}(void* data) {{ '
+              "T0().execute(reinterpret_cast<T0::value_type*>(data)); }\n")
+    return "#include <cufftdx.hpp>\n" + code + fn
+
+
+# Bump when the rendered code changes meaning: part of every cache key below.
+CODEGEN_VERSION = "fft-2"
+
+
 def _traits_key(fft) -> str:
-    return cache.make_key("fft-traits", render_traits_source([fft]), toolchain_id())
+    return cache.make_key("fft-traits", CODEGEN_VERSION, repr(fft._key), toolchain_id())
+
+
+def _store_traits(fft, values) -> dict:
+    traits = dict(zip(BLOCK_TRAITS, values))
+    cache.put(_traits_key(fft), json.dumps(traits).encode())
+    return traits
 
 
 def prefetch_traits(ffts) -> None:
@@ -114,40 +138,24 @@ def prefetch_traits(ffts) -> None:
         names = {_traits_block(fft, 0)[1]: fft for fft in group}
         arrays = read_u32_arrays(ptx, set(names))
         for name, fft in names.items():
-            traits = dict(zip(BLOCK_TRAITS, arrays[name]))
-            cache.put(_traits_key(fft), json.dumps(traits).encode())
+            _store_traits(fft, arrays[name])
 
 
 def fft_traits(fft) -> dict:
-    key = _traits_key(fft)
-    blob = cache.get(key)
-    if blob is None:
-        prefetch_traits([fft])
-        blob = cache.get(key)
-    return json.loads(blob)
-
-
-def render_shim_source(fft) -> str:
-    t = fft_traits(fft)
-    sym = fft_symbol(fft)
-    if fft.execution == "Block":
-        desc = _description(fft, t["elements_per_thread"], t["ffts_per_block"])
-        body = "FFT().execute(reinterpret_cast<FFT::value_type*>(data), smem);"
-        params = "void* data, void* smem"
-    else:
-        desc = _description(fft, None, None)
-        body = "FFT().execute(reinterpret_cast<FFT::value_type*>(data));"
-        params = "void* data"
-    return (
-        "#include <cufftdx.hpp>\n"
-        f"using FFT = decltype({desc});\n"
-        f'extern "C" __device__ void {sym}({params}) {{ {body} }}\n'
-    )
+    """Traits of one descriptor: from the cache, else from compiling its unit (which also caches
+    the LTO-IR a kernel will need) and reading the constants back through nvJitLink."""
+    blob = cache.get(_traits_key(fft))
+    if blob is not None:
+        return json.loads(blob)
+    ltoir = fft_ltoir(fft)
+    name = _traits_block(fft, 0)[1]
+    ptx = link_cubin([("ltoir", ltoir, "unit")], fft.sm, extra=["-ptx"])
+    return _store_traits(fft, read_u32_arrays(ptx, {name})[name])
 
 
 def fft_ltoir(fft) -> bytes:
-    src = render_shim_source(fft)
-    key = cache.make_key("fft-ltoir", src, toolchain_id(), fft.sm)
+    src = render_unit_source(fft)
+    key = cache.make_key("fft-ltoir", CODEGEN_VERSION, src, toolchain_id(), fft.sm)
     blob = cache.get(key)
     if blob is None:
         log.info("numba-mathdx: compiling %s (FFT size %d %s) with NVRTC (~10 s; cached afterwards)",

@@ -102,7 +102,8 @@ def _check_nvrtc(err, what):
 stats = {"nvrtc_compiles": 0, "nvrtc_seconds": 0.0, "nvjitlink_links": 0}
 
 
-def base_options(sm: int) -> list[str]:
+def base_options(sm: int, extra_include_dirs=()) -> list[str]:
+    """NVRTC options for ``sm``; ``extra_include_dirs`` are searched before the default ones."""
     opts = [
         "-std=c++17",
         "-default-device",
@@ -111,20 +112,23 @@ def base_options(sm: int) -> list[str]:
         "-DCUFFTDX_DISABLE_RUNTIME_ASSERTS",
         "-DCUBLASDX_IGNORE_DEPRECATED_DIALECT",
     ]
+    opts += [f"-I{d}" for d in extra_include_dirs]
     opts += [f"-I{d}" for d in include_dirs()]
     return opts
 
 
-def compile_source(source: str, sm: int, output: str, name: str = "nvmath_device_shim.cu") -> bytes:
+def compile_source(source: str, sm: int, output: str, name: str = "nvmath_device_shim.cu",
+                   extra_include_dirs=()) -> bytes:
     """Compile CUDA C++ ``source`` with NVRTC to ``output`` ("ltoir" or "ptx") for ``sm``.
 
-    Raises CompileError with the full NVRTC log on failure.
+    ``extra_include_dirs`` are searched before the default include folders (cuBLASDx uses this
+    to put a CUTLASS-compatible CCCL first). Raises CompileError with the full NVRTC log on failure.
     """
     from cuda.bindings import nvrtc
 
     if output not in ("ltoir", "ptx"):
         raise ValueError(f"output must be 'ltoir' or 'ptx', got {output!r}")
-    opts = base_options(sm)
+    opts = base_options(sm, tuple(extra_include_dirs))
     if output == "ltoir":
         opts.append("-dlto")
     bopts = [o.encode() for o in opts]

@@ -19,7 +19,10 @@ def linkable_ltoir(descriptor) -> LTOIR:
     """One LTOIR object per descriptor and process, so a kernel links each symbol once."""
     obj = _ltoir_objects.get(descriptor)
     if obj is None:
-        obj = LTOIR(descriptor.ltoir(), name=f"{descriptor.symbol}.ltoir")
+        from .launch import raise_shared_memory_limit
+
+        obj = LTOIR(descriptor.ltoir(), name=f"{descriptor.symbol}.ltoir",
+                    setup_callback=raise_shared_memory_limit)
         _ltoir_objects[descriptor] = obj
     return obj
 

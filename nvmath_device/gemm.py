@@ -1,0 +1,469 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The GEMM descriptor: a cuBLASDx matrix multiply described once in plain Python.
+
+No numba import here. Everything that follows from the description alone (leading dimensions,
+sizes, shared-memory offsets) is computed in Python with cuBLASDx's own formulas, so bad input
+is rejected before NVRTC runs; what needs cuBLASDx's database (the suggested block shape, the
+register-fragment size) is read from compiled constants (no GPU needed).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _arch
+
+__all__ = ["Matmul"]
+
+# numpy name -> (C++ type, bytes). bfloat16 has no numpy dtype: it is not offered yet.
+_PRECISIONS = {"float16": ("__half", 2), "float32": ("float", 4), "float64": ("double", 8)}
+_DATA_TYPES = ("real", "complex")
+_ARRANGEMENTS = ("row_major", "col_major")
+_EXECUTIONS = ("Block",)
+# Bytes of shared memory one block may use, per architecture (cuBLASDx's commondx::device_info).
+_SHARED_MEMORY_LIMIT = {
+    70: 96 * 1024, 72: 96 * 1024, 75: 64 * 1024, 80: 163 * 1024, 86: 99 * 1024, 87: 163 * 1024,
+    89: 99 * 1024, 90: 227 * 1024, 100: 227 * 1024, 101: 227 * 1024, 103: 227 * 1024,
+    120: 99 * 1024, 121: 99 * 1024,
+}
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _parse_one_precision(p, argname) -> str:
+    try:
+        name = np.dtype(p).name
+    except TypeError:
+        name = None
+    if name not in _PRECISIONS:
+        raise ValueError(
+            f"{argname} must be one of numpy.float16, numpy.float32, numpy.float64 "
+            f"(or an (a, b, c) tuple of them); got {p!r}"
+        )
+    return name
+
+
+def _parse_precision(precision) -> tuple[str, str, str]:
+    if isinstance(precision, (tuple, list)):
+        if len(precision) != 3:
+            raise ValueError(f"precision must be one type or an (a, b, c) tuple of 3 types, got {precision!r}")
+        return tuple(_parse_one_precision(p, f"precision[{i}]") for i, p in enumerate(precision))
+    p = _parse_one_precision(precision, "precision")
+    return (p, p, p)
+
+
+def _parse_size(size) -> tuple[int, int, int]:
+    if not isinstance(size, (tuple, list)) or len(size) != 3:
+        raise TypeError(f"size must be a tuple (m, n, k) of 3 positive ints, got {size!r}")
+    out = []
+    for name, v in zip("mnk", size):
+        if not _is_int(v):
+            raise TypeError(f"size must be a tuple (m, n, k) of positive ints; {name}={v!r}")
+        if v < 1:
+            raise ValueError(f"size must hold positive ints; {name}={v}")
+        out.append(int(v))
+    return tuple(out)
+
+
+def _parse_arrangement(arrangement) -> tuple[str, str, str]:
+    if isinstance(arrangement, str):
+        arrangement = (arrangement,) * 3
+    if not isinstance(arrangement, (tuple, list)) or len(arrangement) != 3:
+        raise ValueError(
+            f"arrangement must be one of {_ARRANGEMENTS} or a tuple of 3 of them (A, B, C), got {arrangement!r}"
+        )
+    for name, a in zip("ABC", arrangement):
+        if a not in _ARRANGEMENTS:
+            raise ValueError(f"arrangement of {name} must be one of {_ARRANGEMENTS}, got {a!r}")
+    return tuple(arrangement)
+
+
+def _parse_block_dim(block_dim, block_size):
+    if block_size is not None and block_dim not in (None, "suggested"):
+        raise ValueError("pass block_dim or block_size, not both")
+    if block_size is not None and block_size != "suggested":
+        if not _is_int(block_size):
+            raise TypeError(f"block_size must be an int or 'suggested', got {block_size!r}")
+        block_dim = (int(block_size), 1, 1)
+        argname = "block_size"
+    else:
+        argname = "block_dim"
+    if block_dim is None or block_dim == "suggested":
+        return "suggested"
+    if _is_int(block_dim):
+        block_dim = (int(block_dim),)
+    if not isinstance(block_dim, (tuple, list)) or not 1 <= len(block_dim) <= 3 or not all(_is_int(d) for d in block_dim):
+        raise TypeError(f"{argname} must be 'suggested', an int or a tuple of 1-3 ints, got {block_dim!r}")
+    dims = tuple(int(d) for d in block_dim) + (1,) * (3 - len(block_dim))
+    if any(d < 1 for d in dims):
+        raise ValueError(f"{argname} must hold positive ints, got {block_dim!r}")
+    if dims[0] > 1024 or dims[1] > 1024 or dims[2] > 64:
+        raise ValueError(f"{argname}={block_dim!r} exceeds CUDA's limits (x, y <= 1024, z <= 64)")
+    total = dims[0] * dims[1] * dims[2]
+    if not 32 <= total <= 1024:
+        raise ValueError(f"{argname}={block_dim!r} has {total} threads; cuBLASDx needs 32 to 1024 threads")
+    return dims
+
+
+def _pad_if_needed(itemsize: int, n: int) -> int:
+    # cublasdx::detail::pad_if_needed (traits/blas_traits.hpp)
+    nbytes = itemsize * n
+    return n + 16 // itemsize if (nbytes >= 128 and nbytes % 128 == 0) else n
+
+
+def _round_up(x: int, a: int) -> int:
+    return (x + a - 1) // a * a
+
+
+class Matmul:
+    """A cuBLASDx GEMM ``C = alpha * A @ B + beta * C``, callable inside ``@cuda.jit`` kernels.
+
+    Parameters
+    ----------
+    size : tuple of 3 ints
+        ``(m, n, k)``: A is m x k, B is k x n, C is m x n.
+    precision : numpy.float16, numpy.float32, numpy.float64 or an (a, b, c) tuple of them
+        Precision of A, B and C (compute and accumulate in C's precision). One type means all three.
+    data_type : {"real", "complex"}
+        Complex uses complex64/complex128 values (complex needs float32 or float64 precisions).
+    arrangement : str or tuple of 3 str
+        ``"row_major"`` or ``"col_major"`` for A, B and C (one string for all three).
+    leading_dimension : None, "suggested" or tuple (lda, ldb, ldc)
+        Leading dimensions of the shared-memory tiles. None: the tight ones (m or k, ...);
+        "suggested": cuBLASDx's padded ones (``suggested_leading_dimension_of``), which avoid bank conflicts.
+    block_dim : "suggested", int or tuple of 1-3 ints
+        Threads that execute one GEMM (cuBLASDx's BlockDim); 32 to 1024 in total.
+    block_size : int or "suggested", optional
+        Alternative to ``block_dim``: a 1-D block of that many threads.
+    alignment : None or tuple of 3 ints
+        Alignment in bytes of the A, B, C tiles in shared memory (powers of 2, from the value
+        type's alignment up to 16). None: each value type's alignment.
+    execution : {"Block"}
+        The threads of ``block_dim`` cooperate on one GEMM.
+    sm : int, tuple or str, optional
+        Target architecture: 90, (9, 0) or "sm_90". Default: the current GPU (required without one).
+
+    Notes
+    -----
+    Shared-memory layout of the tiles: element (r, c) of a column-major operand with leading
+    dimension ``ld`` is at ``r + c * ld``, of a row-major one at ``r * ld + c``. One dynamic
+    shared buffer of ``shared_memory_size`` bytes holds A, B and C at ``a_shared_memory_offset``,
+    ``b_shared_memory_offset`` and ``c_shared_memory_offset`` (the GEMMs of several descriptors
+    can of course use separate static ``cuda.shared.array(MM.a_size, MM.a_value_type)`` arrays).
+
+    When a launch uses more threads than ``block_dim`` (e.g. ``(64, 4)`` for a ``(64, 1, 1)``
+    GEMM), cuBLASDx uses only the dimensions of ``block_dim`` that are not 1 to number its
+    threads, so ``threadIdx.y`` can select one of several GEMMs computed by the block.
+    """
+
+    def __init__(self, size, precision=np.float32, data_type: str = "real",
+                 arrangement=("col_major", "col_major", "col_major"), leading_dimension=None,
+                 block_dim="suggested", block_size=None, alignment=None, execution: str = "Block",
+                 sm=None):
+        for name, value in (("size", size), ("precision", precision), ("data_type", data_type),
+                            ("arrangement", arrangement), ("leading_dimension", leading_dimension),
+                            ("_block_dim", block_dim), ("_block_size", block_size),
+                            ("alignment", alignment), ("execution", execution), ("sm", sm)):
+            object.__setattr__(self, name, value)
+        self._validate()
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"Matmul is immutable; create a new one instead of setting {name!r}")
+
+    def _validate(self):
+        m, n, k = _parse_size(self.size)
+        prec = _parse_precision(self.precision)
+        if self.data_type not in _DATA_TYPES:
+            raise ValueError(f"data_type must be one of {_DATA_TYPES}, got {self.data_type!r}")
+        if self.data_type == "complex" and any(p == "float16" for p in prec):
+            raise ValueError(
+                f"precision={prec} with data_type='complex': complex GEMMs need float32 or float64 "
+                "precisions (numpy/numba have no complex float16)"
+            )
+        arr = _parse_arrangement(self.arrangement)
+        if self.execution not in _EXECUTIONS:
+            raise ValueError(f"execution must be one of {_EXECUTIONS}, got {self.execution!r}")
+        sm = _arch.parse_sm(self.sm)
+        bdim = _parse_block_dim(self._block_dim, self._block_size)
+        cplx = 2 if self.data_type == "complex" else 1
+        itemsizes = tuple(_PRECISIONS[p][1] * cplx for p in prec)
+
+        # leading dimensions (cuBLASDx: col_major A is m x k stored with ld >= m, ...)
+        rows = (m, k, m)
+        cols = (k, n, n)
+        tight = tuple(r if a == "col_major" else c for r, c, a in zip(rows, cols, arr))
+        ld = self.leading_dimension
+        if ld is None:
+            lds, ld_mode = tight, None
+        elif ld == "suggested":
+            best = tuple(_pad_if_needed(s, t) for s, t in zip(itemsizes, tight))
+            # cuBLASDx keeps the padding only if A and B still fit in shared memory
+            need = _round_up(itemsizes[0] * best[0] * (cols[0] if arr[0] == "col_major" else rows[0]), 1)
+            need += itemsizes[1] * best[1] * (cols[1] if arr[1] == "col_major" else rows[1])
+            lds = best if need <= _SHARED_MEMORY_LIMIT[sm] else tight
+            ld_mode = "suggested"
+        else:
+            if not isinstance(ld, (tuple, list)) or len(ld) != 3 or not all(_is_int(v) for v in ld):
+                raise TypeError(f"leading_dimension must be None, 'suggested' or a tuple (lda, ldb, ldc) of ints, got {ld!r}")
+            for name, v, t, a, what in zip(("lda", "ldb", "ldc"), ld, tight, arr, ("A", "B", "C")):
+                if v < t:
+                    dim = "rows" if a == "col_major" else "columns"
+                    raise ValueError(
+                        f"leading_dimension: {name}={v} is smaller than the {dim} of {what} ({t}) for "
+                        f"arrangement {a!r}"
+                    )
+            lds = tuple(int(v) for v in ld)
+            ld_mode = lds
+
+        # alignment
+        natural = tuple(min(s, 16) for s in itemsizes)
+        al = self.alignment
+        if al is None:
+            aligns = natural
+        else:
+            if not isinstance(al, (tuple, list)) or len(al) != 3 or not all(_is_int(v) for v in al):
+                raise TypeError(f"alignment must be None or a tuple of 3 ints (bytes), got {al!r}")
+            for name, v, nat in zip("ABC", al, natural):
+                if v < nat or v > 16 or v & (v - 1):
+                    raise ValueError(
+                        f"alignment of {name} must be a power of 2 between {nat} (its value type's "
+                        f"alignment) and 16 bytes, got {v}"
+                    )
+            aligns = tuple(int(v) for v in al)
+
+        # cuBLASDx's a_size/b_size/c_size are the layouts' cosize: ld * (outer - 1) + inner
+        sizes = tuple(
+            ldv * (c - 1) + r if a == "col_major" else ldv * (r - 1) + c
+            for ldv, r, c, a in zip(lds, rows, cols, arr)
+        )
+        a_off = 0
+        b_off = _round_up(a_off + sizes[0] * itemsizes[0], aligns[1])
+        c_off = _round_up(b_off + sizes[1] * itemsizes[1], aligns[2])
+        smem = c_off + sizes[2] * itemsizes[2]
+        limit = _SHARED_MEMORY_LIMIT[sm]
+        if smem > limit:
+            raise ValueError(
+                f"size={(m, n, k)} needs {smem} bytes of shared memory for A, B and C "
+                f"(precision={prec}, data_type={self.data_type!r}, leading dimensions {lds}); sm_{sm} "
+                f"allows at most {limit} bytes per block"
+            )
+        key = ((m, n, k), prec, self.data_type, arr, ld_mode, bdim, aligns if al is not None else None,
+               self.execution, sm)
+        object.__setattr__(self, "size", (m, n, k))
+        object.__setattr__(self, "precision", tuple(np.dtype(p).type for p in prec))
+        object.__setattr__(self, "arrangement", arr)
+        object.__setattr__(self, "leading_dimension", lds)
+        object.__setattr__(self, "_block_dim", bdim)
+        object.__setattr__(self, "alignment", aligns)
+        object.__setattr__(self, "sm", sm)
+        object.__setattr__(self, "_key", key)
+        object.__setattr__(self, "_layout", {
+            "itemsizes": itemsizes, "sizes": sizes, "offsets": (a_off, b_off, c_off), "smem": smem,
+        })
+
+    def __hash__(self):
+        return hash(self._key)
+
+    def __eq__(self, other):
+        return isinstance(other, Matmul) and other._key == self._key
+
+    def __repr__(self):
+        return (f"Matmul(size={self.size}, precision={tuple(np.dtype(p).name for p in self.precision)}, "
+                f"data_type={self.data_type!r}, arrangement={self.arrangement}, "
+                f"leading_dimension={self.leading_dimension}, block_dim={self._key[5]!r}, sm={self.sm})")
+
+    def __reduce__(self):
+        return (_rebuild_matmul, (self._key,))
+
+    # ------------------------------------------------------------------ traits known in Python
+    @property
+    def m(self) -> int:
+        """Rows of A and C."""
+        return self.size[0]
+
+    @property
+    def n(self) -> int:
+        """Columns of B and C."""
+        return self.size[1]
+
+    @property
+    def k(self) -> int:
+        """Columns of A, rows of B."""
+        return self.size[2]
+
+    @property
+    def a_dim(self) -> tuple[int, int]:
+        """Shape of A: (m, k)."""
+        return (self.m, self.k)
+
+    @property
+    def b_dim(self) -> tuple[int, int]:
+        """Shape of B: (k, n)."""
+        return (self.k, self.n)
+
+    @property
+    def c_dim(self) -> tuple[int, int]:
+        """Shape of C: (m, n)."""
+        return (self.m, self.n)
+
+    def _vt(self, i) -> np.dtype:
+        p = np.dtype(self.precision[i])
+        if self.data_type == "complex":
+            return np.dtype(np.complex64 if p.itemsize == 4 else np.complex128)
+        return p
+
+    @property
+    def a_value_type(self) -> np.dtype:
+        """Type of one element of A (numpy dtype)."""
+        return self._vt(0)
+
+    @property
+    def b_value_type(self) -> np.dtype:
+        """Type of one element of B (numpy dtype)."""
+        return self._vt(1)
+
+    @property
+    def c_value_type(self) -> np.dtype:
+        """Type of one element of C, of alpha and beta, and of the register accumulator (numpy dtype)."""
+        return self._vt(2)
+
+    @property
+    def lda(self) -> int:
+        """Leading dimension of A in shared memory."""
+        return self.leading_dimension[0]
+
+    @property
+    def ldb(self) -> int:
+        """Leading dimension of B in shared memory."""
+        return self.leading_dimension[1]
+
+    @property
+    def ldc(self) -> int:
+        """Leading dimension of C in shared memory."""
+        return self.leading_dimension[2]
+
+    @property
+    def a_size(self) -> int:
+        """Elements of A's shared-memory tile: ``lda * (k - 1) + m`` (col-major) or ``lda * (m - 1) + k``."""
+        return self._layout["sizes"][0]
+
+    @property
+    def b_size(self) -> int:
+        """Elements of B's shared-memory tile."""
+        return self._layout["sizes"][1]
+
+    @property
+    def c_size(self) -> int:
+        """Elements of C's shared-memory tile."""
+        return self._layout["sizes"][2]
+
+    @property
+    def a_shared_memory_offset(self) -> int:
+        """Byte offset of A in a shared buffer holding A, B and C (always 0)."""
+        return self._layout["offsets"][0]
+
+    @property
+    def b_shared_memory_offset(self) -> int:
+        """Byte offset of B in a shared buffer holding A, B and C."""
+        return self._layout["offsets"][1]
+
+    @property
+    def c_shared_memory_offset(self) -> int:
+        """Byte offset of C in a shared buffer holding A, B and C."""
+        return self._layout["offsets"][2]
+
+    @property
+    def shared_memory_size(self) -> int:
+        """Bytes of shared memory for A, B and C with their alignments (cuBLASDx's get_shared_storage_size)."""
+        return self._layout["smem"]
+
+    @property
+    def shared_memory_size_ab(self) -> int:
+        """Bytes of shared memory for A and B only (the register-accumulator form needs no C tile)."""
+        return self._layout["offsets"][1] + self.b_size * self._layout["itemsizes"][1]
+
+    # ------------------------------------------------------------------ traits read from cuBLASDx
+    @property
+    def _traits(self) -> dict:
+        from ._codegen.gemm_codegen import gemm_traits
+
+        return gemm_traits(self)
+
+    @property
+    def block_dim(self) -> tuple[int, int, int]:
+        """The block shape (x, y, z) of one GEMM (resolved by cuBLASDx when 'suggested' was asked for)."""
+        if self._block_dim != "suggested":
+            return self._block_dim
+        t = self._traits
+        return (t["block_dim_x"], t["block_dim_y"], t["block_dim_z"])
+
+    @property
+    def max_threads_per_block(self) -> int:
+        """Threads of one GEMM: the product of ``block_dim``."""
+        x, y, z = self.block_dim
+        return x * y * z
+
+    @property
+    def suggested_block_dim(self) -> tuple[int, int, int]:
+        """cuBLASDx's suggested block shape for this GEMM."""
+        t = self._traits
+        return (t["suggested_block_dim_x"], t["suggested_block_dim_y"], t["suggested_block_dim_z"])
+
+    @property
+    def suggested_leading_dimension(self) -> tuple[int, int, int]:
+        """cuBLASDx's suggested (lda, ldb, ldc) for this GEMM."""
+        t = self._traits
+        return (t["suggested_lda"], t["suggested_ldb"], t["suggested_ldc"])
+
+    @property
+    def accumulator_size(self) -> int:
+        """Elements of the per-thread register accumulator (C fragment) of the register form."""
+        return self._traits["accumulator_size"]
+
+    # ------------------------------------------------------------------ code
+    @property
+    def symbol(self) -> str:
+        """Base name of the generated ``extern "C"`` device functions."""
+        from ._codegen.gemm_codegen import gemm_symbol
+
+        return gemm_symbol(self)
+
+    def ltoir(self) -> bytes:
+        """LTO-IR of this GEMM's device functions for ``sm`` (compiled once, then cached)."""
+        from ._codegen.gemm_codegen import gemm_ltoir
+
+        return gemm_ltoir(self)
+
+    def execute(self, *args):
+        """Run the GEMM. Callable only inside ``@cuda.jit`` kernels.
+
+        ``MM.execute(alpha, a, b, beta, c)``: ``c = alpha * a @ b + beta * c`` on shared-memory
+        tiles (1-D or 2-D C-contiguous shared arrays of ``a_value_type``... with the descriptor's
+        layout); alpha and beta are scalars converted to ``c_value_type``.
+
+        ``MM.execute(a, b, acc)``: ``acc += a @ b`` where ``acc`` is a local array of
+        ``accumulator_size`` ``c_value_type`` values (this thread's C fragment; see
+        :meth:`fragment_coordinates`). Only A and B live in shared memory.
+
+        All threads of ``block_dim`` must call it; synchronise (``cuda.syncthreads()``) between
+        writing the tiles and the call, and before reusing the tiles afterwards.
+        """
+        raise RuntimeError("Matmul.execute can only be called inside a @cuda.jit kernel")
+
+    def fragment_coordinates(self, rows, cols):
+        """Fill this thread's accumulator coordinates. Callable only inside ``@cuda.jit`` kernels.
+
+        ``rows`` and ``cols`` are int32 local arrays of ``accumulator_size`` elements; element ``i``
+        of the accumulator of :meth:`execute`'s register form is C[rows[i], cols[i]], or unused
+        when ``rows[i] == -1`` (threads beyond the GEMM's tiling, or a partial tile).
+        """
+        raise RuntimeError("Matmul.fragment_coordinates can only be called inside a @cuda.jit kernel")
+
+
+def _rebuild_matmul(key):
+    size, prec, data_type, arr, ld_mode, bdim, aligns, execution, sm = key
+    return Matmul(size=size, precision=tuple(np.dtype(p).type for p in prec), data_type=data_type,
+                  arrangement=arr, leading_dimension=ld_mode, block_dim=bdim, alignment=aligns,
+                  execution=execution, sm=sm)
