@@ -270,9 +270,12 @@ class Matmul:
         return isinstance(other, Matmul) and other._key == self._key
 
     def __repr__(self):
+        key = self.__dict__.get("_key")
+        if key is None:  # not validated (an error is being raised)
+            return f"Matmul(size={self.size!r}, precision={self.precision!r}, ...)"
         return (f"Matmul(size={self.size}, precision={tuple(np.dtype(p).name for p in self.precision)}, "
                 f"data_type={self.data_type!r}, arrangement={self.arrangement}, "
-                f"leading_dimension={self.leading_dimension}, block_dim={self._key[5]!r}, sm={self.sm})")
+                f"leading_dimension={self.leading_dimension}, block_dim={key[5]!r}, sm={self.sm})")
 
     def __reduce__(self):
         return (_rebuild_matmul, (self._key,))

@@ -4,5 +4,7 @@
 Kept thin so a later move to another Numba CUDA front end is this folder's work.
 """
 
-from . import fft_numba  # noqa: F401  (registers typing and lowering)
-from . import gemm_numba  # noqa: F401,E402  (registers typing and lowering)
+from . import (
+    fft_numba,  # noqa: F401  (registers typing and lowering)
+    gemm_numba,  # noqa: F401,E402  (registers typing and lowering)
+)

@@ -257,6 +257,16 @@ CASES = [
         r"^epilog_inputs\['bias'\]: batch shape \(2,\) does not match the result's \(3,\)",
     ),
     (
+        lambda: matmul(f32(4, 3), f32(3, 2), epilog=E.BGRADA),
+        ValueError,
+        r"^a: BGRADA needs a column-major \(F-ordered\) a",
+    ),
+    (
+        lambda: matmul(f32(4, 3), np.asfortranarray(f32(3, 2)), epilog=E.BGRADB),
+        ValueError,
+        r"^b: BGRADB needs a row-major \(C-ordered\) b",
+    ),
+    (
         lambda: matmul(f32(4, 3), f32(3, 2), stream="s"),
         TypeError,
         r"^stream: expected an int handle",
@@ -457,8 +467,11 @@ def test_column_bias_hands_over_as_is_and_swaps_bgrad_sides():
     assert (p.layout_d.rows, p.layout_d.cols, p.layout_d.ld) == (M, N, M)
     assert p.d_out.strides == (1, M)
     # our BGRADA is cuBLASLt's BGRADB when the result is handed over transposed
-    assert _problem(a, b, epilog=E.BGRADA).lt_epilog.name == "BGRADB"
-    assert _problem(a, b, epilog=E.BGRADA, result_order="F").lt_epilog.name == "BGRADA"
+    af = np.asfortranarray(a)
+    assert _problem(af, b, epilog=E.BGRADA).lt_epilog.name == "BGRADB"
+    assert _problem(af, b, epilog=E.BGRADA, result_order="F").lt_epilog.name == "BGRADA"
+    assert _problem(a, b, epilog=E.BGRADB).lt_epilog.name == "BGRADA"
+    assert _problem(a, b, epilog=E.BGRADB, result_order="F").lt_epilog.name == "BGRADB"
 
 
 def test_batched_strides_and_broadcast():

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from nvmath_device import FFT
-from tests.fft_kernels import reference, random_input, run_fft
+from tests.fft_kernels import random_input, reference, run_fft
 
 pytestmark = pytest.mark.gpu
 
