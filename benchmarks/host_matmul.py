@@ -90,6 +90,7 @@ def main(argv=None):
     ]
     if args.quick:
         shapes = shapes[:1] + shapes[5:6]
+    rounds = 2 if args.quick else 3
     for case, dt, M, N, K, epi, ct in shapes:
         flops = 2.0 * M * N * K
         a = torch.randn(M, K, device=dev, dtype=dt)
@@ -103,19 +104,19 @@ def main(argv=None):
         tol = 2e-2 if ct == "tf32" or dt != torch.float32 else 1e-4
         opts = {"compute_type": MatmulComputeType.COMPUTE_32F_FAST_TF32} if ct else None
         ep = {"epilog": MatmulEpilog.RELU_BIAS, "epilog_inputs": {"bias": bias}} if epi else {}
+        impls = []  # (name, fn, note)
         mm = Matmul(a, b, options=opts)
         mm.plan(**ep)
         check("ours", mm.execute(), want, tol)
-        add(case, "nvmath_host Matmul (heuristic #0)", bench(mm.execute), flops=flops)
-        mm.autotune(iterations=5)
-        add(case, "nvmath_host Matmul (autotuned)", bench(mm.execute), flops=flops)
-        add(
-            case,
-            "nvmath_host matmul()",
-            bench(lambda: matmul(a, b, options=opts, **ep)),
-            flops=flops,
-        )
-        mm.free()
+        impls.append(("nvmath_host Matmul (heuristic #0)", mm.execute, ""))
+        mt = Matmul(a, b, options=opts)
+        mt.plan(**ep)
+        mt.autotune(iterations=10)
+        check("ours tuned", mt.execute(), want, tol)
+        impls.append(("nvmath_host Matmul (autotuned)", mt.execute, ""))
+        check("ours fn", matmul(a, b, options=opts, **ep), want, tol)
+        impls.append(("nvmath_host matmul()", lambda: matmul(a, b, options=opts, **ep), ""))
+        nm = None
         if nva is not None:
             nopts = {"compute_type": nva.MatmulComputeType.COMPUTE_32F_FAST_TF32} if ct else None
             nep = (
@@ -130,41 +131,55 @@ def main(argv=None):
                 check("nvmath", d, torch.relu(a.float() @ b.float() + bias_col.float()), tol)
             else:
                 check("nvmath", d, want, tol)
-            add(
-                case,
-                "nvmath-python Matmul",
-                bench(nm.execute),
-                flops=flops,
-                note="bias (M,1): its bias runs along M",
-            )
-            nm.free()
-        torch.backends.cuda.matmul.allow_tf32 = ct == "tf32"
+            impls.append(("nvmath-python Matmul", nm.execute, "bias (M,1): its bias runs along M"))
+        tf32 = ct == "tf32"
+
+        def torch_fn(f):
+            def g():
+                torch.backends.cuda.matmul.allow_tf32 = tf32
+                return f()
+
+            return g
+
         if epi:
             check("torch", torch.relu(a @ b + bias), want, tol)
-            add(
-                case,
-                "torch relu(a @ b + bias)",
-                bench(lambda: torch.relu(a @ b + bias)),
-                flops=flops,
+            impls.append(
+                ("torch relu(a @ b + bias)", torch_fn(lambda: torch.relu(a @ b + bias)), "")
             )
-            add(
-                case,
-                "torch _addmm_activation",
-                bench(lambda: torch._addmm_activation(bias, a, b)),
-                flops=flops,
+            impls.append(
+                (
+                    "torch _addmm_activation",
+                    torch_fn(lambda: torch._addmm_activation(bias, a, b)),
+                    "",
+                )
             )
         else:
-            add(case, "torch a @ b", bench(lambda: a @ b), flops=flops)
-        torch.backends.cuda.matmul.allow_tf32 = False
+            impls.append(
+                ("torch a @ b" + (" (allow_tf32)" if tf32 else ""), torch_fn(lambda: a @ b), "")
+            )
         if dt != torch.bfloat16 and ct is None:
             ca, cb, cbias = cp.asarray(a), cp.asarray(b), cp.asarray(bias)
             f = (lambda: cp.maximum(ca @ cb + cbias, 0)) if epi else (lambda: ca @ cb)
+            impls.append(("cupy" + (" maximum(a @ b + bias, 0)" if epi else " a @ b"), f, ""))
+        times = {name: [] for name, _, _ in impls}
+        for r in range(rounds):  # interleaved, rotated: no implementation always goes first
+            k = r % len(impls)
+            for name, fn, _ in impls[k:] + impls[:k]:
+                times[name].append(bench(fn))
+        torch.backends.cuda.matmul.allow_tf32 = False
+        for name, _, note in impls:
+            ms = statistics.median(times[name])
             add(
                 case,
-                "cupy" + (" maximum(a @ b + bias, 0)" if epi else " a @ b"),
-                bench(f),
+                name,
+                ms,
                 flops=flops,
+                note=note + f" rounds={[round(t, 4) for t in times[name]]}",
             )
+        mm.free()
+        mt.free()
+        if nm is not None:
+            nm.free()
         del a, b
         torch.cuda.empty_cache()
 

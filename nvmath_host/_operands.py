@@ -96,6 +96,13 @@ def _package_of(obj) -> str | None:
     return None
 
 
+def _prod(shape):
+    n = 1
+    for x in shape:
+        n *= x
+    return n
+
+
 def _c_strides(shape):
     strides, acc = [], 1
     for s in reversed(shape):
@@ -106,6 +113,9 @@ def _c_strides(shape):
 
 def _dtype_name_from_numpy(dt: np.dtype, what: str) -> DType:
     return dtype_of_name(np.dtype(dt).name, what)
+
+
+_TORCH_DTYPES: dict = {}
 
 
 def wrap(obj, what: str) -> Operand:
@@ -124,7 +134,10 @@ def wrap(obj, what: str) -> Operand:
                 f"{what}: a torch tensor on {obj.device} is not supported; "
                 "pass a CUDA tensor or a NumPy array"
             )
-        dt = dtype_of_name(str(obj.dtype).rsplit(".", 1)[-1], what)
+        dt = _TORCH_DTYPES.get(obj.dtype)
+        if dt is None:
+            dt = dtype_of_name(str(obj.dtype).rsplit(".", 1)[-1], what)
+            _TORCH_DTYPES[obj.dtype] = dt
         return Operand(
             obj, "torch", obj.data_ptr(), tuple(obj.shape), obj.stride(), dt, obj.device.index
         )
@@ -299,13 +312,15 @@ class _Torch(Package):
     name = "torch"
 
     def __init__(self):
-        self.torch = sys.modules["torch"]
+        self.torch = t = sys.modules["torch"]
+        raw = getattr(getattr(t, "_C", None), "_cuda_getCurrentRawStream", None)
+        self._raw_stream = raw or (lambda d: t.cuda.current_stream(d).cuda_stream)
         self._ext = {}
         self._dtypes = {}
         self._devices = {}
 
     def current_stream(self, device):
-        return self.torch.cuda.current_stream(device).cuda_stream
+        return self._raw_stream(device)
 
     @staticmethod
     def ptr(arr):
@@ -319,15 +334,20 @@ class _Torch(Package):
         dev = self._devices.get(device)
         if dev is None:
             dev = self._devices[device] = t.device("cuda", device)
-        if current or stream == t.cuda.current_stream(device).cuda_stream:
-            base = t.empty(max(nelems, 1), dtype=tdt, device=dev)
-        else:
-            s = self._ext.get(stream)
-            if s is None:
-                s = self._ext[stream] = t.cuda.ExternalStream(stream, device=dev)
-            with t.cuda.stream(s):
-                base = t.empty(max(nelems, 1), dtype=tdt, device=dev)
-        return base.as_strided(tuple(shape), tuple(strides))
+        if current or stream == self._raw_stream(device):
+            return self._alloc(t, shape, strides, nelems, tdt, dev)
+        s = self._ext.get(stream)
+        if s is None:
+            s = self._ext[stream] = t.cuda.ExternalStream(stream, device=dev)
+        with t.cuda.stream(s):
+            return self._alloc(t, shape, strides, nelems, tdt, dev)
+
+    @staticmethod
+    def _alloc(t, shape, strides, nelems, tdt, dev):
+        if nelems == _prod(shape):  # dense: one call
+            return t.empty_strided(shape, strides, dtype=tdt, device=dev)
+        # padded (aux outputs): the whole padded extent is allocated, then viewed
+        return t.empty(max(nelems, 1), dtype=tdt, device=dev).as_strided(shape, strides)
 
     def scalar_array(self, value, device):
         t = self.torch

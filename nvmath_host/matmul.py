@@ -450,9 +450,11 @@ class _Problem:
         first, second = (b, a) if swap else (a, b)
         names = ("b", "a") if swap else ("a", "b")
         layouts, ops = [], []
+        self.mem = {}
         for op, name in zip((first, second), names):
             r, cdim = op.shape[-2:]
             mem, ld = _matrix_memory(r, cdim, *op.strides[-2:], name)
+            self.mem[name] = mem
             # the col-major matrix in memory: X ("col") or X^T ("row")
             rows, cols = (r, cdim) if mem == "col" else (cdim, r)
             # cuBLASLt needs op(Y) = X (F order) or X^T (C order)
@@ -525,6 +527,19 @@ class _Problem:
         lt_epilog = lt.Epilogue(int(self.epilog))
         if swap and spec.bgrad in ("a", "b"):
             lt_epilog = lt.Epilogue.BGRADB if spec.bgrad == "a" else lt.Epilogue.BGRADA
+        # Measured on cuBLASLt 13.1 (H200): its BGRADA runs only with TRANSA=N and its BGRADB
+        # only with TRANSB=T (else the heuristic answers NOT_SUPPORTED). In our terms, in
+        # either result order: BGRADA needs a column-major a, BGRADB a row-major b.
+        if spec.bgrad == "a" and self.mem["a"] != "col" and self.K > 1 and self.M > 1:
+            raise ValueError(
+                "a: BGRADA needs a column-major (F-ordered) a, e.g. x.T for a C-ordered x "
+                f"(cuBLASLt's restriction); got strides {self.a.strides[-2:]}"
+            )
+        if spec.bgrad == "b" and self.mem["b"] != "row" and self.K > 1 and self.N > 1:
+            raise ValueError(
+                "b: BGRADB needs a row-major (C-ordered) b (cuBLASLt's restriction); got strides "
+                f"{self.b.strides[-2:]}"
+            )
         self.lt_epilog = lt_epilog
         self.bias_batch_stride = 0
         self.aux_ld = None
@@ -672,6 +687,16 @@ def _handle(device: int) -> lt.Handle:
             if h is None:
                 h = _handles[device] = lt.Handle()
     return h
+
+
+_DEVICE_COUNT = None
+
+
+def _device_count() -> int:
+    global _DEVICE_COUNT
+    if _DEVICE_COUNT is None:
+        _DEVICE_COUNT = _rt_check(_rt().cudaGetDeviceCount(), "cudaGetDeviceCount")
+    return _DEVICE_COUNT
 
 
 def _alignment(ptr: int) -> int:
@@ -1029,6 +1054,10 @@ class Matmul:
             P.MIN_ALIGNMENT_C_BYTES, min(self._align["c"], dal) if ops["c"] is not None else dal
         )
         pref.set(P.MIN_ALIGNMENT_D_BYTES, dal)
+        # Outputs (aux, bgrad, amax) get their pointers at each execute; give the heuristic
+        # real ones now so it picks algorithms that support them.
+        _, dummy = self._alloc_outputs(self._default_stream())
+        self._set_output_pointers(dummy)
         if algorithms is not None:
             algos = list(algorithms)
             if not algos or not all(isinstance(x, Algorithm) for x in algos):
@@ -1110,6 +1139,7 @@ class Matmul:
         self._algo_ref = algo  # keep the struct alive
         self._fn = lt.lib().raw_cublasLtMatmul
         self._rt = _rt()
+        self._one_device = _device_count() == 1
         self._c_is_d = p.inplace
 
     # ------------------------------------------------------------------ autotune
@@ -1155,6 +1185,11 @@ class Matmul:
                     self._algo_index = i
                     self._build_args()
                     times = []
+                    try:
+                        self._launch(d, outs, stream)  # warm-up (not timed)
+                    except lt.CublasLtError:
+                        algo.time_ms = math.inf
+                        continue
                     for _ in range(iterations):
                         _rt_check(
                             rt.cudaMemsetAsync(flush_ptr, i & 0xFF, flush_n, stream),
@@ -1214,19 +1249,22 @@ class Matmul:
         else:
             args[10] = args[8]
         if outs:
-            A = lt.MatmulDescAttribute
-            for name, arr in outs.items():
-                p = ptr(arr)
-                if name == "bgrad":
-                    self._desc.set_pointer(A.BIAS_POINTER, p)
-                elif name == "result_amax":
-                    self._desc.set_pointer(A.AMAX_D_POINTER, p)
-                else:
-                    self._desc.set_pointer(A.EPILOGUE_AUX_POINTER, p)
+            self._set_output_pointers(outs)
         args[15] = stream
         st = self._fn(*args)
         if st:
             raise lt.CublasLtError("cublasLtMatmul", st)
+
+    def _set_output_pointers(self, outs):
+        A, ptr, desc = lt.MatmulDescAttribute, self._pkg.ptr, self._desc
+        for name, arr in outs.items():
+            p = ptr(arr)
+            if name == "bgrad":
+                desc.set_pointer(A.BIAS_POINTER, p)
+            elif name == "result_amax":
+                desc.set_pointer(A.AMAX_D_POINTER, p)
+            else:
+                desc.set_pointer(A.EPILOGUE_AUX_POINTER, p)
 
     def execute(self, stream: Any = None):
         """Run the planned matmul (plans with no epilog first if :meth:`plan` was not called).
@@ -1258,9 +1296,7 @@ class Matmul:
             current = True
         if s != self._ws_stream:
             self._foreign_stream = True
-        rt = self._rt
-        err, cur = rt.cudaGetDevice()
-        if cur == self.device:
+        if self._one_device or self._rt.cudaGetDevice()[1] == self.device:
             d, outs = self._alloc_outputs(s, current)
             self._launch(d, outs, s)
         else:
@@ -1318,6 +1354,30 @@ class Matmul:
         return (d, outs) if p.outputs else d
 
     # ------------------------------------------------------------------ reset / free
+    def _swap_pointers(self, oa, ob, oc, inputs, alpha, beta):
+        """:func:`matmul`'s cheap reset: its cache key already matched all but the pointers."""
+        p, args, ops, user = self._problem, self._args, self._ops, self._user
+        user["a"] = ops["a"] = p.a = oa
+        user["b"] = ops["b"] = p.b = ob
+        first, second = (ob, oa) if p.swap else (oa, ob)
+        args[3] = first.ptr
+        args[5] = second.ptr
+        if oc is not None:
+            user["c"] = ops["c"] = p.c = oc
+            args[8] = oc.ptr
+        if alpha is not None:
+            self.alpha = self._alpha_buf[0] = alpha
+        if beta is not None:
+            self.beta = self._beta_buf[0] = beta
+        if inputs:
+            A = lt.MatmulDescAttribute
+            for k, op in inputs.items():
+                if op.ptr != p.inputs[k].ptr:
+                    attr = A.BIAS_POINTER if k == "bias" else A.EPILOGUE_AUX_POINTER
+                    self._desc.set_pointer(attr, op.ptr)
+                p.inputs[k] = op
+            self._user_inputs.update(inputs)
+
     def reset_operands(
         self,
         a: Any = None,
@@ -1504,30 +1564,50 @@ def clear_plan_cache() -> None:
         _plan_cache.clear()
 
 
-def _cache_key(a, b, c, alpha, beta, epilog, epilog_inputs, options, qscales) -> tuple:
-    oa, ob = wrap(a, "a"), wrap(b, "b")
-    oc = wrap(c, "c") if c is not None else None
-    inputs = {}
-    for k, v in (epilog_inputs or {}).items():
-        inputs[k] = (
-            _wrap_aux(v, f"epilog_inputs[{k!r}]")
-            if k == "relu_aux"
-            else wrap(v, f"epilog_inputs[{k!r}]")
-        ).signature()
-    opts = _as_dataclass(options, MatmulOptions, "options")
-    align = tuple(_alignment(x.ptr) for x in (oa, ob) + ((oc,) if oc is not None else ()))
+def _options_key(options):
+    if options is None:
+        return None
+    if isinstance(options, MatmulOptions):
+        return dataclasses.astuple(options)
+    if isinstance(options, dict):
+        return tuple(sorted(options.items()))
+    return ("invalid", id(options))
+
+
+def _key_of(oa, ob, oc, epilog, inputs, options, qscales, alpha, beta) -> tuple:
     return (
         oa.signature(),
         ob.signature(),
         oc.signature() if oc is not None else None,
-        None if epilog is None else int(MatmulEpilog(epilog)),
-        tuple(sorted(inputs.items())),
-        dataclasses.astuple(opts),
-        tuple(sorted((qscales or {}).keys())),
+        None if epilog is None else int(epilog),
+        tuple((k, v.signature(), _alignment(v.ptr)) for k, v in sorted(inputs.items())),
+        _options_key(options),
+        tuple(sorted(qscales)) if qscales else None,
         alpha is None,
         beta is None,
-        align,
+        _alignment(oa.ptr),
+        _alignment(ob.ptr),
+        _alignment(oc.ptr) if oc is not None else None,
     )
+
+
+def _wrap_all(a, b, c, epilog_inputs):
+    oa, ob = wrap(a, "a"), wrap(b, "b")
+    oc = wrap(c, "c") if c is not None else None
+    inputs = {}
+    if epilog_inputs:
+        if not isinstance(epilog_inputs, dict):
+            raise TypeError(f"epilog_inputs: expected a dict; got {type(epilog_inputs).__name__}")
+        for k, v in epilog_inputs.items():
+            what = f"epilog_inputs[{k!r}]"
+            inputs[k] = _wrap_aux(v, what) if k == "relu_aux" else wrap(v, what)
+    return oa, ob, oc, inputs
+
+
+def _cache_key(a, b, c, alpha, beta, epilog, epilog_inputs, options, qscales) -> tuple:
+    """The plan-cache key of a :func:`matmul` call (everything but the data)."""
+    oa, ob, oc, inputs = _wrap_all(a, b, c, epilog_inputs)
+    return _key_of(oa, ob, oc, epilog, inputs, options, qscales, alpha, beta)
 
 
 def matmul(
@@ -1549,14 +1629,15 @@ def matmul(
     Same arguments and result as :class:`Matmul` + :meth:`Matmul.plan` +
     :meth:`Matmul.execute`. GPU plans are kept in a small LRU cache keyed on everything but
     the data (shapes, strides, dtypes, package, device, pointer alignment, epilog, options),
-    so repeated calls with the same shapes do not re-plan.
+    so repeated calls with the same shapes do not re-plan. A cached plan keeps a reference to
+    the arrays of its latest call until it is reused or evicted.
 
     Examples
     --------
     >>> d = matmul(a, b, epilog=MatmulEpilog.RELU_BIAS, epilog_inputs={"bias": bias})  # doctest: +SKIP
     """
-    oa = wrap(a, "a")
-    if oa.package == "numpy":  # host operands: no cache (each call copies anyway)
+    oa, ob, oc, inputs = _wrap_all(a, b, c, epilog_inputs)
+    if oa.package == "numpy" or quantization_scales:  # host operands / FP8 scales: no cache
         with Matmul(
             a,
             b,
@@ -1570,35 +1651,29 @@ def matmul(
         ) as mm:
             mm.plan(preferences, epilog=epilog, epilog_inputs=epilog_inputs)
             return mm.execute(stream=stream)
-    key = _cache_key(a, b, c, alpha, beta, epilog, epilog_inputs, options, quantization_scales)
+    if epilog is not None and not isinstance(epilog, MatmulEpilog):
+        try:
+            epilog = MatmulEpilog(epilog)
+        except ValueError:
+            raise ValueError(
+                f"epilog: unknown value {epilog!r}; allowed: {[e.name for e in MatmulEpilog]}"
+            ) from None
+    key = _key_of(oa, ob, oc, epilog, inputs, options, None, alpha, beta)
+    if preferences is not None:
+        key = key + (repr(preferences),)
     with _cache_lock:
         mm = _plan_cache.get(key)
         if mm is not None:
             _plan_cache.move_to_end(key)
-    if mm is None or quantization_scales:
-        mm = Matmul(
-            a,
-            b,
-            c,
-            alpha=alpha,
-            beta=beta,
-            quantization_scales=quantization_scales,
-            options=options,
-        )
+    if mm is None:
+        mm = Matmul(a, b, c, alpha=alpha, beta=beta, options=options)
         mm.plan(preferences, epilog=epilog, epilog_inputs=epilog_inputs)
-        if not quantization_scales:
-            with _cache_lock:
-                _plan_cache[key] = mm
-                while len(_plan_cache) > _CACHE_SIZE:
-                    _, old = _plan_cache.popitem(last=False)
-                    old.free()
+        with _cache_lock:
+            _plan_cache[key] = mm
+            while len(_plan_cache) > _CACHE_SIZE:
+                _, old = _plan_cache.popitem(last=False)
+                old.free()
     else:
-        mm.reset_operands(
-            a,
-            b,
-            c,
-            alpha=alpha if alpha is not None else None,
-            beta=beta,
-            epilog_inputs=epilog_inputs,
-        )
+        # same key: same shapes, strides, dtypes, device, alignment; only pointers change
+        mm._swap_pointers(oa, ob, oc, inputs, alpha, beta)
     return mm.execute(stream=stream)
