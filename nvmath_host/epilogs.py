@@ -25,7 +25,11 @@ Conventions (all shapes as NumPy sees them; ``D`` is the result, shape ``(..., M
   and then asks cuBLASLt for BGRADB to get our BGRADA and vice versa.)
 * GELU is the tanh approximation cuBLASLt uses:
   ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``; DGELU multiplies by its derivative at
-  ``gelu_aux``; DRELU multiplies by the ``relu_aux`` mask.
+  ``gelu_aux``; DRELU multiplies by the ``relu_aux`` mask. (Measured on an H200 with cuBLASLt
+  13.1: its float64 GELU/DGELU agree with this formula to ~3e-10 relative, not to 1e-12.)
+* Layout rules cuBLASLt imposes (measured, enforced with a ValueError before any CUDA call):
+  BGRADA needs a column-major ``a``; BGRADB a row-major ``b``. Complex operands take no
+  epilog.
 """
 
 from __future__ import annotations

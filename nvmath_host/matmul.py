@@ -101,15 +101,15 @@ class MatmulOptions:
         Default: ``COMPUTE_32F`` for 16/32-bit floats, complex64 and FP8; ``COMPUTE_64F`` for
         float64 and complex128.
     result_type : str, optional
-        dtype name of the result. Only FP8 operands accept another type than theirs
-        (float16, bfloat16, float32, float8_e4m3fn, float8_e5m2; default: ``a``'s).
+        dtype name of the result. Only FP8 operands accept another type than theirs:
+        bfloat16 (their default), float16 or float32 (FP8 results are not supported yet).
     result_order : {"C", "F"}, optional
         Memory order of each result matrix. Default: from the bias shape (``(N,)`` -> "C",
         ``(M, 1)`` -> "F"), else from ``c``, else "C".
     inplace : bool, optional
         Write the result into ``c`` (default False).
     result_amax : bool, optional
-        FP8 only: also return ``"result_amax"``, the max of ``|D|`` before scaling.
+        Reserved for FP8 results (the max of ``|D|``); not supported yet: raises ValueError.
     fast_accumulation : bool, optional
         FP8 only: cuBLASLt's fast (less accurate) accumulation.
     device_id : int, optional
@@ -298,7 +298,10 @@ class _Problem:
         self.fp8 = at.kind == "f8"
         rt = options.result_type
         if rt is None:
-            rt_d = c.dtype if (c is not None and self.fp8) else at
+            if self.fp8:
+                rt_d = c.dtype if c is not None else DTYPES["bfloat16"]
+            else:
+                rt_d = at
         else:
             rt_d = dtype_of_name(str(getattr(rt, "name", rt)), "options.result_type")
             if not self.fp8 and rt_d.name != at.name:
@@ -367,6 +370,19 @@ class _Problem:
             raise ValueError("options.inplace: requires c")
         if options.result_amax and not self.fp8:
             raise ValueError("options.result_amax: only for FP8 operands")
+        # Measured on cuBLASLt 13.1 / H200 (2026-11-30): an FP8 result (D in float8) made
+        # cublasLtMatmul return INVALID_VALUE, and amax with a 16/32-bit result made the
+        # heuristic return INVALID_VALUE. Refuse both up front rather than fail in cuBLASLt.
+        if self.d_dtype.kind == "f8":
+            raise ValueError(
+                f"options.result_type: {self.d_dtype.name} results are not supported yet "
+                "(cuBLASLt 13.1 rejected them); use bfloat16, float16 or float32"
+            )
+        if options.result_amax:
+            raise ValueError(
+                "options.result_amax: not supported yet (cuBLASLt 13.1 rejects amax for "
+                "16/32-bit results, and FP8 results are not supported yet)"
+            )
         # ---- orientation of the result
         self.order = self._choose_order()
         self._layouts()
@@ -383,6 +399,10 @@ class _Problem:
         bad = [k for k in scales if k not in ("a", "b", "c", "d")]
         if bad:
             raise ValueError(f"quantization_scales: unknown keys {bad}; allowed a, b, c, d")
+        if "d" in scales and self.d_dtype.kind != "f8":
+            raise ValueError(
+                f"quantization_scales: 'd' scales an FP8 result; the result is {self.d_dtype.name}"
+            )
         if scales and not self.fp8:
             raise ValueError("quantization_scales: only for FP8 operands")
 
@@ -766,9 +786,10 @@ class Matmul:
     alpha, beta : scalar, optional
         Default ``1`` and, when ``c`` is given, ``1`` (else ``0``).
     quantization_scales : dict, optional
-        FP8 only: ``{"a": ..., "b": ..., "d": ...}`` (``"c"`` optional), each a float or a
-        one-element float32 device array of the operands' package: the dequantisation scales
-        of ``a``/``b``/``c`` and the quantisation scale of ``d``.
+        FP8 only: ``{"a": ..., "b": ...}`` (``"c"`` optional), each a float or a one-element
+        float32 device array of the operands' package: the dequantisation scales of
+        ``a``/``b``/``c``. FP8 needs a row-major ``a`` and a column-major ``b`` and compute
+        capability >= 8.9.
     options : MatmulOptions or dict, optional
         See :class:`MatmulOptions`.
     stream : stream, optional

@@ -275,7 +275,34 @@ CASES = [
     (
         lambda: Matmul(FakeTorch((4, 16)), fp8_b(16, 8)),
         ValueError,
-        r"^quantization_scales: FP8 operands need scales for \['a', 'b', 'd'\]; missing",
+        r"^quantization_scales: FP8 operands need scales for \['a', 'b'\]; missing",
+    ),
+    (
+        lambda: Matmul(
+            FakeTorch((4, 16)),
+            fp8_b(16, 8),
+            quantization_scales={"a": 1, "b": 1, "d": 1},
+            options={"result_type": "float8_e4m3fn"},
+        ),
+        ValueError,
+        r"^options.result_type: float8_e4m3fn results are not supported yet",
+    ),
+    (
+        lambda: Matmul(
+            FakeTorch((4, 16)), fp8_b(16, 8), quantization_scales={"a": 1, "b": 1, "d": 1}
+        ),
+        ValueError,
+        r"^quantization_scales: 'd' scales an FP8 result; the result is bfloat16",
+    ),
+    (
+        lambda: Matmul(
+            FakeTorch((4, 16)),
+            fp8_b(16, 8),
+            quantization_scales={"a": 1, "b": 1},
+            options={"result_amax": True},
+        ),
+        ValueError,
+        r"^options.result_amax: not supported yet",
     ),
     (
         lambda: (
@@ -291,7 +318,7 @@ CASES = [
     ),
     (
         lambda: Matmul(
-            FakeTorch((4, 16)), FakeTorch((16, 8)), quantization_scales={"a": 1, "b": 1, "d": 1}
+            FakeTorch((4, 16)), FakeTorch((16, 8)), quantization_scales={"a": 1, "b": 1}
         ),
         ValueError,
         r"^b: FP8 needs a row-major \(C-ordered\) a and a column-major \(F-ordered\) b",
