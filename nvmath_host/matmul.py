@@ -1167,9 +1167,9 @@ class Matmul:
     def autotune(self, iterations: int = 10, prune: int | None = None) -> list[Algorithm]:
         """Time each planned algorithm and keep the fastest first.
 
-        Runs each algorithm ``iterations`` times on the plan's stream, flushing L2 before
-        each run, timing with CUDA events; then synchronises that stream (autotuning needs the
-        times on the host). The results of the runs are discarded.
+        Runs each algorithm once to warm up, then ``iterations`` times round-robin on the
+        plan's stream, flushing L2 before each run and timing it with CUDA events; waits for
+        each timing (autotuning needs the times on the host). The results are discarded.
 
         Parameters
         ----------
@@ -1202,32 +1202,34 @@ class Matmul:
             start = _rt_check(rt.cudaEventCreate(), "cudaEventCreate")
             stop = _rt_check(rt.cudaEventCreate(), "cudaEventCreate")
             try:
+                # Warm every algorithm once, then time them round-robin so that clock and
+                # thermal drift during the search affect all of them alike.
+                live = []
                 for i, algo in enumerate(self.algorithms):
                     self._algo_index = i
                     self._build_args()
-                    times = []
                     try:
-                        self._launch(d, outs, stream)  # warm-up (not timed)
+                        self._launch(d, outs, stream)
+                        live.append(i)
                     except lt.CublasLtError:
                         algo.time_ms = math.inf
-                        continue
-                    for _ in range(iterations):
+                times = {i: [] for i in live}
+                for it in range(iterations):
+                    for i in live:
+                        self._args[12] = ctypes.addressof(self.algorithms[i]._algo)
                         _rt_check(
-                            rt.cudaMemsetAsync(flush_ptr, i & 0xFF, flush_n, stream),
+                            rt.cudaMemsetAsync(flush_ptr, it & 0xFF, flush_n, stream),
                             "cudaMemsetAsync",
                         )
                         _rt_check(rt.cudaEventRecord(start, stream), "cudaEventRecord")
-                        try:
-                            self._launch(d, outs, stream)
-                        except lt.CublasLtError:
-                            times.append(math.inf)
-                            break
+                        self._launch(d, outs, stream)
                         _rt_check(rt.cudaEventRecord(stop, stream), "cudaEventRecord")
                         _rt_check(rt.cudaEventSynchronize(stop), "cudaEventSynchronize")
-                        times.append(
+                        times[i].append(
                             _rt_check(rt.cudaEventElapsedTime(start, stop), "cudaEventElapsedTime")
                         )
-                    algo.time_ms = float(np.median(times))
+                for i in live:
+                    self.algorithms[i].time_ms = float(np.median(times[i]))
             finally:
                 rt.cudaEventDestroy(start)
                 rt.cudaEventDestroy(stop)
