@@ -43,9 +43,6 @@ def test_kernel_links_to_sm90_cubin():
     assert ck.cubin[:4] == b"\x7fELF"
     assert ck.linked == (f"{MM.symbol}.ltoir",)
     assert ck.entry.encode() in ck.cubin
-    # the shim's functions were inlined into the kernel: no call to them is left unresolved
-    for suffix in ("_smem", "_rmem", "_coords"):
-        assert (MM.symbol + suffix).encode() not in ck.cubin or True
 
 
 def test_dynamic_shared_memory_slices_type_and_link():

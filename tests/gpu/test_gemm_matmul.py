@@ -22,6 +22,7 @@ if not cuda.is_available():  # pragma: no cover - CPU machines
 
 from nvmath_device import Matmul  # noqa: E402
 from nvmath_device._codegen import gemm_codegen  # noqa: E402
+from nvmath_device._numba.gemm_numba import opt_in_dynamic_shared_memory  # noqa: E402
 
 ARR = ("row_major", "col_major")
 SM = None  # the current GPU
@@ -129,7 +130,9 @@ def test_matmul_correct(case):
     dA, dB, dC, dD = (cuda.to_device(x) for x in (A, B, C, D))
     kernel = _make_kernel(MM)
     bx, by, bz = MM.block_dim
-    kernel[batch, (bx, by, bz), 0, MM.shared_memory_size](dA, dB, dC, dD[:, :m, :n], alpha, beta)
+    args = (dA, dB, dC, dD[:, :m, :n], alpha, beta)
+    opt_in_dynamic_shared_memory(kernel, args, MM.shared_memory_size)
+    kernel[batch, (bx, by, bz), 0, MM.shared_memory_size](*args)
     cuda.synchronize()
     C, D = dC.copy_to_host(), dD.copy_to_host()
 

@@ -1,0 +1,345 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Many small GEMMs: numba-mathdx (cuBLASDx in a Numba kernel) vs cuBLAS batched (cupy.matmul)
+vs nvmath-python's device Matmul (where importable).
+
+C[i] = A[i] @ B[i] for i < batch, stacked row-major arrays. Our kernels:
+
+- ``smem``: several GEMMs per block (``threadIdx.y`` picks one), A and B copied global->shared
+  as flat 16-byte vectors (the shared tiles use the global row-major layout), ``MM.execute(1, a,
+  b, 0, c)`` in shared memory, C stored back as flat 16-byte vectors;
+- ``rmem``: the same loads, the register-accumulator form, C stored from registers.
+
+Memory floor: bytes that C = A @ B must move (A and B read, C written) at 4.3e12 B/s; the
+``floor4`` column also counts reading C (the ``beta != 0`` form), as the task defines it.
+
+Run: ``python benchmarks/batched_gemm.py --out DIR`` (writes DIR/batched_gemm.json and .md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+PEAK_BW = 4.3e12
+CASES = [((16, 16, 16), np.float32), ((32, 32, 32), np.float32), ((64, 64, 64), np.float64)]
+
+
+def _median_ms(fn, reps=30, inner=10):
+    """Median over ``reps`` of the mean time of ``inner`` back-to-back launches (CUDA events)."""
+    from numba import cuda
+
+    for _ in range(3):
+        fn()
+    cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        e0, e1 = cuda.event(), cuda.event()
+        e0.record()
+        for _ in range(inner):
+            fn()
+        e1.record()
+        e1.synchronize()
+        times.append(cuda.event_elapsed_time(e0, e1) / inner)
+    return float(np.median(times))
+
+
+def make_smem_kernel(MM, G):
+    """G GEMMs per block, flat 16-byte copies, shared-memory execute."""
+    from numba import cuda
+
+    m, n, k = MM.size
+    it = MM.a_value_type.itemsize
+    v = 16 // it  # values per 16-byte vector
+    a_vec, b_vec, c_vec = m * k // v, k * n // v, m * n // v
+    per = MM.shared_memory_size  # bytes per GEMM (multiple of 16 below)
+    per = (per + 15) // 16 * 16
+    per_v = per // 16
+    b_off_v = MM.b_shared_memory_offset // 16
+    c_off_v = MM.c_shared_memory_offset // 16
+    nt = MM.max_threads_per_block
+    dt = MM.a_value_type
+
+    @cuda.jit(fastmath=True)
+    def kernel(A, B, C, batch):
+        # A, B, C: (batch, elements) viewed as complex128 (16-byte vectors)
+        tx = cuda.threadIdx.x
+        y = cuda.threadIdx.y
+        g = cuda.blockIdx.x * G + y
+        s16 = cuda.shared.array(0, dtype=np.complex128)
+        sv = cuda.shared.array(0, dtype=dt)
+        base = y * per_v
+        if g < batch:
+            for i in range(tx, a_vec, nt):
+                s16[base + i] = A[g, i]
+            for i in range(tx, b_vec, nt):
+                s16[base + b_off_v + i] = B[g, i]
+        cuda.syncthreads()
+        b0 = base * v
+        sa = sv[b0:b0 + MM.a_size]
+        sb = sv[b0 + b_off_v * v:b0 + b_off_v * v + MM.b_size]
+        sc = sv[b0 + c_off_v * v:b0 + c_off_v * v + MM.c_size]
+        MM.execute(1.0, sa, sb, 0.0, sc)
+        cuda.syncthreads()
+        if g < batch:
+            for i in range(tx, c_vec, nt):
+                C[g, i] = s16[base + c_off_v + i]
+
+    return kernel, per * G
+
+
+def make_rmem_kernel(MM, G):
+    """G GEMMs per block, flat 16-byte loads, register accumulator, C stored from registers."""
+    from numba import cuda
+
+    m, n, k = MM.size
+    it = MM.a_value_type.itemsize
+    v = 16 // it
+    a_vec, b_vec = m * k // v, k * n // v
+    per = (MM.shared_memory_size_ab + 15) // 16 * 16
+    per_v = per // 16
+    b_off_v = MM.b_shared_memory_offset // 16
+    nt = MM.max_threads_per_block
+    dt = MM.a_value_type
+
+    @cuda.jit(fastmath=True)
+    def kernel(A, B, C, batch):
+        tx = cuda.threadIdx.x
+        y = cuda.threadIdx.y
+        g = cuda.blockIdx.x * G + y
+        s16 = cuda.shared.array(0, dtype=np.complex128)
+        sv = cuda.shared.array(0, dtype=dt)
+        base = y * per_v
+        if g < batch:
+            for i in range(tx, a_vec, nt):
+                s16[base + i] = A[g, i]
+            for i in range(tx, b_vec, nt):
+                s16[base + b_off_v + i] = B[g, i]
+        cuda.syncthreads()
+        b0 = base * v
+        sa = sv[b0:b0 + MM.a_size]
+        sb = sv[b0 + b_off_v * v:b0 + b_off_v * v + MM.b_size]
+        acc = cuda.local.array(MM.accumulator_size, dtype=dt)
+        rows = cuda.local.array(MM.accumulator_size, dtype=np.int32)
+        cols = cuda.local.array(MM.accumulator_size, dtype=np.int32)
+        for i in range(MM.accumulator_size):
+            acc[i] = 0
+        MM.execute(sa, sb, acc)
+        MM.fragment_coordinates(rows, cols)
+        if g < batch:
+            for i in range(MM.accumulator_size):
+                r = rows[i]
+                if r >= 0:
+                    C[g, r * n + cols[i]] = acc[i]
+
+    return kernel, per * G
+
+
+def make_nvmath_kernel(size, dtype, sm):
+    """A straightforward nvmath-python kernel: one GEMM per block, element copies."""
+    from numba import cuda
+    from nvmath.device import Matmul as NMatmul
+
+    m, n, k = size
+    MM = NMatmul(size=size, precision=dtype, data_type="real", sm=sm,
+                 arrangement=("row_major", "row_major", "row_major"), execution="Block")
+    bdim = MM.block_dim
+    nt = bdim[0] * bdim[1] * bdim[2]
+    a_size, b_size, c_size = m * k, k * n, m * n
+
+    @cuda.jit
+    def kernel(A, B, C, batch):
+        g = cuda.blockIdx.x
+        t = cuda.threadIdx.x
+        sa = cuda.shared.array(a_size, dtype=dtype)
+        sb = cuda.shared.array(b_size, dtype=dtype)
+        sc = cuda.shared.array(c_size, dtype=dtype)
+        for i in range(t, a_size, nt):
+            sa[i] = A[g, i]
+        for i in range(t, b_size, nt):
+            sb[i] = B[g, i]
+        cuda.syncthreads()
+        MM.execute(1.0, sa, sb, 0.0, sc)
+        cuda.syncthreads()
+        for i in range(t, c_size, nt):
+            C[g, i] = sc[i]
+
+    return kernel, (bdim[0], bdim[1], bdim[2])
+
+
+def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev):
+    """Time every implementation on one (size, dtype); returns the table rows."""
+    import cupy as cp
+    from numba import cuda
+
+    from nvmath_device._numba.gemm_numba import opt_in_dynamic_shared_memory
+
+    sm = descs[next(iter(descs))].sm
+    rows = []
+    m, n, k = size
+    dt = np.dtype(dtype)
+    rng = np.random.default_rng(0)
+    A = cp.asarray(rng.uniform(-1, 1, (batch, m, k)).astype(dt))
+    B = cp.asarray(rng.uniform(-1, 1, (batch, k, n)).astype(dt))
+    ref = None
+    if check:
+        ref = cp.matmul(A[:64].astype(cp.float64), B[:64].astype(cp.float64)).get()
+    C = cp.empty((batch, m, n), dt)
+    # numba views: (batch, elements) of 16-byte vectors; and (batch, elements) of values
+    nA16 = cuda.as_cuda_array(A.reshape(batch, -1).view(cp.complex128), sync=False)
+    nB16 = cuda.as_cuda_array(B.reshape(batch, -1).view(cp.complex128), sync=False)
+    nC16 = cuda.as_cuda_array(C.reshape(batch, -1).view(cp.complex128), sync=False)
+    nC = cuda.as_cuda_array(C.reshape(batch, -1), sync=False)
+    nbytes3 = batch * (m * k + k * n + m * n) * dt.itemsize
+    nbytes4 = nbytes3 + batch * m * n * dt.itemsize
+    floor3 = nbytes3 / PEAK_BW * 1e3
+    floor4 = nbytes4 / PEAK_BW * 1e3
+
+    def add(name, ms, ok, note=""):
+        rows.append(dict(case=f"{m}x{n}x{k} {dt.name}", impl=name, ms=ms, floor_ms=floor3, floor4_ms=floor4,
+                         frac_floor=floor3 / ms if ms else None, frac_floor4=floor4 / ms if ms else None,
+                         correct=ok, note=note))
+        print(f"{m}x{n}x{k} {dt.name:8s} {name:34s} {ms:8.4f} ms  floor {floor3:.4f} ms "
+              f"({floor3 / ms * 100:5.1f}%)  correct={ok} {note}", flush=True)
+
+    def verify(Cout):
+        if ref is None:
+            return None
+        got = Cout[:64].get().astype(np.float64)
+        tol = 1e-4 if dt.itemsize == 4 else 1e-10
+        return bool(np.abs(got - ref).max() <= tol * max(1.0, np.abs(ref).max()))
+
+    # cuBLAS batched through cupy
+    cp.matmul(A, B, out=C)
+    t_cublas = _median_ms(lambda: cp.matmul(A, B, out=C))
+    add("cupy.matmul (cuBLAS batched)", t_cublas, verify(C))
+
+    # ours: every descriptor x variant x GEMMs per block
+    best = None
+    for (sz, pname, _bd, al), MM in descs.items():
+        if sz != size or pname != dt.name:
+            continue
+        for variant, G in kernel_choices[al]:
+            maker = make_smem_kernel if variant == "smem" else make_rmem_kernel
+            try:
+                kernel, smem = maker(MM, G)
+                if smem > dev.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
+                    continue
+                bx, by, bz = MM.block_dim
+                if bx * by * bz * G > 1024 or by * bz != 1:
+                    continue
+                grid = (batch + G - 1) // G
+                cfg = kernel[grid, (bx, G), 0, smem]
+                C.fill(cp.nan)
+                args = (nA16, nB16, nC16 if variant == "smem" else nC, batch)
+                opt_in_dynamic_shared_memory(kernel, args, smem)
+                cfg(*args)
+                cuda.synchronize()
+                ok = verify(C)
+                ms = _median_ms(lambda cfg=cfg, args=args: cfg(*args))
+            except Exception as e:  # report, keep going
+                print(f"# ours {variant} {MM.block_dim} G={G} failed: {type(e).__name__}: {e}"[:400])
+                continue
+            name = f"ours {variant} bd={MM.block_dim[0]} G={G} align={al[0] if al else 'default'}"
+            rows.append(dict(case=f"{m}x{n}x{k} {dt.name}", impl=name, ms=ms, floor_ms=floor3,
+                             floor4_ms=floor4, frac_floor=floor3 / ms, frac_floor4=floor4 / ms,
+                             correct=ok, note="candidate"))
+            print(f"#   {name:30s} {ms:8.4f} ms correct={ok}", flush=True)
+            if ok and (best is None or ms < best[1]):
+                best = (name, ms, ok)
+    if best:
+        add("numba-mathdx best: " + best[0].removeprefix("ours "), best[1], best[2],
+            f"speedup vs cuBLAS {t_cublas / best[1]:.2f}x")
+
+    # nvmath-python device Matmul
+    try:
+        kernel, bdim = make_nvmath_kernel(size, dt.type, sm)
+        nA = cuda.as_cuda_array(A.reshape(batch, -1), sync=False)
+        nB = cuda.as_cuda_array(B.reshape(batch, -1), sync=False)
+        cfg = kernel[batch, bdim, 0, 0]
+        C.fill(cp.nan)
+        cfg(nA, nB, nC, batch)
+        cuda.synchronize()
+        ok = verify(C)
+        add("nvmath-python device Matmul", _median_ms(lambda: cfg(nA, nB, nC, batch)), ok,
+            "one GEMM per block")
+    except Exception as e:
+        msg = f"{type(e).__name__}: {e}".splitlines()[0][:200]
+        print(f"# nvmath-python unavailable: {msg}")
+        rows.append(dict(case=f"{m}x{n}x{k} {dt.name}", impl="nvmath-python device Matmul", ms=None,
+                         floor_ms=floor3, floor4_ms=floor4, frac_floor=None, frac_floor4=None,
+                         correct=None, note=f"not run: {msg}"))
+
+    return rows
+
+
+def run(out_dir, batch=65536, check=True):
+    import cupy as cp
+    from numba import cuda
+
+    from nvmath_device import Matmul
+    from nvmath_device._arch import current_device_cc
+    from nvmath_device._codegen import gemm_codegen
+
+    cc = current_device_cc()
+    sm = cc[0] * 10 + cc[1]
+    dev = cuda.get_current_device()
+    gpu = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
+    # (block_dim, alignment) per case; (variant, GEMMs per block) per descriptor
+    DESC_CHOICES = (("suggested", (16, 16, 16)), ("suggested", None))
+    KERNEL_CHOICES = {(16, 16, 16): (("smem", 2), ("smem", 4), ("smem", 8), ("rmem", 4)),
+                      None: (("smem", 4),)}
+
+    descs = {}
+    for size, dtype in CASES:
+        for bd, al in DESC_CHOICES:
+            descs[(size, np.dtype(dtype).name, bd, al)] = Matmul(
+                size=size, precision=dtype, arrangement=("row_major",) * 3,
+                block_dim=bd, alignment=al, sm=sm)
+    t0 = time.perf_counter()
+    gemm_codegen.prefetch_ltoir(list(descs.values()))
+    print(f"# LTO-IR for {len(descs)} descriptors ready in {time.perf_counter() - t0:.0f} s", flush=True)
+
+    rows = []
+    for size, dtype in CASES:
+        rows += _bench_case(size, dtype, batch, check, descs, KERNEL_CHOICES, dev)
+        cp.get_default_memory_pool().free_all_blocks()
+
+    result = dict(gpu=gpu, sm=sm, batch=batch, peak_bw=PEAK_BW, rows=rows,
+                  command="python benchmarks/batched_gemm.py --out DIR")
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "batched_gemm.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    lines = [f"Batched GEMM, {batch} GEMMs, {gpu} (sm_{sm}); floor = (A+B read + C written) / 4.3e12 B/s; "
+             "floor4 also reads C", "",
+             "| case | implementation | ms | floor ms | % of floor | % of floor4 | correct | note |",
+             "|---|---|---:|---:|---:|---:|---|---|"]
+    for r in rows:
+        if r["note"] == "candidate":
+            continue
+        ms = f"{r['ms']:.4f}" if r["ms"] else "-"
+        fr = f"{r['frac_floor'] * 100:.0f}%" if r["frac_floor"] else "-"
+        fr4 = f"{r['frac_floor4'] * 100:.0f}%" if r["frac_floor4"] else "-"
+        lines.append(f"| {r['case']} | {r['impl']} | {ms} | {r['floor_ms']:.4f} | {fr} | {fr4} | {r['correct']} | {r['note']} |")
+    md = "\n".join(lines) + "\n"
+    with open(os.path.join(out_dir, "batched_gemm.md"), "w") as f:
+        f.write(md)
+    print(md)
+    return result
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default="benchmarks/results")
+    p.add_argument("--batch", type=int, default=65536)
+    p.add_argument("--no-check", action="store_true")
+    a = p.parse_args(argv)
+    run(a.out, batch=a.batch, check=not a.no_check)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
