@@ -1,0 +1,141 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The main job: low-pass filter a batch of noisy synthetic signals with the fused FFT convolution,
+check it against NumPy, time it against CuPy's cuFFT path, and optionally plot it.
+
+    python -m kernels [--batch B] [--n N] [--plot FILE.png]
+
+Without a GPU it re-runs itself under numba-cuda's CUDA simulator at a small size, and says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+
+def _has_gpu() -> bool:
+    from nvmath_device._arch import current_device_cc
+
+    return current_device_cc() is not None
+
+
+def lowpass_taps(ntaps: int, cutoff: float) -> np.ndarray:
+    """Windowed-sinc low-pass FIR (cutoff in cycles/sample, 0 < cutoff < 0.5), unit DC gain."""
+    k = np.arange(ntaps) - (ntaps - 1) / 2
+    h = 2 * cutoff * np.sinc(2 * cutoff * k) * np.hamming(ntaps)
+    return h / h.sum()
+
+
+def synthetic_signals(batch: int, n: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """(clean, noisy) float32 signals: two low tones per row plus white noise."""
+    t = np.arange(n)
+    f1 = rng.uniform(0.005, 0.02, (batch, 1))
+    f2 = rng.uniform(0.02, 0.04, (batch, 1))
+    clean = np.sin(2 * np.pi * f1 * t) + 0.5 * np.sin(2 * np.pi * f2 * t + rng.uniform(0, 6, (batch, 1)))
+    noisy = clean + 0.8 * rng.standard_normal((batch, n))
+    return clean.astype(np.float32), noisy.astype(np.float32)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m kernels", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--batch", type=int, default=None, help="signals (default 65536 on a GPU, 8 simulated)")
+    ap.add_argument("--n", type=int, default=None, help="samples per signal (default 4096 on a GPU, 256 simulated)")
+    ap.add_argument("--taps", type=int, default=63)
+    ap.add_argument("--plot", metavar="FILE.png", help="draw signal, filtered signal and their spectra")
+    args = ap.parse_args(argv)
+
+    simulated = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
+    if not simulated and not _has_gpu():
+        print("No CUDA GPU found: re-running under the CUDA simulator (NUMBA_ENABLE_CUDASIM=1) at a small size.",
+              flush=True)
+        env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+        os.execve(sys.executable, [sys.executable, "-m", "kernels", *(argv if argv is not None else sys.argv[1:])], env)
+
+    batch = args.batch or (8 if simulated else 65536)
+    n = args.n or (256 if simulated else 4096)
+    where = "CUDA simulator (CPU)" if simulated else "GPU"
+    print(f"numba-mathdx main job on the {where}: low-pass filtering {batch} noisy signals of {n} samples "
+          f"with a {args.taps}-tap FIR as one fused FFT -> multiply -> inverse FFT kernel", flush=True)
+
+    from kernels import fft_convolve
+
+    rng = np.random.default_rng(0)
+    clean, noisy = synthetic_signals(batch, n, rng)
+    taps = lowpass_taps(args.taps, cutoff=0.06)
+
+    t0 = time.perf_counter()
+    if simulated:
+        filtered = fft_convolve(noisy, taps)
+    else:
+        import cupy as cp
+
+        d_noisy = cp.asarray(noisy)
+        d_filtered = fft_convolve(d_noisy, taps)
+        filtered = cp.asnumpy(d_filtered)
+    first = time.perf_counter() - t0
+    print(f"first call (includes code generation or cache load): {first:.2f} s")
+
+    ref = np.fft.irfft(np.fft.rfft(noisy.astype(np.float64), axis=-1) * np.fft.rfft(taps, n), n=n, axis=-1)
+    err = float(np.linalg.norm(filtered - ref) / np.linalg.norm(ref))
+    ok = err < 1e-5
+    print(f"check against NumPy (float64): relative error {err:.2e} -> {'OK' if ok else 'MISMATCH'}")
+    noise_in = float(np.std(noisy - clean))
+    delay = (args.taps - 1) // 2
+    noise_out = float(np.std(np.roll(filtered, -delay, axis=-1)[:, args.taps:-args.taps] - clean[:, args.taps:-args.taps]))
+    print(f"noise std: {noise_in:.3f} before, {noise_out:.3f} after filtering")
+
+    if not simulated:
+        import cupy as cp
+        from triton.testing import do_bench
+
+        spec = cp.asarray(np.fft.rfft(taps, n).astype(np.complex64))
+
+        def cupy_path():
+            return cp.fft.irfft(cp.fft.rfft(d_noisy, axis=-1) * spec, n=n, axis=-1)
+
+        ms_ours = do_bench(lambda: fft_convolve(d_noisy, taps), return_mode="median")
+        ms_cupy = do_bench(cupy_path, return_mode="median")
+        floor = 2 * noisy.nbytes / 4.3e12 * 1e3
+        print(f"time per call (median, {batch}x{n} float32): numba-mathdx {ms_ours:.3f} ms, "
+              f"CuPy cuFFT (rfft, multiply, irfft) {ms_cupy:.3f} ms -> {ms_cupy / ms_ours:.2f}x; "
+              f"memory floor {floor:.3f} ms (read + write at 4.3 TB/s)")
+    else:
+        print("timing against CuPy skipped: no GPU in the simulator")
+
+    if args.plot:
+        _plot(args.plot, noisy[0], filtered[0], clean[0], delay)
+        print(f"plot written to {args.plot}")
+    return 0 if ok else 1
+
+
+def _plot(path, noisy, filtered, clean, delay):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = noisy.size
+    fig, (a1, a2) = plt.subplots(2, 1, figsize=(10, 7))
+    a1.plot(noisy, lw=0.6, color="0.6", label="noisy signal")
+    a1.plot(np.roll(filtered, -delay), lw=1.2, label="filtered (delay removed)")
+    a1.plot(clean, lw=1, ls="--", label="clean")
+    a1.set_xlabel("sample")
+    a1.legend(loc="upper right")
+    a1.set_title("Fused FFT convolution (numba-mathdx)")
+    f = np.fft.rfftfreq(n)
+    a2.semilogy(f, np.abs(np.fft.rfft(noisy)) ** 2 + 1e-12, lw=0.6, color="0.6", label="noisy")
+    a2.semilogy(f, np.abs(np.fft.rfft(filtered)) ** 2 + 1e-12, lw=1, label="filtered")
+    a2.set_xlabel("frequency (cycles/sample)")
+    a2.set_ylabel("power")
+    a2.legend(loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Array and stream adapters for the fused kernels: CuPy / PyTorch / Numba device arrays (zero
+copy through ``__cuda_array_interface__``), NumPy arrays (copied to the device and back), and
+the streams those packages use. Results come back as the caller's kind of array."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+
+def simulator() -> bool:
+    return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
+
+
+class Operand:
+    """One input array on the device plus what is needed to hand results back."""
+
+    def __init__(self, name, obj, dtypes, ndim, stream):
+        self.name = name
+        self.obj = obj
+        if isinstance(obj, np.ndarray) or (simulator() and not hasattr(obj, "__cuda_array_interface__")):
+            arr = np.asarray(obj)
+            self.kind = "numpy"
+        elif hasattr(obj, "__cuda_array_interface__"):
+            arr = obj
+            mod = type(obj).__module__.split(".")[0]
+            self.kind = mod if mod in ("cupy", "torch") else "numba"
+        else:
+            raise TypeError(
+                f"{name} must be a NumPy array or a GPU array exposing __cuda_array_interface__ "
+                f"(CuPy, PyTorch CUDA tensor, Numba device array); got {type(obj).__name__}"
+            )
+        shape, dtype = tuple(arr.shape), np.dtype(arr.dtype if self.kind != "torch" else _torch_dtype(arr))
+        if dtype not in dtypes:
+            raise TypeError(f"{name} must have dtype {' or '.join(d.name for d in dtypes)}, got {dtype.name}")
+        if len(shape) not in ndim:
+            raise ValueError(f"{name} must have {' or '.join(map(str, ndim))} dimension(s), got shape {shape}")
+        self.shape, self.dtype = shape, dtype
+        from numba import cuda
+
+        if self.kind == "numpy":
+            self.dev = cuda.to_device(np.ascontiguousarray(arr), stream=stream)
+        else:
+            self.dev = cuda.as_cuda_array(arr)
+            if not self.dev.is_c_contiguous():
+                raise ValueError(f"{name} must be C-contiguous (got strides {self.dev.strides})")
+
+
+def _torch_dtype(t):
+    import torch
+
+    return {torch.float32: np.float32, torch.float64: np.float64, torch.complex64: np.complex64,
+            torch.complex128: np.complex128}.get(t.dtype, np.void)
+
+
+def resolve_stream(stream, like: Operand):
+    """A numba stream for ``stream`` (None: the current stream of ``like``'s package)."""
+    from numba import cuda
+
+    if simulator():
+        return 0
+    if stream is None:
+        if like.kind == "cupy":
+            import cupy
+
+            return cuda.external_stream(cupy.cuda.get_current_stream().ptr)
+        if like.kind == "torch":
+            import torch
+
+            return cuda.external_stream(torch.cuda.current_stream().cuda_stream)
+        return cuda.default_stream()
+    if hasattr(stream, "__cuda_stream__"):
+        _, handle = stream.__cuda_stream__()
+        return cuda.external_stream(int(handle))
+    if type(stream).__module__.startswith("numba"):
+        return stream
+    for attr in ("ptr", "cuda_stream"):  # CuPy, PyTorch
+        if hasattr(stream, attr):
+            return cuda.external_stream(int(getattr(stream, attr)))
+    if isinstance(stream, int) and not isinstance(stream, bool):
+        return cuda.external_stream(stream) if stream else cuda.default_stream()
+    raise TypeError(
+        "stream must be None, a Numba/CuPy/PyTorch stream, an object with __cuda_stream__, or a raw "
+        f"cudaStream_t handle (int); got {type(stream).__name__}"
+    )
+
+
+def device_empty(shape, dtype, stream):
+    from numba import cuda
+
+    if simulator():
+        return np.full(shape, np.nan, dtype=dtype) if np.dtype(dtype).kind in "fc" else np.zeros(shape, dtype)
+    return cuda.device_array(shape, dtype=dtype, stream=stream)
+
+
+def to_device_const(arr, stream):
+    """A small host array (filter taps, window) on the device."""
+    from numba import cuda
+
+    if simulator():
+        return np.ascontiguousarray(arr)
+    return cuda.to_device(np.ascontiguousarray(arr), stream=stream)
+
+
+def give_back(dev, like: Operand, stream):
+    """Return ``dev`` as the caller's kind of array (NumPy: copied back, blocking)."""
+    if like.kind == "numpy":
+        if simulator():
+            return np.asarray(dev)
+        out = dev.copy_to_host(stream=stream)
+        stream.synchronize()
+        return out
+    if like.kind == "cupy":
+        import cupy
+
+        return cupy.asarray(dev)
+    if like.kind == "torch":
+        import torch
+
+        return torch.as_tensor(dev, device="cuda")
+    return dev

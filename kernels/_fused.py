@@ -1,0 +1,99 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The building block of the FFT kernels: rows of segments -> FFT -> per-frequency work -> (inverse
+FFT) -> rows, all in one kernel, written only against nvmath_device's public API.
+
+A "row" is one FFT: signal ``b`` and segment ``s`` of it (``row = b * nseg + s``); the segment
+starts at sample ``s * step - halo`` (samples outside ``[0, L)`` read as zero) and its outputs
+``j >= halo`` land at ``s * step + j - halo``. Convolution: ``halo = 0, step = N, nseg = 1``;
+overlap-save FIR: ``halo = M - 1, step = N - M + 1``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from numba import cuda
+
+from nvmath_device import FFT
+
+from ._arrays import simulator
+
+
+def fft_pair(n: int, precision, real: bool, ept="suggested", fpb="suggested"):
+    """Forward and inverse FFT descriptors of size ``n`` sharing one register layout."""
+    sm = 90 if simulator() else None  # the simulator uses sm_90's traits
+    if n not in FFT.valid_sizes(precision, sm=sm):
+        raise ValueError(
+            f"FFT length {n} is not implemented by cuFFTDx without a workspace in "
+            f"{np.dtype(precision).name}; use one of FFT.valid_sizes() (e.g. powers of 2 up to 4096)"
+        )
+    kw = dict(size=n, precision=precision, elements_per_thread=ept, ffts_per_block=fpb, sm=sm)
+    if real:
+        fwd = FFT(fft_type="r2c", **kw)
+        # pin the inverse to the forward's resolved layout
+        kw.update(elements_per_thread=fwd.elements_per_thread_value, ffts_per_block=fwd.ffts_per_block_value)
+        return fwd, FFT(fft_type="c2r", **kw)
+    fwd = FFT(fft_type="c2c", direction="forward", **kw)
+    kw.update(elements_per_thread=fwd.elements_per_thread_value, ffts_per_block=fwd.ffts_per_block_value)
+    return fwd, FFT(fft_type="c2c", direction="inverse", **kw)
+
+
+@functools.lru_cache(maxsize=None)
+def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool):
+    """x (B, L) -> y (B, L): y = segments of IFFT(FFT(segment) * H[(conj)]), H (N or N//2+1,)."""
+    n = fwd.size
+    stride, fpb = fwd.stride, fwd.ffts_per_block_value
+    s2 = 2 * fwd.storage_size
+    in_ept, mid_ept, out_ept = fwd.input_ept, fwd.output_ept, inv.output_ept
+    nfreq = fwd.output_length
+    prec = fwd.precision_type
+
+    @cuda.jit
+    def kernel(x, h, y, nrows, nseg, step, halo):
+        r = cuda.local.array(s2, dtype=prec, alignment=16)
+        smem = cuda.shared.array(0, dtype=prec)
+        tx = cuda.threadIdx.x
+        row = cuda.blockIdx.x * fpb + cuda.threadIdx.y
+        ok = row < nrows
+        b = row // nseg
+        start = (row - b * nseg) * step - halo
+        length = x.shape[1]
+        for i in range(in_ept):
+            j = tx + i * stride
+            t = start + j
+            inside = ok and j < n and t >= 0 and t < length
+            if real:
+                r[i] = x[b, t].real if inside else 0
+            else:
+                v = x[b, t] if inside else 0j
+                r[2 * i] = v.real
+                r[2 * i + 1] = v.imag
+        fwd.execute(r, smem)
+        for i in range(mid_ept):
+            k = tx + i * stride
+            if k < nfreq:
+                hv = h[k].conjugate() if conj else h[k]
+                re = r[2 * i] * hv.real - r[2 * i + 1] * hv.imag
+                im = r[2 * i] * hv.imag + r[2 * i + 1] * hv.real
+                r[2 * i] = re
+                r[2 * i + 1] = im
+        cuda.syncthreads()
+        inv.execute(r, smem)
+        if ok:
+            for i in range(out_ept):
+                j = tx + i * stride
+                t = start + j
+                if j >= halo and j < n and t < length:
+                    if real:
+                        y[b, t] = r[i]
+                    else:
+                        y[b, t] = r[2 * i] + 1j * r[2 * i + 1]
+
+    return kernel
+
+
+def launch_rows(kernel, fwd: FFT, nrows: int, stream, *args):
+    fpb = fwd.ffts_per_block_value
+    grid = max(1, (nrows + fpb - 1) // fpb)
+    kernel[grid, fwd.block_dim, stream, fwd.shared_memory_size](*args)

@@ -1,0 +1,112 @@
+# SPDX-License-Identifier: Apache-2.0
+"""FFT convolution and overlap-save FIR filtering, each one fused kernel."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._arrays import Operand, device_empty, give_back, resolve_stream, to_device_const
+from ._fused import fft_pair, filter_kernel, launch_rows
+
+_REAL = (np.dtype(np.float32), np.dtype(np.float64))
+_COMPLEX = (np.dtype(np.complex64), np.dtype(np.complex128))
+
+
+def _precision(dtype):
+    return np.float32 if dtype in (np.dtype(np.float32), np.dtype(np.complex64)) else np.float64
+
+
+def _spectrum(taps, n, real, precision):
+    """Filter spectrum scaled by 1/n (cuFFTDx's inverse is unnormalised), computed once on the host."""
+    spec = np.fft.rfft(taps, n=n) if real else np.fft.fft(taps, n=n)
+    return (spec / n).astype(np.complex64 if precision is np.float32 else np.complex128)
+
+
+def _taps(name, h, real, precision, max_len):
+    h = np.asarray(h.get() if hasattr(h, "get") else h)  # CuPy arrays: the taps are small
+    if h.ndim != 1 or h.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D array, got shape {h.shape}")
+    if real and np.iscomplexobj(h):
+        raise TypeError(f"{name} must be real for a real signal, got dtype {h.dtype}")
+    if h.size > max_len:
+        raise ValueError(f"{name} has {h.size} taps; at most {max_len} fit this FFT length")
+    return h.astype(np.float64 if real else np.complex128)
+
+
+def fft_convolve(x, h, *, stream=None):
+    """Circular convolution of every row of ``x`` with the filter ``h``, in one kernel.
+
+    ``y[b] = ifft(fft(x[b]) * fft(h, n))`` with ``n = x.shape[-1]``: load, forward FFT, multiply,
+    inverse FFT and store happen in registers and shared memory of one kernel.
+
+    Parameters
+    ----------
+    x : array, shape (batch, n) or (n,)
+        float32/float64 (real FFTs, r2c/c2r) or complex64/complex128 (c2c). CuPy, PyTorch and
+        Numba device arrays are used in place; NumPy arrays are copied to the GPU and back.
+        ``n`` must be a size cuFFTDx implements without a workspace (``FFT.valid_sizes()``;
+        every power of 2 from 2 to 4096 is).
+    h : array_like, shape (m,), m <= n
+        Filter taps (host or device; real for real ``x``).
+    stream : optional
+        Numba/CuPy/PyTorch stream, ``__cuda_stream__`` object or raw handle; default: the current
+        stream of ``x``'s package. No synchronisation for GPU arrays.
+
+    Returns
+    -------
+    Same kind, dtype and shape as ``x``.
+    """
+    xo = Operand("x", x, _REAL + _COMPLEX, (1, 2), None)
+    real = xo.dtype in _REAL
+    n = xo.shape[-1]
+    precision = _precision(xo.dtype)
+    taps = _taps("h", h, real, precision, n)
+    return _run(xo, taps, n, real, precision, halo=0, stream=stream, conj=False)
+
+
+def fir_filter(x, taps, *, fft_size=None, stream=None):
+    """FIR-filter long signals by overlap-save: ``y[b, t] = sum_k taps[k] * x[b, t - k]``.
+
+    Same as ``scipy.signal.lfilter(taps, 1, x, axis=-1)``; one kernel, one FFT per segment of
+    ``fft_size - len(taps) + 1`` output samples.
+
+    Parameters
+    ----------
+    x : array, shape (batch, L) or (L,)
+        float32/float64 or complex64/complex128 (see :func:`fft_convolve` for the array kinds).
+    taps : array_like, shape (M,)
+    fft_size : int, optional
+        Segment FFT length: a power of 2 with ``fft_size >= 2 * M`` (default: the smallest
+        power of 2 >= max(64, 4 * M), capped at 4096).
+    """
+    xo = Operand("x", x, _REAL + _COMPLEX, (1, 2), None)
+    real = xo.dtype in _REAL
+    precision = _precision(xo.dtype)
+    t = np.asarray(taps.get() if hasattr(taps, "get") else taps)
+    m = t.size
+    if fft_size is None:
+        fft_size = 64
+        while fft_size < 4 * m and fft_size < 4096:
+            fft_size *= 2
+    if isinstance(fft_size, bool) or not isinstance(fft_size, (int, np.integer)) or fft_size & (fft_size - 1):
+        raise ValueError(f"fft_size must be a power of 2, got {fft_size!r}")
+    if fft_size < 2 * m:
+        raise ValueError(f"fft_size={fft_size} must be at least 2 * len(taps) = {2 * m}")
+    taps = _taps("taps", t, real, precision, fft_size // 2)
+    return _run(xo, taps, int(fft_size), real, precision, halo=m - 1, stream=stream, conj=False)
+
+
+def _run(xo, taps, n, real, precision, *, halo, stream, conj):
+    s = resolve_stream(stream, xo)
+    fwd, inv = fft_pair(n, precision, real)
+    spec = to_device_const(_spectrum(taps, n, real, precision), s)
+    x2 = xo.dev.reshape(1, xo.shape[0]) if len(xo.shape) == 1 else xo.dev
+    batch, length = x2.shape
+    step = n - halo
+    nseg = -(-length // step)
+    y = device_empty((batch, length), xo.dtype, s)
+    kernel = filter_kernel(fwd, inv, real, conj)
+    launch_rows(kernel, fwd, batch * nseg, s, x2, spec, y, batch * nseg, nseg, step, halo)
+    if len(xo.shape) == 1:
+        y = y.reshape(length)
+    return give_back(y, xo, s)

@@ -1,0 +1,202 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Matched filtering with a fused peak search, and STFT power spectrograms — one kernel each."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from numba import cuda
+
+from nvmath_device import FFT
+
+from ._arrays import Operand, device_empty, give_back, resolve_stream, simulator, to_device_const
+from ._fused import fft_pair, launch_rows
+
+_REAL = (np.dtype(np.float32), np.dtype(np.float64))
+_COMPLEX = (np.dtype(np.complex64), np.dtype(np.complex128))
+
+
+@functools.lru_cache(maxsize=None)
+def _matched_kernel(fwd: FFT, inv: FFT, keep: bool):
+    n, stride, fpb = fwd.size, fwd.stride, fwd.ffts_per_block_value
+    bx = fwd.block_dim[0]
+    ept, storage, vt = fwd.elements_per_thread_value, fwd.storage_size, fwd.value_type
+    prec = fwd.precision_type
+
+    @cuda.jit
+    def kernel(x, tspec, corr, peak_idx, peak_val, nrows):
+        td = cuda.local.array(storage, dtype=vt)
+        smem = cuda.shared.array(0, dtype=vt)
+        best_v = cuda.shared.array((fpb, bx), dtype=prec)
+        best_i = cuda.shared.array((fpb, bx), dtype=np.int32)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        row = cuda.blockIdx.x * fpb + ty
+        ok = row < nrows
+        for i in range(ept):
+            j = tx + i * stride
+            td[i] = x[row, j] if ok and j < n else 0
+        fwd.execute(td, smem)
+        for i in range(ept):
+            j = tx + i * stride
+            if j < n:
+                td[i] = td[i] * tspec[j].conjugate()
+        cuda.syncthreads()
+        inv.execute(td, smem)
+        # per-thread peak of |c|^2, then the row's peak (lowest index wins ties)
+        bv = prec.type(-1.0)
+        bi = 0
+        for i in range(ept):
+            j = tx + i * stride
+            if j < n:
+                p = td[i].real * td[i].real + td[i].imag * td[i].imag
+                if p > bv:
+                    bv = p
+                    bi = j
+                if keep and ok:
+                    corr[row, j] = td[i]
+        best_v[ty, tx] = bv
+        best_i[ty, tx] = bi
+        cuda.syncthreads()
+        if tx == 0 and ok:
+            v = best_v[ty, 0]
+            k = best_i[ty, 0]
+            for t in range(1, bx):
+                w = best_v[ty, t]
+                if w > v or (w == v and best_i[ty, t] < k):
+                    v = w
+                    k = best_i[ty, t]
+            peak_idx[row] = k
+            peak_val[row] = v
+
+    return kernel
+
+
+def matched_filter(x, template, *, return_correlation=False, stream=None):
+    """Circular cross-correlation of each row of ``x`` with ``template`` and its peak, fused.
+
+    ``c[b, k] = sum_j x[b, (j + k) % n] * conj(template[j])`` (``= ifft(fft(x) * conj(fft(t)))``);
+    the kernel also finds ``argmax_k |c[b, k]|**2`` per row without writing ``c`` (unless asked).
+
+    Parameters
+    ----------
+    x : array, shape (batch, n) or (n,)
+        complex64/complex128, or float32/float64 (computed as complex). Array kinds and ``n``:
+        as for :func:`kernels.fft_convolve`.
+    template : array_like, shape (m,), m <= n
+    return_correlation : bool
+        Also return the full correlation (complex, shape of ``x``).
+
+    Returns
+    -------
+    (peak_index, peak_power) or (peak_index, peak_power, correlation): int32 and real arrays of
+    shape (batch,), the caller's kind of array.
+    """
+    xo = Operand("x", x, _REAL + _COMPLEX, (1, 2), None)
+    s = resolve_stream(stream, xo)
+    precision = np.float32 if xo.dtype in (np.dtype(np.float32), np.dtype(np.complex64)) else np.float64
+    cdt = np.dtype(np.complex64 if precision is np.float32 else np.complex128)
+    n = xo.shape[-1]
+    t = np.asarray(template.get() if hasattr(template, "get") else template)
+    if t.ndim != 1 or t.size == 0 or t.size > n:
+        raise ValueError(f"template must be a 1-D array of 1..{n} samples, got shape {t.shape}")
+    if not isinstance(return_correlation, bool):
+        raise TypeError(f"return_correlation must be a bool, got {return_correlation!r}")
+    x2 = xo.dev.reshape(1, n) if len(xo.shape) == 1 else xo.dev
+    if xo.dtype in _REAL:  # promote on the device side of the copy: one extra pass, documented
+        x2 = _to_complex(x2, cdt, s)
+    fwd, inv = fft_pair(n, precision, real=False)
+    tspec = to_device_const((np.fft.fft(t, n) / n).astype(cdt), s)
+    batch = x2.shape[0]
+    corr = device_empty((batch, n) if return_correlation else (1, 1), cdt, s)
+    pidx = device_empty((batch,), np.int32, s)
+    pval = device_empty((batch,), np.dtype(precision), s)
+    launch_rows(_matched_kernel(fwd, inv, return_correlation), fwd, batch, s, x2, tspec, corr, pidx, pval, batch)
+    out = [give_back(pidx, xo, s), give_back(pval, xo, s)]
+    if return_correlation:
+        out.append(give_back(corr.reshape(n) if len(xo.shape) == 1 else corr, xo, s))
+    return tuple(out)
+
+
+def _to_complex(x, cdt, stream):
+    if simulator():
+        return np.asarray(x).astype(cdt)
+    y = cuda.device_array(x.shape, dtype=cdt, stream=stream)
+    _promote[max(1, -(-x.size // 256)), 256, stream](x.reshape(x.size), y.reshape(y.size))
+    return y
+
+
+@cuda.jit
+def _promote(x, y):
+    i = cuda.grid(1)
+    if i < x.size:
+        y[i] = x[i]
+
+
+@functools.lru_cache(maxsize=None)
+def _stft_kernel(fft: FFT):
+    n, stride, fpb = fft.size, fft.stride, fft.ffts_per_block_value
+    s2 = 2 * fft.storage_size
+    in_ept, out_ept, nfreq = fft.input_ept, fft.output_ept, fft.output_length
+    prec = fft.precision_type
+
+    @cuda.jit
+    def kernel(x, w, out, nrows, nframes, hop):
+        r = cuda.local.array(s2, dtype=prec, alignment=16)
+        smem = cuda.shared.array(0, dtype=prec)
+        tx = cuda.threadIdx.x
+        row = cuda.blockIdx.x * fpb + cuda.threadIdx.y
+        ok = row < nrows
+        b = row // nframes
+        f = row - b * nframes
+        for i in range(in_ept):
+            j = tx + i * stride
+            r[i] = x[b, f * hop + j] * w[j] if ok and j < n else 0
+        fft.execute(r, smem)
+        if ok:
+            for i in range(out_ept):
+                k = tx + i * stride
+                if k < nfreq:
+                    out[b, f, k] = r[2 * i] * r[2 * i] + r[2 * i + 1] * r[2 * i + 1]
+
+    return kernel
+
+
+def stft_power(x, window, hop, *, stream=None):
+    """Power spectrogram ``|rfft(x[b, f*hop : f*hop + nfft] * window)|**2``, one kernel.
+
+    Parameters
+    ----------
+    x : array, shape (batch, L) or (L,), float32/float64
+    window : array_like, shape (nfft,)
+        Real window (e.g. ``numpy.hanning(nfft)``); ``nfft`` must be in ``FFT.valid_sizes()``.
+    hop : int
+        Samples between frames, >= 1.
+
+    Returns
+    -------
+    array, shape (batch, frames, nfft // 2 + 1) (or (frames, nfft // 2 + 1) for 1-D ``x``),
+    with ``frames = 1 + (L - nfft) // hop``; the caller's kind of array.
+    """
+    xo = Operand("x", x, _REAL, (1, 2), None)
+    s = resolve_stream(stream, xo)
+    w = np.asarray(window.get() if hasattr(window, "get") else window)
+    if w.ndim != 1 or np.iscomplexobj(w):
+        raise ValueError(f"window must be a real 1-D array, got shape {w.shape} dtype {w.dtype}")
+    nfft = w.size
+    if isinstance(hop, bool) or not isinstance(hop, (int, np.integer)) or hop < 1:
+        raise ValueError(f"hop must be an int >= 1, got {hop!r}")
+    length = xo.shape[-1]
+    if length < nfft:
+        raise ValueError(f"x has {length} samples, fewer than one frame of len(window) = {nfft}")
+    precision = np.float32 if xo.dtype == np.dtype(np.float32) else np.float64
+    fft, _ = fft_pair(nfft, precision, real=True)
+    nframes = 1 + (length - nfft) // int(hop)
+    x2 = xo.dev.reshape(1, length) if len(xo.shape) == 1 else xo.dev
+    batch = x2.shape[0]
+    out = device_empty((batch, nframes, nfft // 2 + 1), xo.dtype, s)
+    wd = to_device_const(w.astype(xo.dtype), s)
+    launch_rows(_stft_kernel(fft), fft, batch * nframes, s, x2, wd, out, batch * nframes, nframes, int(hop))
+    if len(xo.shape) == 1:
+        out = out.reshape(nframes, nfft // 2 + 1)
+    return give_back(out, xo, s)
