@@ -139,6 +139,74 @@ def make_rmem_kernel(MM, G):
     return kernel, per * G
 
 
+def make_pipe_kernel(MM, G):
+    """Persistent blocks, G GEMMs per block, software-pipelined: the next GEMM's A and B are
+    loaded into registers (16-byte vectors) while the register-accumulator GEMM of the current
+    one runs; C is stored from registers. Returns None when the tiles do not split evenly."""
+    from numba import cuda
+
+    m, n, k = MM.size
+    v = 16 // MM.a_value_type.itemsize
+    a_vec, b_vec = m * k // v, k * n // v
+    nt = MM.max_threads_per_block
+    if a_vec % nt or b_vec % nt:
+        return None
+    NA, NB = a_vec // nt, b_vec // nt
+    per = (MM.shared_memory_size_ab + 15) // 16 * 16
+    per_v = per // 16
+    b_off_v = MM.b_shared_memory_offset // 16
+    dt = MM.a_value_type
+
+    @cuda.jit(fastmath=True)
+    def kernel(A, B, C, batch):
+        tx = cuda.threadIdx.x
+        y = cuda.threadIdx.y
+        s16 = cuda.shared.array(0, dtype=np.complex128)
+        sv = cuda.shared.array(0, dtype=dt)
+        base = y * per_v
+        b0 = base * v
+        sa = sv[b0:b0 + MM.a_size]
+        sb = sv[b0 + b_off_v * v:b0 + b_off_v * v + MM.b_size]
+        ra = cuda.local.array(NA, dtype=np.complex128)
+        rb = cuda.local.array(NB, dtype=np.complex128)
+        acc = cuda.local.array(MM.accumulator_size, dtype=dt)
+        rows = cuda.local.array(MM.accumulator_size, dtype=np.int32)
+        cols = cuda.local.array(MM.accumulator_size, dtype=np.int32)
+        MM.fragment_coordinates(rows, cols)
+        stride = cuda.gridDim.x * G
+        g = cuda.blockIdx.x * G + y
+        if g < batch:
+            for j in range(NA):
+                ra[j] = A[g, tx + j * nt]
+            for j in range(NB):
+                rb[j] = B[g, tx + j * nt]
+        ntiles = (batch + stride - 1) // stride
+        for _ in range(ntiles):
+            cuda.syncthreads()
+            for j in range(NA):
+                s16[base + tx + j * nt] = ra[j]
+            for j in range(NB):
+                s16[base + b_off_v + tx + j * nt] = rb[j]
+            cuda.syncthreads()
+            gn = g + stride
+            if gn < batch:  # issue the next loads now; they land while the GEMM runs
+                for j in range(NA):
+                    ra[j] = A[gn, tx + j * nt]
+                for j in range(NB):
+                    rb[j] = B[gn, tx + j * nt]
+            for i in range(MM.accumulator_size):
+                acc[i] = 0
+            MM.execute(sa, sb, acc)
+            if g < batch:
+                for i in range(MM.accumulator_size):
+                    r = rows[i]
+                    if r >= 0:
+                        C[g, r * n + cols[i]] = acc[i]
+            g = gn
+
+    return kernel, per * G
+
+
 def make_nvmath_kernel(size, dtype, sm):
     """A straightforward nvmath-python kernel: one GEMM per block, element copies."""
     from numba import cuda
@@ -220,23 +288,33 @@ def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev):
 
     # ours: every descriptor x variant x GEMMs per block
     best = None
-    for (sz, pname, _bd, al), MM in descs.items():
+    for (sz, pname, bd, _al), MM in descs.items():
         if sz != size or pname != dt.name:
             continue
-        for variant, G in kernel_choices[al]:
-            maker = make_smem_kernel if variant == "smem" else make_rmem_kernel
+        for variant, G in kernel_choices[bd]:
+            maker = {"smem": make_smem_kernel, "rmem": make_rmem_kernel, "pipe": make_pipe_kernel}[variant]
             try:
-                kernel, smem = maker(MM, G)
+                made = maker(MM, G)
+                if made is None:
+                    continue
+                kernel, smem = made
                 if smem > dev.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
                     continue
                 bx, by, bz = MM.block_dim
                 if bx * by * bz * G > 1024 or by * bz != 1:
                     continue
-                grid = (batch + G - 1) // G
-                cfg = kernel[grid, (bx, G), 0, smem]
-                C.fill(cp.nan)
                 args = (nA16, nB16, nC16 if variant == "smem" else nC, batch)
                 opt_in_dynamic_shared_memory(kernel, args, smem)
+                from numba import typeof
+
+                kern = kernel.compile(tuple(typeof(a) for a in args))
+                attrs = kern._codelibrary.get_cufunc().attrs
+                if variant == "pipe":  # persistent: as many blocks as fit at once
+                    grid = min(kern.max_cooperative_grid_blocks((bx, G), smem), (batch + G - 1) // G)
+                else:
+                    grid = (batch + G - 1) // G
+                cfg = kernel[grid, (bx, G), 0, smem]
+                C.fill(cp.nan)
                 cfg(*args)
                 cuda.synchronize()
                 ok = verify(C)
@@ -244,16 +322,17 @@ def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev):
             except Exception as e:  # report, keep going
                 print(f"# ours {variant} {MM.block_dim} G={G} failed: {type(e).__name__}: {e}"[:400])
                 continue
-            name = f"ours {variant} bd={MM.block_dim[0]} G={G} align={al[0] if al else 'default'}"
+            name = f"ours {variant} bd={MM.block_dim[0]} G={G}"
+            note = f"regs={attrs.regs} local={attrs.local} grid={grid}"
             rows.append(dict(case=f"{m}x{n}x{k} {dt.name}", impl=name, ms=ms, floor_ms=floor3,
                              floor4_ms=floor4, frac_floor=floor3 / ms, frac_floor4=floor4 / ms,
-                             correct=ok, note="candidate"))
-            print(f"#   {name:30s} {ms:8.4f} ms correct={ok}", flush=True)
+                             correct=ok, note="candidate", kernel=note))
+            print(f"#   {name:30s} {ms:8.4f} ms correct={ok} {note}", flush=True)
             if ok and (best is None or ms < best[1]):
-                best = (name, ms, ok)
+                best = (name, ms, ok, note)
     if best:
         add("numba-mathdx best: " + best[0].removeprefix("ours "), best[1], best[2],
-            f"speedup vs cuBLAS {t_cublas / best[1]:.2f}x")
+            f"speedup vs cuBLAS {t_cublas / best[1]:.2f}x; {best[3]}")
 
     # nvmath-python device Matmul
     try:
@@ -290,13 +369,15 @@ def run(out_dir, batch=65536, check=True):
     dev = cuda.get_current_device()
     gpu = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
     # (block_dim, alignment) per case; (variant, GEMMs per block) per descriptor
-    DESC_CHOICES = (("suggested", (16, 16, 16)), ("suggested", None))
-    KERNEL_CHOICES = {(16, 16, 16): (("smem", 2), ("smem", 4), ("smem", 8), ("rmem", 4)),
-                      None: (("smem", 4),)}
+    DESC_CHOICES = (("suggested", (16, 16, 16)), (256, (16, 16, 16)))
+    KERNEL_CHOICES = {"suggested": (("smem", 2), ("rmem", 4), ("pipe", 1), ("pipe", 2), ("pipe", 4)),
+                      256: (("pipe", 1), ("smem", 1))}
 
     descs = {}
     for size, dtype in CASES:
         for bd, al in DESC_CHOICES:
+            if bd == 256 and size[0] < 64:
+                continue
             descs[(size, np.dtype(dtype).name, bd, al)] = Matmul(
                 size=size, precision=dtype, arrangement=("row_major",) * 3,
                 block_dim=bd, alignment=al, sm=sm)
