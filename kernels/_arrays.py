@@ -20,9 +20,12 @@ class Operand:
     def __init__(self, name, obj, dtypes, ndim, stream):
         self.name = name
         self.obj = obj
-        if isinstance(obj, np.ndarray) or (simulator() and not hasattr(obj, "__cuda_array_interface__")):
-            arr = np.asarray(obj)
+        if isinstance(obj, np.ndarray):
+            arr = obj
             self.kind = "numpy"
+        elif simulator() and type(obj).__name__ == "FakeCUDAArray":  # the simulator's device arrays
+            arr = obj
+            self.kind = "numba"
         elif hasattr(obj, "__cuda_array_interface__"):
             arr = obj
             mod = type(obj).__module__.split(".")[0]
@@ -40,7 +43,9 @@ class Operand:
         self.shape, self.dtype = shape, dtype
         from numba import cuda
 
-        if self.kind == "numpy":
+        if simulator():
+            self.dev = np.ascontiguousarray(arr) if self.kind == "numpy" else arr
+        elif self.kind == "numpy":
             self.dev = cuda.to_device(np.ascontiguousarray(arr), stream=stream)
         else:
             self.dev = cuda.as_cuda_array(arr)
@@ -60,6 +65,10 @@ def resolve_stream(stream, like: Operand):
     from numba import cuda
 
     if simulator():
+        if not (stream is None or hasattr(stream, "__cuda_stream__") or isinstance(stream, int)
+                or type(stream).__module__.startswith(("numba", "cupy", "torch"))):
+            raise TypeError("stream must be None, a Numba/CuPy/PyTorch stream, an object with __cuda_stream__, "
+                            f"or a raw cudaStream_t handle (int); got {type(stream).__name__}")
         return 0
     if stream is None:
         if like.kind == "cupy":

@@ -20,26 +20,38 @@ from nvmath_device import FFT
 from ._arrays import simulator
 
 
+def _pair_descriptors(n, precision, real, ept, fpb):
+    sm = 90 if simulator() else None  # the simulator uses sm_90's traits
+    kw = dict(size=n, precision=precision, elements_per_thread=ept, ffts_per_block=fpb, sm=sm)
+    if real:
+        return FFT(fft_type="r2c", **kw), FFT(fft_type="c2r", **kw)
+    return FFT(fft_type="c2c", direction="forward", **kw), FFT(fft_type="c2c", direction="inverse", **kw)
+
+
+def prefetch(shapes) -> None:
+    """Compute the traits of the FFT pairs for ``(n, precision, real)`` shapes in one NVRTC run."""
+    from nvmath_device._codegen.fft_codegen import prefetch_traits
+
+    prefetch_traits([d for n, p, r in shapes for d in _pair_descriptors(n, p, r, "suggested", "suggested")])
+
+
 def fft_pair(n: int, precision, real: bool, ept="suggested", fpb="suggested"):
     """Forward and inverse FFT descriptors of size ``n`` sharing one register layout."""
-    sm = 90 if simulator() else None  # the simulator uses sm_90's traits
+    sm = 90 if simulator() else None
     if n not in FFT.valid_sizes(precision, sm=sm):
         raise ValueError(
             f"FFT length {n} is not implemented by cuFFTDx without a workspace in "
             f"{np.dtype(precision).name}; use one of FFT.valid_sizes() (e.g. powers of 2 up to 4096)"
         )
-    kw = dict(size=n, precision=precision, elements_per_thread=ept, ffts_per_block=fpb, sm=sm)
-    if real:
-        fwd = FFT(fft_type="r2c", **kw)
+    fwd, inv = _pair_descriptors(n, precision, real, ept, fpb)
+    layout = (fwd.elements_per_thread_value, fwd.ffts_per_block_value, fwd.stride)
+    if (inv.elements_per_thread_value, inv.ffts_per_block_value, inv.stride) != layout:
         # pin the inverse to the forward's resolved layout
-        kw.update(elements_per_thread=fwd.elements_per_thread_value, ffts_per_block=fwd.ffts_per_block_value)
-        return fwd, FFT(fft_type="c2r", **kw)
-    fwd = FFT(fft_type="c2c", direction="forward", **kw)
-    kw.update(elements_per_thread=fwd.elements_per_thread_value, ffts_per_block=fwd.ffts_per_block_value)
-    return fwd, FFT(fft_type="c2c", direction="inverse", **kw)
+        inv = _pair_descriptors(n, precision, real, layout[0], layout[1])[1]
+    return fwd, inv
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool):
     """x (B, L) -> y (B, L): y = segments of IFFT(FFT(segment) * H[(conj)]), H (N or N//2+1,)."""
     n = fwd.size

@@ -17,7 +17,7 @@ _REAL = (np.dtype(np.float32), np.dtype(np.float64))
 _COMPLEX = (np.dtype(np.complex64), np.dtype(np.complex128))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _matched_kernel(fwd: FFT, inv: FFT, keep: bool):
     n, stride, fpb = fwd.size, fwd.stride, fwd.ffts_per_block_value
     bx = fwd.block_dim[0]
@@ -133,7 +133,7 @@ def _promote(x, y):
         y[i] = x[i]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _stft_kernel(fft: FFT):
     n, stride, fpb = fft.size, fft.stride, fft.ffts_per_block_value
     s2 = 2 * fft.storage_size

@@ -1,0 +1,186 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The fused kernels, run under the CUDA simulator, against NumPy/SciPy references."""
+
+import numpy as np
+import pytest
+
+import kernels
+
+rng = np.random.default_rng(7)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _traits():
+    """Every FFT pair these tests use, in one NVRTC run."""
+    from kernels._fused import prefetch
+
+    prefetch([(64, p, r) for p in (np.float32, np.float64) for r in (False, True)])
+
+
+def _rel(a, b):
+    return np.linalg.norm(np.ravel(a - b)) / np.linalg.norm(np.ravel(b))
+
+
+def _signal(shape, dtype):
+    x = rng.standard_normal(shape)
+    if np.issubdtype(dtype, np.complexfloating):
+        x = x + 1j * rng.standard_normal(shape)
+    return x.astype(dtype)
+
+
+TOL = {np.float32: 1e-5, np.complex64: 1e-5, np.float64: 1e-12, np.complex128: 1e-12}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64, np.float64, np.complex128])
+def test_fft_convolve(dtype):
+    x = _signal((3, 64), dtype)
+    h = rng.standard_normal(11)
+    y = kernels.fft_convolve(x, h)
+    ref = np.fft.ifft(np.fft.fft(x.astype(np.complex128), axis=-1) * np.fft.fft(h, 64), axis=-1)
+    ref = ref if np.iscomplexobj(x) else ref.real
+    assert y.dtype == x.dtype and y.shape == x.shape
+    assert _rel(y, ref) < TOL[dtype]
+
+
+def test_fft_convolve_1d_input():
+    x = _signal((64,), np.float32)
+    y = kernels.fft_convolve(x, [1.0, -1.0])
+    assert y.shape == (64,)
+    np.testing.assert_allclose(y, x - np.roll(x, 1), atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+def test_fir_filter_matches_lfilter(dtype):
+    from scipy.signal import lfilter
+
+    x = _signal((2, 300), dtype)
+    taps = rng.standard_normal(13)
+    y = kernels.fir_filter(x, taps, fft_size=64)
+    ref = lfilter(taps, 1, x.astype(np.complex128 if np.iscomplexobj(x) else np.float64), axis=-1)
+    assert y.shape == x.shape and _rel(y, ref) < TOL[dtype]
+
+
+def test_matched_filter_finds_the_planted_template():
+    n = 64
+    t = rng.standard_normal(16) + 1j * rng.standard_normal(16)
+    x = 0.3 * _signal((4, n), np.complex64)
+    shifts = [3, 17, 40, 47]
+    for b, s in enumerate(shifts):
+        x[b, s : s + 16] += t
+    idx, power, corr = kernels.matched_filter(x, t, return_correlation=True)
+    ref = np.fft.ifft(
+        np.fft.fft(x.astype(np.complex128), axis=-1) * np.conj(np.fft.fft(t, n)), axis=-1
+    )
+    assert list(idx) == shifts == list(np.argmax(np.abs(ref) ** 2, axis=-1))
+    np.testing.assert_allclose(power, (np.abs(ref) ** 2).max(axis=-1), rtol=1e-5)
+    assert _rel(corr, ref) < 1e-5
+
+
+def test_matched_filter_real_input():
+    x = _signal((2, 64), np.float32)
+    t = x[0, 5:25].copy()
+    idx, _ = kernels.matched_filter(x, t)
+    assert idx[0] == 5
+
+
+def test_stft_power():
+    x = _signal((2, 300), np.float32)
+    w = np.hanning(64)
+    p = kernels.stft_power(x, w, hop=32)
+    frames = 1 + (300 - 64) // 32
+    ref = (
+        np.abs(
+            np.fft.rfft(
+                np.stack([x[:, f * 32 : f * 32 + 64] * w for f in range(frames)], axis=1), axis=-1
+            )
+        )
+        ** 2
+    )
+    assert p.shape == (2, frames, 33) and _rel(p, ref) < 1e-5
+
+
+BAD = [
+    (
+        lambda: kernels.fft_convolve(np.zeros((2, 64), np.int32), [1.0]),
+        TypeError,
+        "x must have dtype",
+    ),
+    (
+        lambda: kernels.fft_convolve([1.0, 2.0], [1.0]),
+        TypeError,
+        "x must be a NumPy array or a GPU array",
+    ),
+    (
+        lambda: kernels.fft_convolve(np.zeros((2, 2, 64), np.float32), [1.0]),
+        ValueError,
+        "x must have 1 or 2 dimension",
+    ),
+    (
+        lambda: kernels.fft_convolve(np.zeros((2, 4099), np.float32), [1.0]),
+        ValueError,
+        "FFT length 4099 is not implemented",
+    ),
+    (
+        lambda: kernels.fft_convolve(np.zeros((2, 64), np.float32), np.ones(65)),
+        ValueError,
+        "h has 65 taps",
+    ),
+    (
+        lambda: kernels.fft_convolve(np.zeros((2, 64), np.float32), [1j]),
+        TypeError,
+        "h must be real",
+    ),
+    (
+        lambda: kernels.fft_convolve(np.zeros((2, 64), np.float32), np.ones((2, 2))),
+        ValueError,
+        "h must be a non-empty 1-D",
+    ),
+    (
+        lambda: kernels.fir_filter(np.zeros((2, 64), np.float32), np.ones(5), fft_size=48),
+        ValueError,
+        "fft_size must be a power of 2",
+    ),
+    (
+        lambda: kernels.fir_filter(np.zeros((2, 64), np.float32), np.ones(40), fft_size=64),
+        ValueError,
+        "at least 2 \\* len\\(taps\\)",
+    ),
+    (
+        lambda: kernels.matched_filter(np.zeros((2, 64), np.complex64), np.ones(65)),
+        ValueError,
+        "template must be a 1-D array of 1..64",
+    ),
+    (
+        lambda: kernels.matched_filter(
+            np.zeros((2, 64), np.complex64), np.ones(3), return_correlation=1
+        ),
+        TypeError,
+        "return_correlation must be a bool",
+    ),
+    (
+        lambda: kernels.stft_power(np.zeros((2, 64), np.complex64), np.ones(32), 8),
+        TypeError,
+        "x must have dtype float32 or float64",
+    ),
+    (
+        lambda: kernels.stft_power(np.zeros((2, 64), np.float32), np.ones(32), 0),
+        ValueError,
+        "hop must be an int >= 1",
+    ),
+    (
+        lambda: kernels.stft_power(np.zeros((2, 16), np.float32), np.ones(32), 4),
+        ValueError,
+        "fewer than one frame",
+    ),
+    (
+        lambda: kernels.fft_convolve(np.zeros((2, 64), np.float32), [1.0], stream="fast"),
+        TypeError,
+        "stream must be None",
+    ),
+]
+
+
+@pytest.mark.parametrize("call,exc,match", BAD, ids=[m for _, _, m in BAD])
+def test_bad_input(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()
