@@ -20,8 +20,9 @@ from nvmath_device import FFT
 from ._arrays import simulator
 
 
-def _pair_descriptors(n, precision, real, ept, fpb):
-    sm = 90 if simulator() else None  # the simulator uses sm_90's traits
+def _pair_descriptors(n, precision, real, ept, fpb, sm=None):
+    if sm is None and simulator():
+        sm = 90  # the simulator uses sm_90's traits
     kw = dict(size=n, precision=precision, elements_per_thread=ept, ffts_per_block=fpb, sm=sm)
     if real:
         return FFT(fft_type="r2c", **kw), FFT(fft_type="c2r", **kw)

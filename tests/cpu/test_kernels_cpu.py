@@ -1,0 +1,39 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The fused kernels type, lower and link to sm_90 cubins without a GPU (the real numba-cuda path)."""
+
+import numpy as np
+from numba import types
+
+from kernels._fused import _pair_descriptors, filter_kernel
+from kernels.spectral import _matched_kernel, _stft_kernel
+from nvmath_device.aot import compile_kernel
+
+R2C, C2R = _pair_descriptors(64, np.float32, True, "suggested", "suggested", sm=90)
+FWD, INV = _pair_descriptors(64, np.float32, False, "suggested", "suggested", sm=90)
+i64 = types.int64
+
+
+def _link(kernel, argtypes, expect):
+    out = compile_kernel(kernel.py_func, argtypes, sm=90)
+    assert out.cubin[:4] == b"\x7fELF"
+    assert out.linked == tuple(sorted(f"{d.symbol}.ltoir" for d in expect))
+
+
+def test_real_filter_kernel_links():
+    _link(filter_kernel(R2C, C2R, True, False),
+          (types.float32[:, ::1], types.complex64[::1], types.float32[:, ::1], i64, i64, i64, i64), (R2C, C2R))
+
+
+def test_complex_filter_kernel_links():
+    _link(filter_kernel(FWD, INV, False, True),
+          (types.complex64[:, ::1], types.complex64[::1], types.complex64[:, ::1], i64, i64, i64, i64), (FWD, INV))
+
+
+def test_matched_filter_kernel_links():
+    _link(_matched_kernel(FWD, INV, False),
+          (types.complex64[:, ::1], types.complex64[::1], types.complex64[:, ::1], types.int32[::1],
+           types.float32[::1], i64), (FWD, INV))
+
+
+def test_stft_kernel_links():
+    _link(_stft_kernel(R2C), (types.float32[:, ::1], types.float32[::1], types.float32[:, :, ::1], i64, i64, i64), (R2C,))

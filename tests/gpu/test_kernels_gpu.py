@@ -1,0 +1,94 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The fused kernels on the GPU at real sizes, for every array kind they accept."""
+
+import numpy as np
+import pytest
+
+import kernels
+
+pytestmark = pytest.mark.gpu
+rng = np.random.default_rng(11)
+
+
+def _rel(a, b):
+    return float(np.linalg.norm(np.ravel(a - b)) / np.linalg.norm(np.ravel(b)))
+
+
+def _as(kind, x):
+    if kind == "numpy":
+        return x
+    if kind == "cupy":
+        import cupy
+
+        return cupy.asarray(x)
+    if kind == "torch":
+        import torch
+
+        return torch.as_tensor(x, device="cuda")
+    from numba import cuda
+
+    return cuda.to_device(x)
+
+
+def _host(y):
+    if hasattr(y, "get"):
+        return y.get()
+    if hasattr(y, "cpu"):
+        return y.cpu().numpy()
+    if hasattr(y, "copy_to_host"):
+        return y.copy_to_host()
+    return np.asarray(y)
+
+
+@pytest.mark.parametrize("kind", ["numpy", "cupy", "torch", "numba"])
+def test_fft_convolve_real_4096(kind):
+    x = rng.standard_normal((256, 4096)).astype(np.float32)
+    h = rng.standard_normal(63)
+    y = kernels.fft_convolve(_as(kind, x), h)
+    assert type(y).__module__.split(".")[0] == type(_as(kind, x)).__module__.split(".")[0]
+    ref = np.fft.irfft(np.fft.rfft(x.astype(np.float64), axis=-1) * np.fft.rfft(h, 4096), n=4096, axis=-1)
+    assert _rel(_host(y), ref) < 1e-5
+
+
+def test_fft_convolve_complex_512_on_a_cupy_stream():
+    import cupy
+
+    x = (rng.standard_normal((1000, 512)) + 1j * rng.standard_normal((1000, 512))).astype(np.complex64)
+    h = rng.standard_normal(31) + 1j * rng.standard_normal(31)
+    s = cupy.cuda.Stream(non_blocking=True)
+    with s:
+        y = kernels.fft_convolve(cupy.asarray(x), h)
+        s.synchronize()
+    ref = np.fft.ifft(np.fft.fft(x.astype(np.complex128), axis=-1) * np.fft.fft(h, 512), axis=-1)
+    assert _rel(y.get(), ref) < 1e-5
+
+
+def test_fir_filter_long_signals():
+    from scipy.signal import lfilter
+
+    x = rng.standard_normal((8, 100_000)).astype(np.float32)
+    taps = rng.standard_normal(63)
+    y = kernels.fir_filter(x, taps)
+    assert _rel(y, lfilter(taps, 1, x.astype(np.float64), axis=-1)) < 1e-5
+
+
+def test_matched_filter_peaks():
+    n = 512
+    t = rng.standard_normal(64) + 1j * rng.standard_normal(64)
+    x = 0.5 * (rng.standard_normal((300, n)) + 1j * rng.standard_normal((300, n)))
+    shifts = rng.integers(0, n - 64, 300)
+    for b, s in enumerate(shifts):
+        x[b, s : s + 64] += t
+    idx, power = kernels.matched_filter(x.astype(np.complex64), t)
+    ref = np.fft.ifft(np.fft.fft(x, axis=-1) * np.conj(np.fft.fft(t, n)), axis=-1)
+    np.testing.assert_array_equal(idx, np.argmax(np.abs(ref) ** 2, axis=-1))
+    np.testing.assert_allclose(power, (np.abs(ref) ** 2).max(-1), rtol=1e-4)
+
+
+def test_stft_power():
+    x = rng.standard_normal((4, 20_000)).astype(np.float32)
+    w = np.hanning(256)
+    p = kernels.stft_power(x, w, hop=64)
+    frames = 1 + (20_000 - 256) // 64
+    ref = np.abs(np.fft.rfft(np.stack([x[:, f * 64 : f * 64 + 256] * w for f in range(frames)], 1), axis=-1)) ** 2
+    assert p.shape == ref.shape and _rel(p, ref) < 1e-5
