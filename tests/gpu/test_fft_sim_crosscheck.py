@@ -113,6 +113,7 @@ def folder(tmp_path_factory):
         pickle.dump(list(CASES.items()), f)
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
     env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
+    log_file = open(out / "sim.log", "w")  # a file, not a pipe: the child never blocks on it
     sim = subprocess.Popen(
         [
             sys.executable,
@@ -122,15 +123,15 @@ def folder(tmp_path_factory):
         ],
         cwd=REPO,
         env=env,
-        stdout=subprocess.PIPE,
+        stdout=log_file,
         stderr=subprocess.STDOUT,
-        text=True,
     )
     try:
         crosscheck_run(str(out))  # the GPU, while the simulator runs
     finally:
-        log, _ = sim.communicate(timeout=1800)
-    assert sim.returncode == 0, f"simulator subprocess failed:\n{log}"
+        sim.wait(timeout=1800)
+        log_file.close()
+    assert sim.returncode == 0, f"simulator subprocess failed:\n{(out / 'sim.log').read_text()}"
     return out
 
 
