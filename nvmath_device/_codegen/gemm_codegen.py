@@ -5,7 +5,8 @@ One translation unit per descriptor holds three ``extern "C"`` device functions:
 
 - ``<sym>_smem(alpha*, a*, b*, beta*, c*)``: ``c = alpha * a @ b + beta * c`` on shared tiles;
 - ``<sym>_rmem(a*, b*, acc*)``: ``acc += a @ b`` with C in this thread's registers;
-- ``<sym>_coords(rows*, cols*)``: the (row, col) of each accumulator element (-1: unused).
+- ``<sym>_coords(rows*, cols*)``: the (row, col) of each accumulator element (-1: unused),
+  from the partitioner whose tiled MMA the register GEMM actually runs.
 
 cuBLASDx 0.4 (mathdx 25.6) bundles CUTLASS 3.9, whose headers do not compile under NVRTC with
 CCCL >= 3.2 (both declare ``std::tuple_size``; ``cute::get`` becomes ambiguous with
@@ -227,11 +228,21 @@ extern "C" __device__ void {sym}_rmem(void* a, void* b, void* acc) {{
   auto tc = cute::make_tensor(cute::make_rmem_ptr(reinterpret_cast<CT*>(acc)), frag.layout());
   MM().execute(ta, tb, tc);
 }}
+// The accumulator of _rmem has get_partitioner()'s layout. cuBLASDx's register GEMM
+// (cute_backend::execution::tensor_gemm) runs the swizzled ("suggested") tiled MMA whenever
+// that layout equals the suggested partitioner's, so the coordinates must come from the same one.
+using PG = decltype(MM::get_partitioner());
+using PS = decltype(MM::suggest_partitioner());
+constexpr bool kSameLayout = cute::is_same_v<
+    decltype(cute::declval<PG>().make_accumulator_fragment().layout()),
+    decltype(cute::declval<PS>().make_accumulator_fragment().layout())>;
 extern "C" __device__ void {sym}_coords(void* rows, void* cols) {{
   int* r = reinterpret_cast<int*>(rows);
   int* c = reinterpret_cast<int*>(cols);
-  auto partitioner = MM::get_partitioner();
-  using F = decltype(partitioner.make_accumulator_fragment());
+  auto partitioner = [] {{
+    if constexpr (kSameLayout) {{ return MM::suggest_partitioner(); }} else {{ return MM::get_partitioner(); }}
+  }}();
+  using F = decltype(MM::get_partitioner().make_accumulator_fragment());
   constexpr int N = decltype(cute::size(cute::declval<F>()))::value;
   const bool active = partitioner.is_thread_active();
   #pragma unroll

@@ -47,6 +47,10 @@ def _cases():
         dict(size=(32, 32, 32), precision=np.float32, block_dim=128),
         dict(size=(32, 32, 32), precision=np.float32, block_dim=(32, 2)),
         dict(size=(33, 17, 9), precision=np.float32),
+        # tensor_gemm runs the swizzled MMA here (accumulator layouts of both partitioners equal):
+        # the register form's coordinates must follow it (wrong results before that was handled)
+        dict(size=(64, 64, 64), precision=np.float64, arrangement=("row_major",) * 3,
+             alignment=(16, 16, 16), block_dim=128),
     ]
     return cases
 
