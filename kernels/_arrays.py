@@ -96,37 +96,69 @@ def resolve_stream(stream, like: Operand):
     )
 
 
-def device_empty(shape, dtype, stream):
-    from numba import cuda
+def raw_handle(stream) -> int:
+    """The cudaStream_t of a numba stream, as an int (0: the legacy default stream)."""
+    h = getattr(stream, "handle", 0)
+    try:
+        return int(h)
+    except TypeError:
+        return int(getattr(h, "value", 0) or 0)
 
-    if simulator():
-        return np.full(shape, np.nan, dtype=dtype) if np.dtype(dtype).kind in "fc" else np.zeros(shape, dtype)
-    return cuda.device_array(shape, dtype=dtype, stream=stream)
+
+class Output:
+    """A result array allocated by the caller's package (its pool, on the stream), seen by numba."""
+
+    def __init__(self, shape, dtype, like: Operand, stream):
+        from numba import cuda
+
+        self.like = like
+        if simulator():
+            self.obj = np.full(shape, np.nan, dtype=dtype) if np.dtype(dtype).kind in "fc" else np.zeros(shape, dtype)
+            self.dev = self.obj
+        elif like.kind == "cupy":
+            import cupy
+
+            with cupy.cuda.ExternalStream(raw_handle(stream)):
+                self.obj = cupy.empty(shape, dtype=dtype)
+            self.dev = cuda.as_cuda_array(self.obj)
+        elif like.kind == "torch":
+            import torch
+
+            tdt = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
+                   np.dtype(np.complex64): torch.complex64, np.dtype(np.complex128): torch.complex128,
+                   np.dtype(np.int32): torch.int32}[np.dtype(dtype)]
+            with torch.cuda.stream(torch.cuda.ExternalStream(raw_handle(stream))):
+                self.obj = torch.empty(shape, dtype=tdt, device="cuda")
+            self.dev = cuda.as_cuda_array(self.obj)
+        else:
+            self.obj = self.dev = cuda.device_array(shape, dtype=dtype, stream=stream)
+
+    def result(self, stream, shape=None):
+        """The caller's kind of array (NumPy: copied back, blocking), optionally reshaped."""
+        if self.like.kind == "numpy":
+            out = np.asarray(self.dev) if simulator() else self.dev.copy_to_host(stream=stream)
+            if not simulator():
+                stream.synchronize()
+        else:
+            out = self.obj
+        return out.reshape(shape) if shape is not None else out
+
+
+_consts: dict = {}
 
 
 def to_device_const(arr, stream):
-    """A small host array (filter taps, window) on the device."""
+    """A small host array (filter spectrum, window) on the device; kept for reuse (32 most recent)."""
     from numba import cuda
 
+    arr = np.ascontiguousarray(arr)
     if simulator():
-        return np.ascontiguousarray(arr)
-    return cuda.to_device(np.ascontiguousarray(arr), stream=stream)
-
-
-def give_back(dev, like: Operand, stream):
-    """Return ``dev`` as the caller's kind of array (NumPy: copied back, blocking)."""
-    if like.kind == "numpy":
-        if simulator():
-            return np.asarray(dev)
-        out = dev.copy_to_host(stream=stream)
-        stream.synchronize()
-        return out
-    if like.kind == "cupy":
-        import cupy
-
-        return cupy.asarray(dev)
-    if like.kind == "torch":
-        import torch
-
-        return torch.as_tensor(dev, device="cuda")
+        return arr
+    key = (arr.tobytes(), arr.dtype.str, arr.shape)
+    dev = _consts.pop(key, None)
+    if dev is None:
+        dev = cuda.to_device(arr, stream=stream)
+        if len(_consts) >= 32:
+            _consts.pop(next(iter(_consts)))
+    _consts[key] = dev
     return dev

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._arrays import Operand, device_empty, give_back, resolve_stream, to_device_const
+from ._arrays import Operand, Output, resolve_stream, to_device_const
 from ._fused import fft_pair, filter_kernel, launch_rows
 
 _REAL = (np.dtype(np.float32), np.dtype(np.float64))
@@ -104,9 +104,7 @@ def _run(xo, taps, n, real, precision, *, halo, stream, conj):
     batch, length = x2.shape
     step = n - halo
     nseg = -(-length // step)
-    y = device_empty((batch, length), xo.dtype, s)
+    y = Output((batch, length), xo.dtype, xo, s)
     kernel = filter_kernel(fwd, inv, real, conj)
-    launch_rows(kernel, fwd, batch * nseg, s, x2, spec, y, batch * nseg, nseg, step, halo)
-    if len(xo.shape) == 1:
-        y = y.reshape(length)
-    return give_back(y, xo, s)
+    launch_rows(kernel, fwd, batch * nseg, s, x2, spec, y.dev, batch * nseg, nseg, step, halo)
+    return y.result(s, xo.shape)

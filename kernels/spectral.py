@@ -10,7 +10,7 @@ from numba import cuda
 
 from nvmath_device import FFT
 
-from ._arrays import Operand, device_empty, give_back, resolve_stream, simulator, to_device_const
+from ._arrays import Operand, Output, resolve_stream, simulator, to_device_const
 from ._fused import fft_pair, launch_rows
 
 _REAL = (np.dtype(np.float32), np.dtype(np.float64))
@@ -108,13 +108,14 @@ def matched_filter(x, template, *, return_correlation=False, stream=None):
     fwd, inv = fft_pair(n, precision, real=False)
     tspec = to_device_const((np.fft.fft(t, n) / n).astype(cdt), s)
     batch = x2.shape[0]
-    corr = device_empty((batch, n) if return_correlation else (1, 1), cdt, s)
-    pidx = device_empty((batch,), np.int32, s)
-    pval = device_empty((batch,), np.dtype(precision), s)
-    launch_rows(_matched_kernel(fwd, inv, return_correlation), fwd, batch, s, x2, tspec, corr, pidx, pval, batch)
-    out = [give_back(pidx, xo, s), give_back(pval, xo, s)]
+    corr = Output((batch, n) if return_correlation else (1, 1), cdt, xo, s)
+    pidx = Output((batch,), np.int32, xo, s)
+    pval = Output((batch,), np.dtype(precision), xo, s)
+    launch_rows(_matched_kernel(fwd, inv, return_correlation), fwd, batch, s, x2, tspec, corr.dev, pidx.dev,
+                pval.dev, batch)
+    out = [pidx.result(s), pval.result(s)]
     if return_correlation:
-        out.append(give_back(corr.reshape(n) if len(xo.shape) == 1 else corr, xo, s))
+        out.append(corr.result(s, xo.shape))
     return tuple(out)
 
 
@@ -194,9 +195,7 @@ def stft_power(x, window, hop, *, stream=None):
     nframes = 1 + (length - nfft) // int(hop)
     x2 = xo.dev.reshape(1, length) if len(xo.shape) == 1 else xo.dev
     batch = x2.shape[0]
-    out = device_empty((batch, nframes, nfft // 2 + 1), xo.dtype, s)
+    out = Output((batch, nframes, nfft // 2 + 1), xo.dtype, xo, s)
     wd = to_device_const(w.astype(xo.dtype), s)
-    launch_rows(_stft_kernel(fft), fft, batch * nframes, s, x2, wd, out, batch * nframes, nframes, int(hop))
-    if len(xo.shape) == 1:
-        out = out.reshape(nframes, nfft // 2 + 1)
-    return give_back(out, xo, s)
+    launch_rows(_stft_kernel(fft), fft, batch * nframes, s, x2, wd, out.dev, batch * nframes, nframes, int(hop))
+    return out.result(s, (nframes, nfft // 2 + 1) if len(xo.shape) == 1 else None)
