@@ -23,3 +23,90 @@ def compile_kernel_library(pyfunc, argtypes, cc, *, fastmath=False, opt=True):
     lib._entry_name = entry
     kernel_fixup(kernel, False)
     return lib, entry
+
+
+# --- @cuda.jit(cache=True) for kernels that link our LTO-IR ---------------------------------
+#
+# numba-cuda 0.30.4 (codegen.py, CUDACodeLibrary._reduce_states) refuses to pickle a code
+# library that has linking files other than its NRT library: "Cannot pickle CUDACodeLibrary
+# with linking files" -- upstream numba issue #8888 ("cache=True with external code",
+# https://github.com/numba/numba/issues/8888). Every kernel that calls an FFT/GEMM of ours has
+# such a file (the descriptor's LTO-IR), so ``cache=True`` failed for all of them.
+#
+# Our linkable objects (nvmath_device._numba.common.DescriptorLTOIR) pickle as their
+# descriptor. The patch below lets a library whose linking files are only ours (plus NRT)
+# pickle: the state numba keeps (LLVM IR, PTX, the linked cubin per arch, linker log) plus our
+# objects under one extra key; on rebuild they are added back with ``add_linking_file``, which
+# also re-installs their setup callbacks (the >48 KiB shared-memory opt-in). A library with
+# any other linking file still raises numba's own error. Version gate: the patch is applied
+# only where ``_reduce_states``/``_rebuild`` have the 0.30.x shape checked below.
+
+_LINKS_KEY = "nvmath_device_links"
+_patched = {"cache_pickling": False}
+
+
+def picklable_link(obj) -> bool:
+    """Whether ``obj`` is one of our linking files that pickle (marked ``nvmath_device_picklable``)."""
+    return bool(getattr(type(obj), "nvmath_device_picklable", False))
+
+
+def install_cache_pickling() -> bool:
+    """Patch numba-cuda's ``CUDACodeLibrary`` pickling (see the comment above); idempotent.
+
+    Returns
+    -------
+    bool
+        True when the patch is in place, False when this numba-cuda's code library does not
+        have the expected shape (then ``cache=True`` fails as upstream).
+    """
+    if _patched["cache_pickling"]:
+        return True
+    import inspect
+    import logging
+
+    try:
+        from numba.cuda.codegen import CUDACodeLibrary
+    except ImportError:  # pragma: no cover
+        return False
+    reduce_fn = CUDACodeLibrary.__dict__.get("_reduce_states")
+    rebuild_cm = CUDACodeLibrary.__dict__.get("_rebuild")
+    expected = {"codegen", "name", "entry_name", "cubin_cache", "nrt", "lto"}
+    try:
+        params = set(inspect.signature(rebuild_cm.__func__).parameters)
+    except (AttributeError, TypeError, ValueError):
+        params = set()
+    if reduce_fn is None or not isinstance(rebuild_cm, classmethod) or not expected <= params \
+            or _LINKS_KEY in params:
+        logging.getLogger("nvmath_device").debug(
+            "numba-cuda's CUDACodeLibrary changed shape; cache=True pickling patch not applied")
+        return False
+    orig_reduce = reduce_fn
+    orig_rebuild = rebuild_cm.__func__
+
+    def _reduce_states(self):
+        files = self._linking_files
+        ours = [f for f in files if picklable_link(f)]
+        if not ours:
+            return orig_reduce(self)
+        # A shallow stand-in without our files, so numba's checks and state apply unchanged
+        # (and a library with any other linking file still raises numba's own error).
+        standin = object.__new__(type(self))
+        standin.__dict__.update(self.__dict__)
+        standin._linking_files = {f for f in files if not picklable_link(f)}
+        state = dict(orig_reduce(standin))
+        state[_LINKS_KEY] = tuple(sorted(ours, key=lambda f: f.name))
+        return state
+
+    def _rebuild(cls, **states):
+        ours = states.pop(_LINKS_KEY, ())
+        instance = orig_rebuild(cls, **states)
+        for f in ours:
+            instance.add_linking_file(f)  # also re-installs its setup/teardown callbacks
+        return instance
+
+    _reduce_states.__doc__ = orig_reduce.__doc__
+    _reduce_states._nvmath_device_original = orig_reduce
+    CUDACodeLibrary._reduce_states = _reduce_states
+    CUDACodeLibrary._rebuild = classmethod(_rebuild)
+    _patched["cache_pickling"] = True
+    return True

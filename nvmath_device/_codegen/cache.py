@@ -1,11 +1,22 @@
 # SPDX-License-Identifier: Apache-2.0
 """Content-addressed disk cache for generated code (LTO-IR, traits).
 
-Location: ``$NUMBA_MATHDX_CACHE_DIR`` if set (set it to ``0``/``off``/empty to disable the
-disk cache), else ``$XDG_CACHE_HOME/numba-mathdx`` (``~/.cache/numba-mathdx``).
-Entries are written atomically (temp file + ``os.replace``) and carry a SHA-256 of their
-payload: a truncated or corrupted entry is reported with a warning and rebuilt, never used.
-Least-recently-used entries are evicted past ``$NUMBA_MATHDX_CACHE_MAX_MB`` (default 4096).
+Environment variables
+---------------------
+``NUMBA_MATHDX_CACHE_DIR``
+    Cache folder. Unset: ``$XDG_CACHE_HOME/numba-mathdx`` (``~/.cache/numba-mathdx``).
+    ``0``, ``off``, ``false``, ``no``, ``none`` or an empty value disable the disk cache
+    (generated code is then kept in memory for the life of the process only).
+``NUMBA_MATHDX_CACHE_MAX_MB``
+    Size bound in MiB (default 4096). Past it, least-recently-used entries are removed.
+
+Entry format: ``NMDX2\\n`` + SHA-256(key) + SHA-256(payload) + payload length (8 bytes) +
+payload (entries of the first format, ``NMDX1``, without the key digest, are still read).
+Entries are written to a temporary file in the same folder and renamed into place
+(``os.replace``), so a reader sees either nothing or a whole file, and two processes writing
+the same entry both succeed (the later rename wins; both wrote the same bytes). A truncated,
+corrupted or misplaced entry fails the checks: it is reported with a warning, removed and
+rebuilt, never used. Reading an entry refreshes its modification time (the LRU clock).
 """
 
 from __future__ import annotations
@@ -14,29 +25,58 @@ import hashlib
 import logging
 import os
 import tempfile
+import threading
+import time
 import warnings
 
 log = logging.getLogger("nvmath_device")
 
 ENV_DIR = "NUMBA_MATHDX_CACHE_DIR"
 ENV_MAX_MB = "NUMBA_MATHDX_CACHE_MAX_MB"
-_MAGIC = b"NMDX1\n"
+DEFAULT_MAX_MB = 4096
+_DISABLED = ("", "0", "off", "false", "no", "none")
+_MAGIC = b"NMDX2\n"
+_MAGIC_V1 = b"NMDX1\n"
+_MAGIC_FAMILY = b"NMDX"  # entries of another format version are silent misses, not corruption
+_HEAD = len(_MAGIC) + 32 + 32 + 8
+_SUFFIX = ".bin"
+_TMP_PREFIX = ".tmp-"
+_STALE_TMP_SECONDS = 3600.0  # temp files older than this are leftovers of killed writers
+
 _memory: dict[str, bytes] = {}
+_lock = threading.Lock()
 stats = {"hits": 0, "misses": 0, "corrupt": 0, "writes": 0}
 
 
 def cache_dir() -> str | None:
-    """The cache folder, or None when the disk cache is disabled."""
+    """The cache folder, or None when the disk cache is disabled (see the module docstring)."""
     env = os.environ.get(ENV_DIR)
     if env is not None:
-        if env.strip().lower() in ("", "0", "off", "false", "no", "none"):
+        if env.strip().lower() in _DISABLED:
             return None
-        return os.path.abspath(os.path.expanduser(env))
+        return os.path.abspath(os.path.expanduser(env.strip()))
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "numba-mathdx")
 
 
+def max_bytes() -> int:
+    """The size bound from ``NUMBA_MATHDX_CACHE_MAX_MB`` (a bad value warns and uses the default)."""
+    raw = os.environ.get(ENV_MAX_MB)
+    if raw is None or not raw.strip():
+        return DEFAULT_MAX_MB * 2**20
+    try:
+        mb = float(raw)
+        if mb != mb or mb < 0:  # NaN or negative
+            raise ValueError
+    except ValueError:
+        warnings.warn(f"{ENV_MAX_MB}={raw!r} is not a non-negative number of MiB; using {DEFAULT_MAX_MB}",
+                      RuntimeWarning, stacklevel=2)
+        return DEFAULT_MAX_MB * 2**20
+    return int(mb * 2**20)
+
+
 def make_key(*parts) -> str:
+    """SHA-256 hex digest of ``parts`` (length-prefixed, so part boundaries matter)."""
     h = hashlib.sha256()
     for p in parts:
         b = p if isinstance(p, bytes) else str(p).encode()
@@ -46,14 +86,53 @@ def make_key(*parts) -> str:
 
 
 def _path(root: str, key: str) -> str:
-    return os.path.join(root, key[:2], key + ".bin")
+    return os.path.join(root, key[:2], key + _SUFFIX)
+
+
+def _encode(key: str, payload: bytes) -> bytes:
+    return (_MAGIC + hashlib.sha256(key.encode()).digest() + hashlib.sha256(payload).digest()
+            + len(payload).to_bytes(8, "little") + payload)
+
+
+def _decode(key: str, blob: bytes) -> bytes | None:
+    """The payload if ``blob`` is a whole, intact entry for ``key``; else None."""
+    if blob.startswith(_MAGIC_V1):  # first format: no key digest (still valid, read-only)
+        return _decode_v1(blob)
+    if len(blob) < _HEAD or not blob.startswith(_MAGIC):
+        return None
+    o = len(_MAGIC)
+    if blob[o : o + 32] != hashlib.sha256(key.encode()).digest():
+        return None
+    digest = blob[o + 32 : o + 64]
+    size = int.from_bytes(blob[o + 64 : _HEAD], "little")
+    payload = blob[_HEAD:]
+    if len(payload) != size or hashlib.sha256(payload).digest() != digest:
+        return None
+    return payload
+
+
+def _decode_v1(blob: bytes) -> bytes | None:
+    head = len(_MAGIC_V1) + 32 + 8
+    if len(blob) < head:
+        return None
+    digest = blob[len(_MAGIC_V1) : len(_MAGIC_V1) + 32]
+    size = int.from_bytes(blob[len(_MAGIC_V1) + 32 : head], "little")
+    payload = blob[head:]
+    if len(payload) != size or hashlib.sha256(payload).digest() != digest:
+        return None
+    return payload
 
 
 def get(key: str) -> bytes | None:
-    """Payload for ``key`` from memory or disk, or None."""
-    if key in _memory:
+    """Payload for ``key`` from memory or disk, or None (a miss).
+
+    A damaged disk entry is a miss: it is counted in ``stats["corrupt"]``, reported with a
+    ``RuntimeWarning`` and removed (unless another process has replaced it meanwhile).
+    """
+    payload = _memory.get(key)
+    if payload is not None:
         stats["hits"] += 1
-        return _memory[key]
+        return payload
     root = cache_dir()
     if root is None:
         stats["misses"] += 1
@@ -61,17 +140,22 @@ def get(key: str) -> bytes | None:
     path = _path(root, key)
     try:
         with open(path, "rb") as f:
+            ident = _ident(os.fstat(f.fileno()))
             blob = f.read()
     except OSError:
         stats["misses"] += 1
         return None
-    payload = _verify(blob)
+    payload = _decode(key, blob)
     if payload is None:
-        stats["corrupt"] += 1
         stats["misses"] += 1
-        warnings.warn(f"numba-mathdx cache entry {path} is corrupted; it will be rebuilt", RuntimeWarning, stacklevel=2)
-        try:
-            os.unlink(path)
+        if blob.startswith(_MAGIC_FAMILY) and not blob.startswith((_MAGIC, _MAGIC_V1)):
+            return None  # written by another format version: rebuilt and overwritten quietly
+        stats["corrupt"] += 1
+        warnings.warn(f"numba-mathdx cache entry {path} is truncated or corrupted "
+                      f"({len(blob)} bytes); it will be rebuilt", RuntimeWarning, stacklevel=2)
+        try:  # remove it only if it is still the file we read (a writer may have replaced it)
+            if _ident(os.stat(path)) == ident:
+                os.unlink(path)
         except OSError:
             pass
         return None
@@ -80,88 +164,169 @@ def get(key: str) -> bytes | None:
     except OSError:
         pass
     stats["hits"] += 1
-    _memory[key] = payload
+    with _lock:
+        _memory[key] = payload
     return payload
 
 
-def _verify(blob: bytes) -> bytes | None:
-    head = len(_MAGIC) + 32 + 8
-    if len(blob) < head or not blob.startswith(_MAGIC):
-        return None
-    digest = blob[len(_MAGIC) : len(_MAGIC) + 32]
-    size = int.from_bytes(blob[len(_MAGIC) + 32 : head], "little")
-    payload = blob[head:]
-    if len(payload) != size or hashlib.sha256(payload).digest() != digest:
-        return None
-    return payload
+def _ident(st: os.stat_result):
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def put(key: str, payload: bytes) -> None:
-    """Store ``payload`` under ``key`` (memory always; disk when enabled). Never raises on disk errors."""
-    _memory[key] = payload
+def put(key: str, payload: bytes) -> bool:
+    """Store ``payload`` under ``key`` (memory always; disk when enabled).
+
+    Never raises on disk errors (they are logged as warnings). Returns True when the entry
+    was written to disk.
+    """
+    payload = bytes(payload)
+    with _lock:
+        _memory[key] = payload
     root = cache_dir()
     if root is None:
-        return
+        return False
     path = _path(root, key)
-    blob = _MAGIC + hashlib.sha256(payload).digest() + len(payload).to_bytes(8, "little") + payload
+    blob = _encode(key, payload)
+    for attempt in (0, 1):  # a concurrent clear() may remove the folder between makedirs and mkstemp
+        tmp = None
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=_TMP_PREFIX)
+            with os.fdopen(fd, "wb") as f:
+                f.write(blob)
+            os.replace(tmp, path)
+            tmp = None
+            stats["writes"] += 1
+            break
+        except FileNotFoundError:
+            if attempt:
+                log.warning("numba-mathdx: could not write cache entry %s: its folder keeps vanishing", path)
+                return False
+        except OSError as e:
+            log.warning("numba-mathdx: could not write cache entry %s: %s", path, e)
+            return False
+        finally:
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+    evict(root)
+    return True
+
+
+def _walk(root: str):
+    """Yield (path, is_temp) for every entry and temp file under ``root``; tolerant of races."""
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
-        with os.fdopen(fd, "wb") as f:
-            f.write(blob)
-        os.replace(tmp, path)
-        stats["writes"] += 1
-    except OSError as e:
-        log.warning("numba-mathdx: could not write cache entry %s: %s", path, e)
+        subs = os.listdir(root)
+    except OSError:
         return
-    _evict(root)
+    for sub in subs:
+        d = os.path.join(root, sub)
+        if len(sub) != 2 or not os.path.isdir(d):
+            continue
+        try:
+            names = os.listdir(d)
+        except OSError:
+            continue
+        for name in names:
+            if name.endswith(_SUFFIX) and not name.startswith("."):
+                yield os.path.join(d, name), False
+            elif name.startswith(_TMP_PREFIX):
+                yield os.path.join(d, name), True
 
 
-def entries(root: str | None = None):
-    """(path, size, mtime) of every entry, oldest first."""
+def entries(root: str | None = None) -> list[tuple[str, int, float]]:
+    """``(path, size, mtime)`` of every entry, least recently used first."""
     root = root or cache_dir()
     out = []
-    if root is None or not os.path.isdir(root):
+    if root is None:
         return out
-    for sub in os.listdir(root):
-        d = os.path.join(root, sub)
-        if not os.path.isdir(d):
+    for p, is_tmp in _walk(root):
+        if is_tmp:
             continue
-        for name in os.listdir(d):
-            if name.endswith(".bin"):
-                p = os.path.join(d, name)
-                try:
-                    st = os.stat(p)
-                except OSError:
-                    continue
-                out.append((p, st.st_size, st.st_mtime))
+        try:
+            st = os.stat(p)
+        except OSError:
+            continue
+        out.append((p, st.st_size, st.st_mtime))
     out.sort(key=lambda e: e[2])
     return out
 
 
-def _evict(root: str) -> None:
-    limit = int(float(os.environ.get(ENV_MAX_MB, "4096")) * 2**20)
+def evict(root: str | None = None, limit: int | None = None) -> int:
+    """Remove least-recently-used entries until the total is within ``limit`` bytes
+    (default: :func:`max_bytes`), and temp files left by killed writers. Returns how many
+    entries were removed."""
+    root = root or cache_dir()
+    if root is None:
+        return 0
+    limit = max_bytes() if limit is None else limit
+    now = time.time()
+    for p, is_tmp in _walk(root):
+        if is_tmp:
+            try:
+                if now - os.stat(p).st_mtime > _STALE_TMP_SECONDS:
+                    os.unlink(p)
+            except OSError:
+                pass
     ents = entries(root)
     total = sum(e[1] for e in ents)
+    n = 0
     for p, size, _ in ents:
         if total <= limit:
             break
         try:
             os.unlink(p)
-            total -= size
-        except OSError:
-            pass
-
-
-def clear(memory_too: bool = True) -> int:
-    """Remove every entry; returns how many files were removed."""
-    if memory_too:
-        _memory.clear()
-    n = 0
-    for p, _, _ in entries():
-        try:
-            os.unlink(p)
             n += 1
         except OSError:
             pass
+        total -= size  # gone either way (another process may have removed it first)
+    return n
+
+
+# Kept for callers of the first version.
+_evict = evict
+
+
+def info() -> dict:
+    """Where the cache is and what it holds: ``enabled``, ``location``, ``entries``,
+    ``total_bytes``, ``limit_bytes``, ``env`` (the environment variables and their values)."""
+    root = cache_dir()
+    ents = entries(root) if root else []
+    return {
+        "enabled": root is not None,
+        "location": root,
+        "entries": len(ents),
+        "total_bytes": sum(e[1] for e in ents),
+        "limit_bytes": max_bytes(),
+        "env": {ENV_DIR: os.environ.get(ENV_DIR), ENV_MAX_MB: os.environ.get(ENV_MAX_MB)},
+    }
+
+
+def clear(memory_too: bool = True) -> int:
+    """Remove every entry (and temp file); returns how many entries were removed."""
+    if memory_too:
+        with _lock:
+            _memory.clear()
+    root = cache_dir()
+    if root is None:
+        return 0
+    n = 0
+    for p, is_tmp in list(_walk(root)):
+        try:
+            os.unlink(p)
+            n += not is_tmp
+        except OSError:
+            pass
+    try:
+        for sub in os.listdir(root):
+            d = os.path.join(root, sub)
+            if len(sub) == 2 and os.path.isdir(d):
+                try:
+                    os.rmdir(d)  # only if empty; a concurrent writer recreates it
+                except OSError:
+                    pass
+    except OSError:
+        pass
     return n

@@ -12,24 +12,68 @@ from numba.cuda.cudadrv.linkable_code import LTOIR
 from numba.cuda.extending import core_models, infer_getattr, lower_getattr_generic, register_model
 from numba.cuda.typing.templates import AbstractTemplate, AttributeTemplate, signature
 
+from .._compat import install_cache_pickling
+
 _ltoir_objects: dict = {}
 
 
-def linkable_ltoir(descriptor) -> LTOIR:
-    """One LTOIR object per descriptor and process, so a kernel links each symbol once."""
-    obj = _ltoir_objects.get(descriptor)
-    if obj is None:
+class DescriptorLTOIR(LTOIR):
+    """The LTO-IR of one FFT/GEMM descriptor, as a numba ``LTOIR`` linkable object.
+
+    The bytes are fetched from ``descriptor.ltoir()`` (disk cache, else NVRTC) only when a
+    link reads :attr:`data`. The object pickles as its descriptor, so a Numba kernel library
+    that links it can be cached (``@cuda.jit(cache=True)``): a process that loads the cached
+    kernel gets the already-linked cubin, this object back (with its setup callback) and
+    never compiles or reads the LTO-IR unless it has to link again.
+
+    Parameters
+    ----------
+    descriptor : FFT or Matmul
+        A frozen, hashable, picklable descriptor with ``symbol`` and ``ltoir()``.
+    """
+
+    nvmath_device_picklable = True  # see nvmath_device._compat.install_cache_pickling
+
+    def __init__(self, descriptor):
         from .launch import raise_shared_memory_limit
 
-        obj = LTOIR(descriptor.ltoir(), name=f"{descriptor.symbol}.ltoir",
-                    setup_callback=raise_shared_memory_limit)
-        _ltoir_objects[descriptor] = obj
+        super().__init__(None, name=f"{descriptor.symbol}.ltoir", setup_callback=raise_shared_memory_limit)
+        self.descriptor = descriptor
+
+    @property
+    def data(self) -> bytes:
+        """The LTO-IR bytes (fetched on first use)."""
+        if self._data is None:
+            self._data = self.descriptor.ltoir()
+        return self._data
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the LTO-IR bytes have been fetched in this process."""
+        return self._data is not None
+
+    def __reduce__(self):
+        return (linkable_ltoir, (self.descriptor,))
+
+    def __repr__(self):
+        return f"DescriptorLTOIR({self.descriptor!r})"
+
+
+def linkable_ltoir(descriptor) -> DescriptorLTOIR:
+    """One linkable LTO-IR object per descriptor and process, so a kernel links each symbol once
+    (also the unpickling hook of :class:`DescriptorLTOIR`)."""
+    obj = _ltoir_objects.get(descriptor)
+    if obj is None:
+        obj = _ltoir_objects.setdefault(descriptor, DescriptorLTOIR(descriptor))
     return obj
+
+
+install_cache_pickling()  # numba issue #8888: let kernels linking DescriptorLTOIR pickle
 
 
 def call_extern(context, builder, descriptor, symbol, pointers):
     """Attach the descriptor's LTO-IR to the kernel being built and call ``void symbol(i8*...)``."""
-    context.active_code_library.add_linking_file(linkable_ltoir(descriptor))
+    context.active_code_library.add_linking_file(linkable_ltoir(descriptor))  # picklable: see _compat
     i8p = ir.IntType(8).as_pointer()
     fnty = ir.FunctionType(ir.VoidType(), [i8p] * len(pointers))
     fn = builder.module.globals.get(symbol)

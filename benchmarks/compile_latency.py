@@ -1,0 +1,256 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Compile latency: time from descriptor creation to the first kernel result, each scenario in
+a fresh Python process, ours vs nvmath-python's device FFT (its 1.0 API) where importable.
+
+    python benchmarks/compile_latency.py --out bench_out            # GPU if present, else CPU
+    python benchmarks/compile_latency.py --out bench_out --mode cpu # codegen only, no GPU
+
+Scenarios (one c2c fp32 Block FFT in a ``@cuda.jit`` kernel):
+
+(a) empty caches (ours: fresh NUMBA_MATHDX_CACHE_DIR and NUMBA_CACHE_DIR);
+(b) the same again in a new process, caches warm; ours uses ``@cuda.jit(cache=True)``
+    (nvmath-python cannot: numba issue #8888, so its (b) recompiles);
+(c) a new descriptor in a process that has already compiled another one (headers/PCH warm;
+    ours with NUMBA_MATHDX_PCH=1, and with NUMBA_MATHDX_PCH=0 for comparison).
+
+GPU mode: the time ends when the kernel's output is back on the host (checked against NumPy).
+CPU mode (no GPU): the time ends at the linked sm_90 cubin (``nvmath_device.aot.compile_kernel``);
+(b) is the warm disk cache (link only) and (b-kernel) loads the kernel library pickled by
+numba's serializer in (a) -- what ``cache=True`` stores -- and takes its cubin.
+
+Writes compile_latency.json and compile_latency.md into --out. Import time of numba and the
+library is measured separately (``import_s``) and not included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+KERNEL = r'''
+import numpy as np
+from numba import cuda
+from {module} import FFT
+
+fft = FFT(size={size}, precision=np.float32, fft_type="c2c", direction="forward",
+          elements_per_thread={ept}, ffts_per_block={fpb}{extra})
+EPT, STRIDE, FPB, N = fft.{ept_attr}, fft.stride, fft.{fpb_attr}, fft.size
+STORAGE, VT = fft.storage_size, fft.value_type
+BLOCK_DIM, SMEM = fft.block_dim, fft.shared_memory_size
+
+
+@cuda.jit(cache={cache})
+def kern(x, y, nrows):
+    td = cuda.local.array(STORAGE, dtype=VT)
+    smem = cuda.shared.array(0, dtype=VT)
+    row = cuda.blockIdx.x * FPB + cuda.threadIdx.y
+    base = row * N + cuda.threadIdx.x
+    ok = row < nrows
+    for i in range(EPT):
+        td[i] = x[base + i * STRIDE] if ok else 0
+    fft.execute(td, smem)
+    if ok:
+        for i in range(EPT):
+            y[base + i * STRIDE] = td[i]
+'''
+
+SIZES = {"main": (128, 8, 2), "other": (256, 8, 2)}
+
+
+# --- child side -----------------------------------------------------------------------------
+
+def _kernel_module(workdir, impl, which, cache, sm):
+    size, ept, fpb = SIZES[which]
+    if impl == "ours":
+        text = KERNEL.format(module="nvmath_device", size=size, ept=ept, fpb=fpb, cache=cache,
+                             extra=f", sm={sm}" if sm else "", ept_attr="elements_per_thread_value",
+                             fpb_attr="ffts_per_block_value")
+    else:
+        text = KERNEL.format(module="nvmath.device", size=size, ept=ept, fpb=fpb, cache=cache,
+                             extra=', execution="Block"', ept_attr="elements_per_thread",
+                             fpb_attr="ffts_per_block")
+    path = os.path.join(workdir, f"kern_{impl}_{which}.py")
+    if not os.path.exists(path):  # same file in every process: numba's cache keys on it
+        with open(path, "w") as f:
+            f.write(text)
+    spec = importlib.util.spec_from_file_location(f"kern_{impl}_{which}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # creates the descriptor and its traits
+    return mod
+
+
+def _first_result_gpu(mod):
+    import numpy as np
+    from numba import cuda
+
+    nrows = mod.FPB * 4
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((nrows, mod.N)) + 1j * rng.standard_normal((nrows, mod.N))).astype(np.complex64)
+    dx, dy = cuda.to_device(x.ravel()), cuda.device_array(nrows * mod.N, np.complex64)
+    mod.kern[nrows // mod.FPB, mod.BLOCK_DIM, 0, mod.SMEM](dx, dy, nrows)
+    y = dy.copy_to_host().reshape(nrows, mod.N)
+    ref = np.fft.fft(x.astype(np.complex128), axis=-1)
+    return float(np.linalg.norm(y - ref) / np.linalg.norm(ref))
+
+
+def _first_result_cpu(mod, workdir=None):
+    from numba.core import types
+
+    from nvmath_device.aot import compile_kernel
+
+    ck = compile_kernel(mod.kern, (types.complex64[::1], types.complex64[::1], types.int64), sm=90)
+    return len(ck.cubin)
+
+
+def _pickle_library(mod, workdir):
+    """What cache=True stores: the kernel's code library, through numba's serializer."""
+    from numba.core import types
+    from numba.cuda import serialize
+
+    from nvmath_device._compat import compile_kernel_library
+
+    lib, _ = compile_kernel_library(mod.kern.py_func, (types.complex64[::1], types.complex64[::1], types.int64), (9, 0))
+    lib.get_cubin(cc=(9, 0))
+    with open(os.path.join(workdir, "kernel_library.pkl"), "wb") as f:
+        f.write(serialize.dumps(lib))
+
+
+def child(args) -> dict:
+    t = time.perf_counter()
+    import numba.cuda  # noqa: F401
+
+    if args.impl == "ours":
+        import nvmath_device  # noqa: F401
+        from nvmath_device._codegen import toolchain
+    else:
+        import nvmath.device  # noqa: F401
+    import_s = time.perf_counter() - t
+    gpu = args.mode == "gpu"
+    sm = None if gpu else 90
+    run = _first_result_gpu if gpu else _first_result_cpu
+    out = {"import_s": round(import_s, 3)}
+    cache = args.impl == "ours" and gpu
+    if args.scenario == "c":  # warm headers/PCH with another descriptor first (untimed)
+        run(_kernel_module(args.workdir, args.impl, "main", False, sm))
+    if args.scenario == "b-kernel":
+        import pickle
+
+        t0 = time.perf_counter()
+        with open(os.path.join(args.workdir, "kernel_library.pkl"), "rb") as f:
+            lib = pickle.loads(f.read())
+        value = len(bytes(lib.get_cubin(cc=(9, 0)).code))
+    else:
+        which = "other" if args.scenario == "c" else "main"
+        t0 = time.perf_counter()
+        mod = _kernel_module(args.workdir, args.impl, which, cache, sm)
+        value = run(mod)
+    out["first_result_s"] = round(time.perf_counter() - t0, 3)
+    out["check"] = value  # GPU: relative error vs NumPy; CPU: cubin bytes
+    if args.impl == "ours":
+        out["nvrtc_compiles"] = toolchain.stats["nvrtc_compiles"]
+        out["pch_used"] = toolchain.stats["pch_used"]
+        if gpu:
+            out["numba_cache_hits"] = sum(mod.kern._cache_hits.values())
+        elif args.scenario == "a":
+            _pickle_library(mod, args.workdir)
+    return out
+
+
+# --- parent side ----------------------------------------------------------------------------
+
+def _spawn(mode, impl, scenario, workdir, env_extra):
+    env = dict(os.environ, **env_extra)
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", "--mode", mode, "--impl", impl,
+           "--scenario", scenario, "--workdir", workdir]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    if p.returncode != 0:
+        return {"error": (p.stderr or p.stdout).strip().splitlines()[-1][:300]}
+    return json.loads([ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")][-1][7:])
+
+
+def _importable(name):
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _has_gpu():
+    code = "from numba import cuda; import sys; sys.exit(0 if cuda.is_available() else 1)"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="bench_out")
+    ap.add_argument("--mode", choices=("auto", "gpu", "cpu"), default="auto")
+    ap.add_argument("--skip-nvmath", action="store_true")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--impl", default="ours", help=argparse.SUPPRESS)
+    ap.add_argument("--scenario", default="a", help=argparse.SUPPRESS)
+    ap.add_argument("--workdir", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        print("RESULT " + json.dumps(child(args)), flush=True)
+        return 0
+
+    mode = args.mode if args.mode != "auto" else ("gpu" if _has_gpu() else "cpu")
+    impls = ["ours"]
+    if mode == "gpu" and not args.skip_nvmath and _importable("nvmath"):
+        impls.append("nvmath")
+    rows = []
+    root = tempfile.mkdtemp(prefix="nmdx-compile-latency-")
+    try:
+        for impl in impls:
+            work = os.path.join(root, impl)
+            os.makedirs(work)
+            caches = {"NUMBA_MATHDX_CACHE_DIR": os.path.join(work, "mathdx"),
+                      "NUMBA_CACHE_DIR": os.path.join(work, "numba")}
+            plan = [("a", "empty caches", caches, {}), ("b", "warm caches, new process", caches, {})]
+            if impl == "ours" and mode == "cpu":
+                plan.append(("b-kernel", "cached kernel library (what cache=True stores)", caches, {}))
+            for pch in (("1", "0") if impl == "ours" else (None,)):
+                fresh = {k: v + f"-c{pch or ''}" for k, v in caches.items()}
+                extra = {"NUMBA_MATHDX_PCH": pch} if pch else {}
+                label = "new descriptor, headers warm" + (f" (NUMBA_MATHDX_PCH={pch})" if pch else "")
+                plan.append(("c", label, fresh, extra))
+            for scenario, label, cenv, extra in plan:
+                r = _spawn(mode, impl, scenario, work, dict(cenv, **extra))
+                r.update(impl=impl, scenario=scenario, label=label, mode=mode)
+                rows.append(r)
+                shown = r.get("first_result_s", r.get("error"))
+                print(f"{impl:7s} ({scenario}) {label:55s} {shown}", flush=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+    os.makedirs(args.out, exist_ok=True)
+    meta = {"mode": mode, "python": sys.version.split()[0], "machine": platform.machine(),
+            "cpus": os.cpu_count(), "sizes": SIZES}
+    with open(os.path.join(args.out, "compile_latency.json"), "w") as f:
+        json.dump({"meta": meta, "rows": rows}, f, indent=2)
+    end = "first kernel result on the host" if mode == "gpu" else "linked sm_90 cubin (no GPU)"
+    lines = [f"# Compile latency ({mode}: descriptor creation -> {end})", "",
+             f"{os.cpu_count()} CPUs; FFT c2c fp32 size {SIZES['main'][0]} ((c): size {SIZES['other'][0]}); "
+             "each row a fresh process; import time not included.", "",
+             "| impl | scenario | seconds | NVRTC compiles | PCH used | import s | check |",
+             "|---|---|---:|---:|---:|---:|---|"]
+    for r in rows:
+        sec = f"{r['first_result_s']:.2f}" if "first_result_s" in r else f"error: {r['error']}"
+        lines.append(f"| {r['impl']} | ({r['scenario']}) {r['label']} | {sec} | {r.get('nvrtc_compiles', '')} | "
+                     f"{r.get('pch_used', '')} | {r.get('import_s', '')} | {r.get('check', '')} |")
+    with open(os.path.join(args.out, "compile_latency.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
