@@ -37,3 +37,26 @@ def test_matched_filter_kernel_links():
 
 def test_stft_kernel_links():
     _link(_stft_kernel(R2C), (types.float32[:, ::1], types.float32[::1], types.float32[:, :, ::1], i64, i64, i64), (R2C,))
+
+
+def test_batched_gemm_kernel_links():
+    from kernels.gemm import _batched_kernel, _gemm_descriptor
+
+    mm = _gemm_descriptor(16, 16, 16, np.float32, sm=90)
+    kern, _ = _batched_kernel(mm, 4, True)
+    a3 = types.float32[:, :, ::1]
+    out = compile_kernel(kern.py_func, (a3, a3, a3, a3, types.float32, types.float32, i64), sm=90)
+    assert out.linked == (f"{mm.symbol}.ltoir",)
+
+
+def test_beamform_kernel_links():
+    from kernels.gemm import _beamform_kernel
+    from nvmath_device import FFT, Matmul
+
+    fft = FFT(size=256, precision=np.float32, direction="forward", elements_per_thread=8, ffts_per_block=8, sm=90)
+    mm = Matmul(size=(8, 256, 16), precision=np.float32, data_type="complex",
+                arrangement=("row_major",) * 3, block_dim=fft.block_dim, sm=90)
+    kern, smem = _beamform_kernel(mm, fft)
+    assert smem >= mm.shared_memory_size + fft.shared_memory_size
+    out = compile_kernel(kern.py_func, (types.complex64[:, ::1], types.complex64[:, :, ::1], types.complex64[:, :, ::1]), sm=90)
+    assert out.linked == tuple(sorted([f"{mm.symbol}.ltoir", f"{fft.symbol}.ltoir"]))

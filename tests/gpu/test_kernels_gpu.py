@@ -92,3 +92,31 @@ def test_stft_power():
     frames = 1 + (20_000 - 256) // 64
     ref = np.abs(np.fft.rfft(np.stack([x[:, f * 64 : f * 64 + 256] * w for f in range(frames)], 1), axis=-1)) ** 2
     assert p.shape == ref.shape and _rel(p, ref) < 1e-5
+
+
+@pytest.mark.parametrize("dtype,size", [(np.float32, (16, 16, 16)), (np.float32, (32, 32, 32)),
+                                        (np.float64, (64, 64, 64)), (np.complex64, (16, 24, 8))])
+def test_batched_gemm(dtype, size):
+    m, n, k = size
+    batch = 1001
+    a = _signal3((batch, m, k), dtype)
+    b = _signal3((batch, k, n), dtype)
+    c = _signal3((batch, m, n), dtype)
+    d = kernels.batched_gemm(_as("cupy", a), _as("cupy", b), c=_as("cupy", c), alpha=1.5, beta=-0.5)
+    ref = 1.5 * (a.astype(np.complex128) @ b) - 0.5 * c
+    assert _rel(_host(d), ref) < (1e-5 if np.dtype(dtype).itemsize <= 8 and dtype != np.float64 else 1e-12)
+
+
+def test_beamform_spectra():
+    x = _signal3((50, 16, 256), np.complex64)
+    w = _signal3((8, 16), np.complex64)
+    y = kernels.beamform_spectra(_as("torch", x), w)
+    ref = np.fft.fft(np.einsum("bc,ncs->nbs", w.astype(np.complex128), x), axis=-1)
+    assert _rel(_host(y), ref) < 1e-5
+
+
+def _signal3(shape, dtype):
+    x = rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * rng.standard_normal(shape)
+    return x.astype(dtype)
