@@ -95,11 +95,44 @@ def _type_execute(fft, args):
 register_descriptor_type(FFTType, _attr, {"execute": method_template(_EXEC_KEY, _type_execute)})
 
 
+def _check_address_space(context, builder, ptr, space, message):
+    """Emit ``if (!isspacep.<space>(ptr)) { printf(message); trap(); }`` (debug builds only)."""
+    import llvmlite.ir as llir
+    from numba.cuda.nvvmutils import declare_vprint
+
+    i8p = llir.IntType(8).as_pointer()
+    fnty = llir.FunctionType(llir.IntType(1), [i8p])
+    name = f"llvm.nvvm.isspacep.{space}"
+    fn = builder.module.globals.get(name) or llir.Function(builder.module, fnty, name)
+    ok = builder.call(fn, [builder.bitcast(ptr, i8p)])
+    with builder.if_then(builder.not_(ok), likely=False):
+        fmt = context.insert_string_const_addrspace(builder, message + "\n")
+        builder.call(declare_vprint(builder.module), [fmt, llir.Constant(i8p, None)])
+        trap = builder.module.globals.get("llvm.trap") or llir.Function(
+            builder.module, llir.FunctionType(llir.VoidType(), []), "llvm.trap")
+        builder.call(trap, [])
+
+
+def address_space_checks_enabled() -> bool:
+    """NUMBA_MATHDX_CHECK_ADDRESS_SPACES=1 at compile time adds run-time address-space checks."""
+    import os
+
+    return os.environ.get("NUMBA_MATHDX_CHECK_ADDRESS_SPACES", "0") not in ("", "0")
+
+
 @lower_builtin(_EXEC_KEY, FFTType, types.VarArg(types.Any))
 def _lower_execute(context, builder, sig, args):
     fft = sig.recvr.descriptor if sig.recvr is not None else sig.args[0].descriptor
     argtys = sig.args[1:] if sig.recvr is None else sig.args
     vals = args[1:] if len(args) == len(sig.args) + 1 or sig.recvr is None else args
     ptrs = [data_pointer(context, builder, t, v) for t, v in zip(argtys[-len(vals):], vals)]
+    if address_space_checks_enabled():
+        # numba's array types carry no address space, so typing cannot tell a global array
+        # from registers; this opt-in check catches it when the kernel runs.
+        _check_address_space(context, builder, ptrs[0], "local",
+                             "FFT.execute: thread_data must be a local array (cuda.local.array), got global/shared memory")
+        if len(ptrs) > 1:
+            _check_address_space(context, builder, ptrs[1], "shared",
+                                 "FFT.execute: shared_memory must be a shared array (cuda.shared.array), got another memory space")
     call_extern(context, builder, fft, fft.symbol, ptrs)
     return context.get_dummy_value()

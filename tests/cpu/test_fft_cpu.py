@@ -250,3 +250,22 @@ def test_attributes_are_compile_time_constants():
 
     out = compile_kernel(k, (types.complex64[::1],), sm=90)
     assert out.linked == ()  # no execute call: nothing to link
+
+
+def _global_as_registers(x):
+    smem = cuda.shared.array(0, dtype=FWD.value_type)
+    FWD.execute(x, smem)
+
+
+def test_address_space_checks_are_opt_in(monkeypatch):
+    """A global array passed as registers passes typing (numba types carry no address space);
+    NUMBA_MATHDX_CHECK_ADDRESS_SPACES=1 compiles a run-time check that traps with a message."""
+    from nvmath_device._compat import compile_kernel_library
+
+    argtypes = (types.complex64[::1],)
+    plain = compile_kernel_library(_global_as_registers, argtypes, (9, 0))[0].get_llvm_str()
+    assert "isspacep" not in plain
+    monkeypatch.setenv("NUMBA_MATHDX_CHECK_ADDRESS_SPACES", "1")
+    checked = compile_kernel_library(_global_as_registers, argtypes, (9, 0))[0].get_llvm_str()
+    assert "llvm.nvvm.isspacep.local" in checked and "llvm.nvvm.isspacep.shared" in checked
+    assert "thread_data must be a local array" in checked
