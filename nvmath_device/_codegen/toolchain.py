@@ -159,7 +159,10 @@ def _pch_after(prog, logtext: str) -> None:
         stats["pch_created"] += 1
     elif status == nvrtc.nvrtcResult.NVRTC_ERROR_PCH_CREATE_HEAP_EXHAUSTED:
         err, need = nvrtc.nvrtcGetPCHHeapSizeRequired(prog)
-        if err == nvrtc.nvrtcResult.NVRTC_SUCCESS and need:
+        err2, have = nvrtc.nvrtcGetPCHHeapSize()
+        # Grow only when one PCH does not fit at all (resizing drops the PCH already made; a heap
+        # merely occupied by another header set's PCH is left alone rather than thrashed).
+        if err == err2 == nvrtc.nvrtcResult.NVRTC_SUCCESS and need > have:
             log.debug("NVRTC PCH heap too small (%d bytes needed); growing it for the next compile", need)
             nvrtc.nvrtcSetPCHHeapSize(int(need * 1.1))
 

@@ -313,3 +313,30 @@ def test_cli_rejects_unknown_commands(capsys):
     with pytest.raises(SystemExit) as e:
         cli.main(["bogus"])
     assert e.value.code != 0
+
+
+# --- NVRTC precompiled headers policy (the compiles themselves are measured in the benchmark) --
+
+@pytest.mark.parametrize("value,mode", [(None, "auto"), ("auto", "auto"), ("1", "on"), ("on", "on"),
+                                        ("0", "off"), ("off", "off"), ("weird", "auto")])
+def test_pch_mode_from_env(monkeypatch, value, mode):
+    if value is None:
+        monkeypatch.delenv(toolchain.ENV_PCH, raising=False)
+    else:
+        monkeypatch.setenv(toolchain.ENV_PCH, value)
+    assert toolchain.pch_mode() == mode
+
+
+def test_pch_policy(monkeypatch):
+    heavy, tiny = "#include <cufftdx.hpp>\n", TINY.format(i=3)
+    monkeypatch.setitem(toolchain._pch, "heavy_compiles", 0)
+    monkeypatch.setenv(toolchain.ENV_PCH, "auto")
+    assert not toolchain._pch_wanted(heavy) and not toolchain._pch_wanted(tiny)
+    toolchain._pch["heavy_compiles"] = 1  # from the second mathdx compile of a process on
+    assert toolchain._pch_wanted(heavy) and toolchain._pch_wanted("#include <cublasdx.hpp>\n")
+    assert not toolchain._pch_wanted(tiny)  # never for sources without the mathdx headers
+    monkeypatch.setenv(toolchain.ENV_PCH, "0")
+    assert not toolchain._pch_wanted(heavy)
+    monkeypatch.setenv(toolchain.ENV_PCH, "1")
+    toolchain._pch["heavy_compiles"] = 0
+    assert toolchain._pch_wanted(heavy)
