@@ -20,71 +20,52 @@ import numpy as np
 PEAK_BPS = 4.3e12
 
 
-def ours_kernel(size, ept, fpb):
-    from nvmath_device import FFT
-
-    fwd = FFT(size=size, precision=np.float32, direction="forward", elements_per_thread=ept, ffts_per_block=fpb)
-    inv = FFT(size=size, precision=np.float32, direction="inverse", elements_per_thread=ept, ffts_per_block=fpb)
+def conv_kernel(fwd, inv, n, ept, stride, fpb, storage, vt):
+    """The fused kernel, written once for any pair of descriptors with ``execute(td, smem)``."""
     from numba import cuda
-
-    ept_v, stride, fpb_v, n = fwd.elements_per_thread_value, fwd.stride, fwd.ffts_per_block_value, fwd.size
-    storage, vt = fwd.storage_size, fwd.value_type
 
     @cuda.jit
     def conv(x, h, y, nrows):
         td = cuda.local.array(storage, dtype=vt)
         smem = cuda.shared.array(0, dtype=vt)
-        row = cuda.blockIdx.x * fpb_v + cuda.threadIdx.y
+        row = cuda.blockIdx.x * fpb + cuda.threadIdx.y
         base = row * n + cuda.threadIdx.x
         ok = row < nrows
-        for i in range(ept_v):
+        for i in range(ept):
             td[i] = x[base + i * stride] if ok else 0
         fwd.execute(td, smem)
-        for i in range(ept_v):
+        for i in range(ept):
             if ok:
                 td[i] = td[i] * h[base + i * stride]
         cuda.syncthreads()
         inv.execute(td, smem)
         if ok:
-            for i in range(ept_v):
+            for i in range(ept):
                 y[base + i * stride] = td[i]
 
-    return conv, fwd.block_dim, fwd.shared_memory_size, fpb_v, f"ept={ept_v} fpb={fpb_v}"
+    return conv
+
+
+def ours_kernel(size, ept, fpb):
+    from nvmath_device import FFT
+
+    kw = dict(size=size, precision=np.float32, elements_per_thread=ept, ffts_per_block=fpb)
+    fwd, inv = FFT(direction="forward", **kw), FFT(direction="inverse", **kw)
+    e, f = fwd.elements_per_thread_value, fwd.ffts_per_block_value
+    k = conv_kernel(fwd, inv, size, e, fwd.stride, f, fwd.storage_size, fwd.value_type)
+    return k, fwd.block_dim, fwd.shared_memory_size, f, f"ept={e} fpb={f}"
 
 
 def nvmath_kernel(size, ept, fpb):
     """The same kernel with nvmath-python's device FFT (its 1.0 API)."""
-    from numba import cuda
     from nvmath.device import FFT as NvFFT
 
     kw = dict(size=size, precision=np.float32, fft_type="c2c", execution="Block",
               elements_per_thread=ept, ffts_per_block=fpb)
-    fwd = NvFFT(direction="forward", **kw)
-    inv = NvFFT(direction="inverse", **kw)
-    ept_v, stride, fpb_v = fwd.elements_per_thread, fwd.stride, fwd.ffts_per_block
-    storage, vt = fwd.storage_size, fwd.value_type
-    n = size
-
-    @cuda.jit
-    def conv(x, h, y, nrows):
-        td = cuda.local.array(storage, dtype=vt)
-        smem = cuda.shared.array(0, dtype=vt)
-        row = cuda.blockIdx.x * fpb_v + cuda.threadIdx.y
-        base = row * n + cuda.threadIdx.x
-        ok = row < nrows
-        for i in range(ept_v):
-            td[i] = x[base + i * stride] if ok else 0
-        fwd.execute(td, smem)
-        for i in range(ept_v):
-            if ok:
-                td[i] = td[i] * h[base + i * stride]
-        cuda.syncthreads()
-        inv.execute(td, smem)
-        if ok:
-            for i in range(ept_v):
-                y[base + i * stride] = td[i]
-
-    return conv, fwd.block_dim, fwd.shared_memory_size, fpb_v, f"ept={ept_v} fpb={fpb_v}"
+    fwd, inv = NvFFT(direction="forward", **kw), NvFFT(direction="inverse", **kw)
+    e, f = fwd.elements_per_thread, fwd.ffts_per_block
+    k = conv_kernel(fwd, inv, size, e, fwd.stride, f, fwd.storage_size, fwd.value_type)
+    return k, fwd.block_dim, fwd.shared_memory_size, f, f"ept={e} fpb={f}"
 
 
 def main():
