@@ -191,13 +191,42 @@ class FFT:
     # ------------------------------------------------------------------ class helpers
     @staticmethod
     def valid_elements_per_thread(size: int, precision=np.float32, sm=None) -> tuple[int, ...]:
-        """elements_per_thread values cuFFTDx implements for a c2c Block FFT of ``size``."""
+        """elements_per_thread values cuFFTDx implements for a c2c Block FFT of ``size``.
+
+        Parameters
+        ----------
+        size : int
+            FFT length.
+        precision : numpy.float32 or numpy.float64
+            Precision of the FFT.
+        sm : int, tuple or str, optional
+            Target architecture (e.g. 90); default: the current GPU (required without one).
+
+        Returns
+        -------
+        tuple of int
+            The allowed ``elements_per_thread`` values, ascending (empty if ``size`` has no
+            workspace-free implementation).
+        """
         sm = _arch.parse_sm(sm)
         return fftdb.valid_epts(sm, _PRECISIONS[_parse_precision(precision)], int(size))
 
     @staticmethod
     def valid_sizes(precision=np.float32, sm=None) -> tuple[int, ...]:
-        """Sizes with a direct (workspace-free) cuFFTDx Block implementation."""
+        """Sizes with a direct (workspace-free) cuFFTDx Block implementation.
+
+        Parameters
+        ----------
+        precision : numpy.float32 or numpy.float64
+            Precision of the FFT.
+        sm : int, tuple or str, optional
+            Target architecture (e.g. 90); default: the current GPU (required without one).
+
+        Returns
+        -------
+        tuple of int
+            The sizes, ascending (every power of 2 from 2 to 4096 among them).
+        """
         sm = _arch.parse_sm(sm)
         prec = _PRECISIONS[_parse_precision(precision)]
         return tuple(sorted(fftdb.records(sm, prec)))
@@ -328,6 +357,18 @@ class FFT:
         ``thread_data`` is a local array of ``storage_size`` ``value_type`` elements (or of
         ``2 * storage_size`` ``precision`` elements); ``shared_memory`` a shared array of at least
         ``shared_memory_size`` bytes.
+
+        Parameters
+        ----------
+        thread_data : local array
+            This thread's registers, ``cuda.local.array(fft.storage_size, dtype=fft.value_type)``
+            (or ``2 * fft.storage_size`` values of ``fft.precision_type`` with ``alignment=16``,
+            e.g. for r2c/c2r). Element ``i`` holds element ``threadIdx.x + i * fft.stride`` of
+            the FFT ``threadIdx.y`` of the block, before and after the call.
+        shared_memory : shared array
+            Block execution only: ``cuda.shared.array(0, dtype=fft.value_type)`` (or of
+            ``fft.precision_type``), with at least ``fft.shared_memory_size`` bytes of dynamic
+            shared memory given at launch. Every thread of ``fft.block_dim`` must call ``execute``.
         """
         from ._sim import running_in_simulator
 

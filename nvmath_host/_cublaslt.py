@@ -349,6 +349,7 @@ class Handle:
         _call("cublasLtCreate", ctypes.byref(self.ptr))
 
     def destroy(self):
+        """Destroy the handle (idempotent)."""
         if self.ptr:
             _call("cublasLtDestroy", self.ptr)
             self.ptr = _vp()

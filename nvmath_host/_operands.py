@@ -80,6 +80,7 @@ class Operand:
 
     @property
     def ndim(self) -> int:
+        """Number of dimensions."""
         return len(self.shape)
 
     def signature(self) -> tuple:
@@ -240,6 +241,7 @@ class Package:
     name = ""
 
     def current_stream(self, device: int) -> int:
+        """Handle of this package's current stream on ``device``."""
         raise NotImplementedError
 
     def empty(

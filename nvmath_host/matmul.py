@@ -1561,6 +1561,7 @@ def _c_strides_elems(shape):
 
 
 def wrap_device(ptr):
+    """CUDA device ordinal that owns the device pointer ``ptr``."""
     from ._operands import _pointer_device
 
     return _pointer_device(ptr)
@@ -1654,6 +1655,35 @@ def matmul(
     the data (shapes, strides, dtypes, package, device, pointer alignment, epilog, options),
     so repeated calls with the same shapes do not re-plan. A cached plan keeps a reference to
     the arrays of its latest call until it is reused or evicted.
+
+    Parameters
+    ----------
+    a, b : array
+        ``(..., M, K)`` and ``(..., K, N)`` NumPy, CuPy, PyTorch (CUDA) or Numba device arrays,
+        as for :class:`Matmul`.
+    c : array, optional
+        Added as ``beta * c``.
+    alpha, beta : scalar, optional
+        Default ``1`` and, when ``c`` is given, ``1`` (else ``0``).
+    epilog : MatmulEpilog, optional
+        The epilog fused into the matmul (default: none).
+    epilog_inputs : dict, optional
+        The epilog's inputs by name, e.g. ``{"bias": bias}`` or ``{"relu_aux": mask}``.
+    quantization_scales : dict, optional
+        FP8 only: ``{"a": ..., "b": ...}`` (``"c"`` optional), see :class:`Matmul`.
+    options : MatmulOptions or dict, optional
+        See :class:`MatmulOptions`.
+    preferences : MatmulPlanPreferences or dict, optional
+        See :class:`MatmulPlanPreferences`.
+    stream : stream, optional
+        An int handle, an object with ``__cuda_stream__``, or a CuPy/torch/Numba stream;
+        default: the operands' package's current stream.
+
+    Returns
+    -------
+    array or tuple
+        ``d`` (same package, device and kind as ``a``), or ``(d, aux)`` when the epilog has
+        auxiliary outputs: ``aux`` a dict such as ``{"relu_aux": ...}`` or ``{"bgrad": ...}``.
 
     Examples
     --------

@@ -27,6 +27,7 @@ def _fid(fft) -> str:
 
 
 def fft_symbol(fft) -> str:
+    """Name of the ``extern "C"`` device function generated for ``fft`` (from its description's hash)."""
     return f"nvmathdx_fft_{_fid(fft)}"
 
 
@@ -159,6 +160,7 @@ def fft_traits(fft) -> dict:
 
 
 def fft_ltoir(fft) -> bytes:
+    """LTO-IR of ``fft``'s shim for ``fft.sm``: from the disk cache, else compiled by NVRTC and cached."""
     src = render_unit_source(fft)
     key = cache.make_key("fft-ltoir", CODEGEN_VERSION, src, toolchain_id(), fft.sm)
     blob = cache.get(key)

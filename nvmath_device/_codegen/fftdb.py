@@ -29,6 +29,7 @@ _PREC_INDEX = {"fp16": 0, "fp32": 1, "fp64": 2}
 
 
 def block_max_size(sm: int, prec: str) -> int:
+    """Largest workspace-free Block FFT size cuFFTDx implements for ``sm`` and precision ``prec``."""
     return _BLOCK_MAX[sm][_PREC_INDEX[prec]]
 
 

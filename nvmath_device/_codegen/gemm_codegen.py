@@ -106,6 +106,7 @@ def _fid(mm) -> str:
 
 
 def gemm_symbol(mm) -> str:
+    """Base name of the ``extern "C"`` device functions generated for ``mm`` (from its description's hash)."""
     return f"nvmathdx_gemm_{_fid(mm)}"
 
 
@@ -155,6 +156,7 @@ def _traits_block(mm, i: int) -> tuple[str, str]:
 
 
 def render_traits_source(mms) -> str:
+    """C++ source of one NVRTC unit whose constants hold the cuBLASDx traits of every GEMM in ``mms``."""
     parts = ["#include <cublasdx.hpp>\n"]
     for i, mm in enumerate(mms):
         parts.append(_traits_block(mm, i)[0])
@@ -196,6 +198,7 @@ def prefetch_traits(mms) -> None:
 
 
 def gemm_traits(mm) -> dict:
+    """cuBLASDx traits of ``mm`` (block shape, suggested leading dimensions, accumulator size), cached."""
     key = _traits_key(mm)
     blob = cache.get(key)
     if blob is None:
@@ -205,6 +208,7 @@ def gemm_traits(mm) -> dict:
 
 
 def render_shim_source(mm) -> str:
+    """C++ source of ``mm``'s shim: the ``extern "C"`` device functions its kernels call."""
     bdim = mm._key[5]
     if bdim == "suggested":  # the suggested block shape needs cuBLASDx's database: the traits
         t = gemm_traits(mm)
@@ -261,6 +265,7 @@ def _ltoir_key(mm) -> str:
 
 
 def gemm_ltoir(mm) -> bytes:
+    """LTO-IR of ``mm``'s shim for ``mm.sm``: from the disk cache, else compiled by NVRTC and cached."""
     key = _ltoir_key(mm)
     blob = cache.get(key)
     if blob is None:

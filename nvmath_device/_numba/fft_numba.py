@@ -27,6 +27,8 @@ _KERNEL_ATTRS = {
 
 
 class FFTType(DescriptorType):
+    """The numba type of one FFT descriptor (a compile-time constant inside kernels)."""
+
     def __init__(self, fft):
         super().__init__(fft, "FFT")
 

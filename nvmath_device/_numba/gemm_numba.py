@@ -38,6 +38,8 @@ _KERNEL_ATTRS = {
 
 
 class MatmulType(DescriptorType):
+    """The numba type of one Matmul (GEMM) descriptor (a compile-time constant inside kernels)."""
+
     def __init__(self, mm):
         super().__init__(mm, "Matmul")
 
