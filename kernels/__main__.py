@@ -41,6 +41,7 @@ def synthetic_signals(batch: int, n: int, rng) -> tuple[np.ndarray, np.ndarray]:
 
 
 def main(argv=None) -> int:
+    """Run the main job; returns the process exit status (0: result matches NumPy)."""
     ap = argparse.ArgumentParser(prog="python -m kernels", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batch", type=int, default=None, help="signals (default 65536 on a GPU, 8 simulated)")

@@ -11,6 +11,7 @@ import numpy as np
 
 
 def simulator() -> bool:
+    """True when numba-cuda's CUDA simulator is enabled (NUMBA_ENABLE_CUDASIM)."""
     return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
 
 

@@ -107,6 +107,7 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool):
 
 
 def launch_rows(kernel, fwd: FFT, nrows: int, stream, *args):
+    """Launch ``kernel`` with one FFT row per ``threadIdx.y`` slot: enough blocks for ``nrows``."""
     fpb = fwd.ffts_per_block_value
     grid = max(1, (nrows + fpb - 1) // fpb)
     kernel[grid, fwd.block_dim, stream, fwd.shared_memory_size](*args)

@@ -68,6 +68,7 @@ def mathdx_version() -> str:
 
 @functools.lru_cache(maxsize=1)
 def nvrtc_version() -> tuple[int, int]:
+    """(major, minor) of the NVRTC library in use (part of every cache key)."""
     from cuda.bindings import nvrtc
 
     err, major, minor = nvrtc.nvrtcVersion()
@@ -77,6 +78,7 @@ def nvrtc_version() -> tuple[int, int]:
 
 @functools.lru_cache(maxsize=1)
 def nvjitlink_version() -> tuple[int, int]:
+    """(major, minor) of the nvJitLink library in use (part of every cache key)."""
     from cuda.bindings import nvjitlink
 
     major, minor = nvjitlink.version()

@@ -83,10 +83,12 @@ def call_extern(context, builder, descriptor, symbol, pointers):
 
 
 def data_pointer(context, builder, arytype, value):
+    """The data pointer (LLVM value) of a numba array value."""
     return context.make_array(arytype)(context, builder, value).data
 
 
 def numba_dtype(dt: np.dtype):
+    """The numba type of a numpy dtype."""
     from numba.np.numpy_support import from_dtype
 
     return from_dtype(np.dtype(dt))
@@ -101,6 +103,7 @@ class DescriptorType(types.Type):
 
     @property
     def key(self):
+        """The descriptor itself: equal descriptors give equal numba types."""
         return self.descriptor
 
 
