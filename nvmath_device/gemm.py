@@ -453,16 +453,56 @@ class Matmul:
         All threads of ``block_dim`` must call it; synchronise (``cuda.syncthreads()``) between
         writing the tiles and the call, and before reusing the tiles afterwards.
         """
+        from ._sim import running_in_simulator
+
+        if running_in_simulator():
+            from ._sim.gemm import sim_execute
+
+            return sim_execute(self, *args)
         raise RuntimeError("Matmul.execute can only be called inside a @cuda.jit kernel")
 
-    def fragment_coordinates(self, rows, cols):
+    def fragment_coordinates(self, *args):
         """Fill this thread's accumulator coordinates. Callable only inside ``@cuda.jit`` kernels.
 
-        ``rows`` and ``cols`` are int32 local arrays of ``accumulator_size`` elements; element ``i``
-        of the accumulator of :meth:`execute`'s register form is C[rows[i], cols[i]], or unused
-        when ``rows[i] == -1`` (threads beyond the GEMM's tiling, or a partial tile).
+        ``MM.fragment_coordinates(rows, cols)``: ``rows`` and ``cols`` are int32 local arrays of
+        ``accumulator_size`` elements; element ``i`` of the accumulator of :meth:`execute`'s
+        register form is C[rows[i], cols[i]], or unused when ``rows[i] == -1`` (threads beyond the
+        GEMM's tiling, or a partial tile).
         """
+        from ._sim import running_in_simulator
+
+        if running_in_simulator():
+            from ._sim.gemm import sim_fragment_coordinates
+
+            return sim_fragment_coordinates(self, *args)
         raise RuntimeError("Matmul.fragment_coordinates can only be called inside a @cuda.jit kernel")
+
+    def _copy(self, name, args):
+        from ._sim import running_in_simulator
+
+        if running_in_simulator():
+            from ._sim.gemm import sim_copy
+
+            return sim_copy(self, name, *args)
+        raise RuntimeError(f"Matmul.{name} can only be called inside a @cuda.jit kernel")
+
+    def load_a(self, *args):
+        """``MM.load_a(gA, sA)``: copy the 2-D global A (m x k) into the shared tile (``a_size``
+        elements in A's arrangement and leading dimension), by the threads of ``block_dim``.
+        Callable only inside ``@cuda.jit`` kernels; synchronise before reading the tile."""
+        return self._copy("load_a", args)
+
+    def load_b(self, *args):
+        """``MM.load_b(gB, sB)``: copy the 2-D global B (k x n) into B's shared tile (see :meth:`load_a`)."""
+        return self._copy("load_b", args)
+
+    def load_c(self, *args):
+        """``MM.load_c(gC, sC)``: copy the 2-D global C (m x n) into C's shared tile (see :meth:`load_a`)."""
+        return self._copy("load_c", args)
+
+    def store_c(self, *args):
+        """``MM.store_c(sC, gC)``: copy C's shared tile to the 2-D global C (m x n) (see :meth:`load_a`)."""
+        return self._copy("store_c", args)
 
 
 def _rebuild_matmul(key):

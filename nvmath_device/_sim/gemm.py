@@ -1,0 +1,503 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``Matmul`` under numba-cuda's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``), in NumPy.
+
+Layouts are cuBLASDx's, from the same descriptor and the same compiled constants as on the GPU:
+
+- Shared-memory tiles: element (r, c) of a column-major operand with leading dimension ``ld``
+  is element ``r + c * ld`` of the 1-D array (``r * ld + c`` row-major); 2-D C-contiguous
+  shared arrays are read as their flat memory, as the device does with their address.
+- Threads: cuBLASDx numbers the threads of one GEMM by the rank of ``block_dim`` (the
+  dimensions up to the last one that is not 1): ``t = x (+ y * blockDim.x (+ z * blockDim.x *
+  blockDim.y))``. A launch may add dimensions beyond that rank (a ``(64, 4)`` launch of a
+  ``block_dim=(64, 1, 1)`` GEMM); each value of the extra coordinates is a separate GEMM.
+- Register form: accumulator value ``i`` of thread ``t`` is C[row, col] from the table that
+  :mod:`.._codegen.gemm_sim_tables` compiles out of cuBLASDx's partitioner (no guessing);
+  ``fragment_coordinates`` fills the same table's row.
+
+``execute`` is block-collective (as on the GPU, where every thread computes its share of C):
+each thread deposits its arguments, a barrier (the simulator's ``syncthreads``), one thread
+computes every GEMM of the block in float64 / complex128 and rounds once to ``c_value_type``,
+a barrier. After the register form, accumulator values that are unused (-1 coordinates) hold
+NaN: their contents are unspecified on the GPU. With ``beta == 0`` C is not read (as cuBLASDx).
+The copy helpers (``load_a``...) are per-thread, with the same element-to-thread assignment as
+the device code of :mod:`.._numba.gemm_numba`.
+
+Misuse that is undefined on the GPU raises here: wrong dtypes, sizes or memory spaces of the
+arguments, a launch whose block shape does not match ``block_dim``, too little (dynamic) shared
+memory for a tile, a thread of the block that does not call ``execute`` (or calls another GEMM,
+or the other form, or a different number of times), threads of one GEMM passing different tiles
+or different alpha/beta. The simulator's barrier is block-wide: every thread of the launched
+block must call ``execute`` together, also when the block computes several GEMMs.
+"""
+
+from __future__ import annotations
+
+import numbers
+import threading
+import weakref
+
+import numpy as np
+
+__all__ = ["sim_execute", "sim_fragment_coordinates", "sim_copy"]
+
+_LAUNCH_HINT = "kernel[grid, MM.block_dim, 0, MM.shared_memory_size](...)"
+_OPERANDS = ("a", "b", "c")
+
+
+# ---------------------------------------------------------------------------- descriptor facts
+class _Plan:
+    def __init__(self, mm):
+        self.mm = mm
+        self.m, self.n, self.k = mm.size
+        self.dims = (mm.a_dim, mm.b_dim, mm.c_dim)
+        self.lds = tuple(mm.leading_dimension)
+        self.col_major = tuple(a == "col_major" for a in mm.arrangement)
+        self.sizes = (mm.a_size, mm.b_size, mm.c_size)
+        self.vts = (np.dtype(mm.a_value_type), np.dtype(mm.b_value_type), np.dtype(mm.c_value_type))
+        self.ct = self.vts[2]
+        self.complex = self.ct.kind == "c"
+        self.wide = np.dtype(np.complex128 if self.complex else np.float64)
+        self.block_dim = tuple(mm.block_dim)
+        bx, by, bz = self.block_dim
+        self.rank = 3 if bz != 1 else (2 if by != 1 else 1)
+        self.nthreads = bx * by * bz
+        self._table = None
+
+    @property
+    def table(self) -> np.ndarray:
+        if self._table is None:
+            from .._codegen.gemm_sim_tables import fragment_table
+
+            self._table = fragment_table(self.mm)[0]
+        return self._table
+
+    @property
+    def accumulator_size(self) -> int:
+        return self.mm.accumulator_size
+
+    def tile(self, idx: int, flat: np.ndarray) -> np.ndarray:
+        """(rows, cols) view of operand ``idx`` in the 1-D shared array ``flat``."""
+        rows, cols = self.dims[idx]
+        s = flat.itemsize
+        ld = self.lds[idx]
+        strides = (s, ld * s) if self.col_major[idx] else (ld * s, s)
+        return np.lib.stride_tricks.as_strided(flat, shape=(rows, cols), strides=strides, writeable=True)
+
+
+_plans: dict = {}
+_plans_lock = threading.Lock()
+
+
+def _plan(mm) -> _Plan:
+    p = _plans.get(mm)
+    if p is None:
+        p = _Plan(mm)
+        with _plans_lock:
+            _plans[mm] = p
+    return p
+
+
+# ---------------------------------------------------------------------------- simulator context
+def _kernel_context(what: str):
+    from numba.cuda.simulator.kernel import BlockThread, _get_kernel_context
+
+    thread = threading.current_thread()
+    ctx = _get_kernel_context()
+    if ctx is None or not isinstance(thread, BlockThread):
+        raise RuntimeError(f"Matmul.{what} can only be called inside a @cuda.jit kernel (here: the CUDA simulator)")
+    return thread, ctx
+
+
+def _unwrap(x):
+    """The ndarray behind a simulator kernel argument (FakeWithinKernelCUDAArray / FakeCUDAArray)."""
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray, FakeWithinKernelCUDAArray
+
+    if isinstance(x, FakeWithinKernelCUDAArray):
+        x = x.__dict__["_item"]
+    if isinstance(x, FakeCUDAArray):
+        x = x._ary
+    return x
+
+
+def _is_shared(ctx, arr: np.ndarray) -> bool:
+    shared = ctx.shared
+    bufs = [getattr(shared, "_dynshared", None), *getattr(shared, "_allocations", {}).values()]
+    return any(b is not None and b.size and np.may_share_memory(arr, b) for b in bufs)
+
+
+def _rank_index(p: _Plan, thread, ctx) -> tuple[int, tuple]:
+    """(cuBLASDx's thread index, the coordinates that select one of the block's GEMMs)."""
+    x, y, z = thread.threadIdx
+    bdx, bdy, _ = ctx.blockDim
+    if p.rank == 3:
+        return x + y * bdx + z * bdx * bdy, ()
+    if p.rank == 2:
+        return x + y * bdx, (z,)
+    return x, (y, z)
+
+
+def _check_block_dim(p: _Plan, ctx, what: str) -> None:
+    launched = tuple(ctx.blockDim)
+    if launched[: p.rank] != p.block_dim[: p.rank]:
+        extra = "" if p.rank == 3 else (
+            f" (dimensions past the first {p.rank} may be larger: each of their values is a separate GEMM)"
+        )
+        raise ValueError(
+            f"Matmul.{what} needs the kernel launched with MM.block_dim = {p.block_dim} threads per "
+            f"block{extra}, but this launch has blockDim = {launched}; launch with {_LAUNCH_HINT}"
+        )
+
+
+def _check_tile(p: _Plan, ctx, idx: int, arr, what: str, shared: bool = True) -> np.ndarray:
+    name = _OPERANDS[idx]
+    hint = f"a shared array of MM.{name}_size MM.{name}_value_type"
+    arr = _unwrap(arr)
+    if not isinstance(arr, np.ndarray):
+        raise TypeError(f"{what} must be {hint}, got {type(arr).__name__}")
+    vt = p.vts[idx]
+    if arr.dtype != vt:
+        raise TypeError(f"{what} must hold {vt} values ({hint}), got an array of {arr.dtype}")
+    if arr.ndim not in (1, 2) or not arr.flags.c_contiguous:
+        raise TypeError(f"{what} must be a C-contiguous array with 1 or 2 dimension(s) ({hint}), got shape "
+                        f"{arr.shape}{'' if arr.flags.c_contiguous else ' (not contiguous)'}")
+    flat = arr.reshape(-1)
+    _check_tile_size(p, ctx, idx, flat.size, what)
+    if shared and not _is_shared(ctx, flat):
+        raise TypeError(f"{what} is not shared memory (a local or global array?); pass {hint}, e.g. "
+                        f"cuda.shared.array(MM.{name}_size, dtype=MM.{name}_value_type)")
+    return flat[: p.sizes[idx]]
+
+
+def _check_tile_size(p: _Plan, ctx, idx: int, size: int, what: str) -> None:
+    need = p.sizes[idx]
+    if size < need:
+        name = _OPERANDS[idx]
+        dyn = getattr(ctx.shared, "_dynshared_size", None)
+        raise ValueError(
+            f"{what} has {size} elements but MM.{name}_size = {need} (leading dimension "
+            f"{p.lds[idx]}, {p.mm.arrangement[idx]}); a slice of dynamic shared memory needs the launch's "
+            f"MM.shared_memory_size = {p.mm.shared_memory_size} bytes ({_LAUNCH_HINT})"
+            + (f"; this launch has {dyn} bytes of dynamic shared memory" if dyn is not None else "")
+        )
+
+
+def _check_scalar(p: _Plan, v, what: str):
+    if isinstance(v, np.ndarray) or not isinstance(v, (numbers.Number, np.bool_)):
+        raise TypeError(f"{what} must be a scalar convertible to {p.ct} (MM.c_value_type), got {type(v).__name__}")
+    if isinstance(v, (complex, np.complexfloating)) and not p.complex:
+        raise TypeError(f"{what} is complex ({v!r}) but this GEMM is real (c_value_type {p.ct})")
+    return p.ct.type(v)  # the device converts alpha/beta to c_value_type first
+
+
+def _check_registers(p: _Plan, arr, dtype, what: str, hint: str) -> np.ndarray:
+    arr = _unwrap(arr)
+    if not isinstance(arr, np.ndarray):
+        raise TypeError(f"{what} must be {hint}, got {type(arr).__name__}")
+    if arr.dtype != dtype:
+        raise TypeError(f"{what} must hold {np.dtype(dtype)} values ({hint}), got an array of {arr.dtype}")
+    if arr.ndim != 1 or not arr.flags.c_contiguous:
+        raise TypeError(f"{what} must be a 1-D contiguous local array ({hint}), got shape {arr.shape}")
+    n = p.accumulator_size
+    if arr.shape[0] < n:
+        raise ValueError(f"{what} has {arr.shape[0]} values; this GEMM needs MM.accumulator_size = {n} ({hint})")
+    return arr
+
+
+# ---------------------------------------------------------------------------- block exchange
+class _Round:
+    def __init__(self):
+        self.deposits = {}  # threadIdx -> _Deposit
+        self.closed = False
+        self.error = None
+        self.leaving = 0
+
+
+class _Deposit:
+    __slots__ = ("mm", "form", "t", "group", "alpha", "beta", "a", "b", "c", "acc")
+
+    def __init__(self, mm, form, t, group, alpha=None, beta=None, a=None, b=None, c=None, acc=None):
+        self.mm, self.form, self.t, self.group = mm, form, t, group
+        self.alpha, self.beta, self.a, self.b, self.c, self.acc = alpha, beta, a, b, c, acc
+
+
+class _Exchange:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.calls = {}
+        self.rounds = {}
+        self.failed = {}
+
+
+_exchanges: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_exchanges_lock = threading.Lock()
+
+
+def _exchange(thread) -> _Exchange:
+    manager = thread._manager  # numba-cuda's BlockManager: one per simulated block
+    with _exchanges_lock:
+        ex = _exchanges.get(manager)
+        if ex is None:
+            ex = _exchanges[manager] = _Exchange()
+    return ex
+
+
+def _fmt(tids, limit=8) -> str:
+    tids = sorted(tids, key=lambda t: (t[2], t[1], t[0]))
+    s = ", ".join(f"({x}, {y}, {z})" for x, y, z in tids[:limit])
+    return s + (f" and {len(tids) - limit} more" if len(tids) > limit else "")
+
+
+def _same_buffer(u: np.ndarray, v: np.ndarray) -> bool:
+    return u.__array_interface__["data"][0] == v.__array_interface__["data"][0] and u.size == v.size
+
+
+def _describe(d: _Deposit) -> str:
+    return "execute(alpha, a, b, beta, c)" if d.form == "smem" else "execute(a, b, accumulator)"
+
+
+def _close_round(ex: _Exchange, rnd: _Round, call: int, thread, ctx) -> None:
+    """Run by the first thread past the first barrier, holding ``ex.lock``."""
+    rnd.closed = True
+    bx, by, bz = ctx.blockDim
+    expected = {(x, y, z) for z in range(bz) for y in range(by) for x in range(bx)}
+    missing = expected - set(rnd.deposits)
+    block = tuple(thread.blockIdx)
+    if missing:
+        msg = (
+            f"Matmul.execute is block-collective: every thread of the block must call it, the same "
+            f"number of times, but in block {block} {len(missing)} of {len(expected)} thread(s) did "
+            f"not reach call #{call + 1}: threadIdx {_fmt(missing)}"
+        )
+        failed = {t: m for t, m in ex.failed.items() if t in missing}
+        if failed:
+            t, m = next(iter(failed.items()))
+            msg += f" (thread {t} raised: {m})"
+        else:
+            msg += (" (did they return early, or skip execute in a branch? every thread computes its "
+                    "share of C: all threads must call execute, also those that load no data)")
+        rnd.error = msg
+        return
+    first = next(iter(rnd.deposits.values()))
+    for tid, d in rnd.deposits.items():
+        if d.mm != first.mm:
+            rnd.error = (f"Matmul.execute call #{call + 1} in block {block}: the threads of the block "
+                         f"called different GEMM descriptors ({first.mm!r} and, in thread {tid}, {d.mm!r}); "
+                         "all threads must call the same Matmul together")
+            return
+    forms = {}
+    for tid, d in sorted(rnd.deposits.items(), key=lambda td: td[0][::-1]):
+        forms.setdefault(d.form, (tid, d))
+    if len(forms) > 1:
+        (t1, d1), (t2, d2) = forms["smem"], forms["rmem"]
+        rnd.error = (f"Matmul.execute call #{call + 1} in block {block}: threads called both "
+                     f"{_describe(d1)} (thread {t1}) and {_describe(d2)} (thread {t2}); all threads "
+                     "must call the same form together")
+        return
+    p = _plan(first.mm)
+    groups = {}
+    for tid, d in rnd.deposits.items():
+        groups.setdefault(d.group, []).append((tid, d))
+    work = []
+    for members in groups.values():
+        (tid0, d0) = members[0]
+        for tid, d in members[1:]:
+            for name in ("a", "b", "c"):
+                u, v = getattr(d0, name), getattr(d, name)
+                if u is not None and not _same_buffer(u, v):
+                    rnd.error = (f"Matmul.execute call #{call + 1} in block {block}: threads {tid0} and {tid} "
+                                 f"of one GEMM passed different '{name}' tiles; the threads of a GEMM must "
+                                 "pass the same shared arrays")
+                    return
+            if d0.form == "smem" and (d.alpha != d0.alpha or d.beta != d0.beta):
+                rnd.error = (f"Matmul.execute call #{call + 1} in block {block}: threads {tid0} and {tid} "
+                             f"of one GEMM passed different alpha/beta ({d0.alpha}, {d0.beta}) vs "
+                             f"({d.alpha}, {d.beta}); each thread scales its own share of C")
+                return
+        work.append(members)
+    with np.errstate(all="ignore"):  # overflow/NaN propagate silently, as on the GPU
+        _compute(p, work)
+
+
+def _compute(p: _Plan, work) -> None:
+    for members in work:
+        d0 = members[0][1]
+        a = p.tile(0, d0.a).astype(p.wide)
+        b = p.tile(1, d0.b).astype(p.wide)
+        prod = a @ b
+        if d0.form == "smem":
+            c = p.tile(2, d0.c)
+            res = d0.alpha.astype(p.wide) * prod
+            if d0.beta != 0:  # cuBLASDx does not read C when beta == 0
+                res = res + d0.beta.astype(p.wide) * c.astype(p.wide)
+            c[...] = res.astype(p.ct)
+        else:
+            table = p.table
+            n = p.accumulator_size
+            for _, d in members:
+                rc = table[d.t]
+                ok = rc[:, 0] >= 0
+                acc = d.acc[:n]
+                new = acc.astype(p.wide)
+                new[ok] += prod[rc[ok, 0], rc[ok, 1]]
+                acc[ok] = new[ok].astype(p.ct)
+                acc[~ok] = np.nan  # unspecified on the GPU
+
+
+def _execute_collective(p: _Plan, deposit_args: dict, checks) -> None:
+    thread, ctx = _kernel_context("execute")
+    tid = tuple(thread.threadIdx)
+    ex = _exchange(thread)
+    try:
+        _check_block_dim(p, ctx, "execute")
+        arrays = checks(ctx)
+    except (TypeError, ValueError) as e:
+        with ex.lock:
+            ex.failed[tid] = f"{type(e).__name__}: {e}"
+        raise
+    t, group = _rank_index(p, thread, ctx)
+    dep = _Deposit(p.mm, deposit_args["form"], t, group, **arrays)
+    with ex.lock:
+        call = ex.calls.get(tid, 0)
+        ex.calls[tid] = call + 1
+        rnd = ex.rounds.get(call)
+        if rnd is None:
+            rnd = ex.rounds[call] = _Round()
+        late = rnd.closed
+        if not late:
+            rnd.deposits[tid] = dep
+    if late:
+        raise RuntimeError(
+            f"Matmul.execute is block-collective, but thread {tid} of block {tuple(thread.blockIdx)} "
+            f"reached call #{call + 1} after the rest of the block had gone through it (a thread "
+            "that skipped an earlier call, or called execute in a divergent branch?)"
+        )
+    thread.syncthreads()
+    with ex.lock:
+        if not rnd.closed:
+            try:
+                _close_round(ex, rnd, call, thread, ctx)
+            except Exception as e:  # noqa: BLE001 - every thread of the round reports it
+                rnd.error = f"Matmul.execute failed: {type(e).__name__}: {e}"
+    if rnd.error:
+        raise RuntimeError(rnd.error)
+    thread.syncthreads()
+    with ex.lock:
+        rnd.leaving += 1
+        if rnd.leaving == len(rnd.deposits):
+            ex.rounds.pop(call, None)
+
+
+def sim_execute(mm, *args) -> None:
+    """``MM.execute(alpha, a, b, beta, c)`` or ``MM.execute(a, b, acc)`` in a simulated kernel."""
+    p = _plan(mm)
+    if len(args) == 5:
+        alpha, a, b, beta, c = args
+
+        def checks(ctx):
+            return {
+                "alpha": _check_scalar(p, alpha, "Matmul.execute: alpha (1st argument)"),
+                "a": _check_tile(p, ctx, 0, a, "Matmul.execute: a (2nd argument)"),
+                "b": _check_tile(p, ctx, 1, b, "Matmul.execute: b (3rd argument)"),
+                "beta": _check_scalar(p, beta, "Matmul.execute: beta (4th argument)"),
+                "c": _check_tile(p, ctx, 2, c, "Matmul.execute: c (5th argument)"),
+            }
+
+        _execute_collective(p, {"form": "smem"}, checks)
+    elif len(args) == 3:
+        a, b, acc = args
+        hint = "a local array cuda.local.array(MM.accumulator_size, dtype=MM.c_value_type)"
+
+        def checks(ctx):
+            out = {
+                "a": _check_tile(p, ctx, 0, a, "Matmul.execute: a (1st argument)"),
+                "b": _check_tile(p, ctx, 1, b, "Matmul.execute: b (2nd argument)"),
+                "acc": _check_registers(p, acc, p.ct, "Matmul.execute: accumulator (3rd argument)", hint),
+            }
+            p.table  # noqa: B018 - compile/load the fragment table before the barrier
+            return out
+
+        _execute_collective(p, {"form": "rmem"}, checks)
+    else:
+        _kernel_context("execute")
+        raise TypeError(
+            "Matmul.execute takes (alpha, a, b, beta, c) with A, B, C in shared memory, or (a, b, "
+            f"accumulator) with C in registers; got {len(args)} argument(s)"
+        )
+
+
+def sim_fragment_coordinates(mm, *args) -> None:
+    """``MM.fragment_coordinates(rows, cols)`` in a simulated kernel (per thread, no barrier)."""
+    p = _plan(mm)
+    thread, ctx = _kernel_context("fragment_coordinates")
+    if len(args) != 2:
+        raise TypeError(f"Matmul.fragment_coordinates takes (rows, cols), got {len(args)} argument(s)")
+    _check_block_dim(p, ctx, "fragment_coordinates")
+    hint = "a local array cuda.local.array(MM.accumulator_size, dtype=numpy.int32)"
+    rows, cols = (_check_registers(p, x, np.int32, f"Matmul.fragment_coordinates: {w}", hint)
+                  for x, w in zip(args, ("rows", "cols")))
+    t, _ = _rank_index(p, thread, ctx)
+    rc = p.table[t]
+    n = p.accumulator_size
+    rows[:n] = rc[:, 0]
+    cols[:n] = rc[:, 1]
+
+
+_COPY = {"load_a": 0, "load_b": 1, "load_c": 2, "store_c": 2}
+
+
+def sim_copy(mm, name: str, *args) -> None:
+    """``MM.load_a/load_b/load_c(global_2d, shared_1d)``, ``MM.store_c(shared_1d, global_2d)``.
+
+    Per thread, as the device code: thread ``t < MM.max_threads_per_block`` (numbered by the rank
+    of ``block_dim``) copies elements ``t, t + nthreads, ...`` of the tile, walking the shared
+    tile's contiguous dimension.
+    """
+    p = _plan(mm)
+    thread, ctx = _kernel_context(name)
+    idx = _COPY[name]
+    store = name == "store_c"
+    op = "ABC"[idx]
+    if len(args) != 2:
+        src, dst = ("sC", "gC") if store else (f"g{op}", f"s{op}")
+        raise TypeError(f"Matmul.{name} takes ({src}, {dst}), got {len(args)} argument(s)")
+    g, s = (args[1], args[0]) if store else args
+    gpos, spos = ("2nd", "1st") if store else ("1st", "2nd")
+    rows, cols = p.dims[idx]
+    vt = p.vts[idx]
+    g = _unwrap(g)
+    if not isinstance(g, np.ndarray) or g.ndim != 2:
+        raise TypeError(f"Matmul.{name}: the global array ({gpos} argument) must be a 2-D array of shape "
+                        f"{(rows, cols)}, got {type(g).__name__}{getattr(g, 'shape', '')}")
+    if g.dtype != vt:
+        raise TypeError(f"Matmul.{name}: the global array ({gpos} argument) must hold {vt}, got {g.dtype}")
+    if g.shape[0] < rows or g.shape[1] < cols:
+        raise ValueError(f"Matmul.{name}: the global array ({gpos} argument) has shape {g.shape}; "
+                         f"{op} is {rows} x {cols}")
+    s = _unwrap(s)
+    what = f"Matmul.{name}: the shared array ({spos} argument)"
+    lname = op.lower()
+    hint = f"a 1-D shared array of MM.{lname}_size MM.{lname}_value_type"
+    if not isinstance(s, np.ndarray):
+        raise TypeError(f"{what} must be {hint}, got {type(s).__name__}")
+    if s.dtype != vt:
+        raise TypeError(f"{what} must hold {vt} values ({hint}), got an array of {s.dtype}")
+    if s.ndim != 1 or not s.flags.c_contiguous:
+        raise TypeError(f"{what} must be a C-contiguous array with 1 dimension(s) ({hint}), got shape {s.shape}")
+    _check_tile_size(p, ctx, idx, s.size, what)
+    x, y, z = thread.threadIdx
+    bdx, bdy, _ = ctx.blockDim
+    t = x + (y * bdx if p.rank >= 2 else 0) + (z * bdx * bdy if p.rank == 3 else 0)
+    if t >= p.nthreads:
+        return
+    i = np.arange(t, rows * cols, p.nthreads)
+    ld = p.lds[idx]
+    if p.col_major[idx]:
+        r, c = i % rows, i // rows
+        flat = r + c * ld
+    else:
+        r, c = i // cols, i % cols
+        flat = r * ld + c
+    if store:
+        g[r, c] = s[flat]
+    else:
+        s[flat] = g[r, c]

@@ -1,0 +1,552 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Matmul (cuBLASDx GEMM) in user-style kernels under numba-cuda's simulator, against numpy.
+
+Run: NUMBA_ENABLE_CUDASIM=1 python -m pytest -q tests/sim/test_gemm_sim.py
+
+The kernel factories here (``make_user_kernel``, ``make_fragment_kernel``, ``run_case``) are
+also what tests/gpu/test_gemm_sim_crosscheck.py runs on the GPU and in the simulator.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from numba import cuda
+
+from nvmath_device import Matmul
+
+SM = 90
+F16, F32, F64 = np.float16, np.float32, np.float64
+RCC = ("row_major", "col_major", "col_major")
+
+# (id, Matmul arguments). Small GEMMs: the simulator runs one Python thread per CUDA thread.
+CASES = [
+    ("24x40x16-f32-ccc", dict(size=(24, 40, 16), precision=F32, arrangement=("col_major",) * 3)),
+    ("24x40x16-f32-rrr", dict(size=(24, 40, 16), precision=F32, arrangement=("row_major",) * 3)),
+    ("24x40x16-f32-rcc", dict(size=(24, 40, 16), precision=F32, arrangement=RCC)),
+    ("24x40x16-f32-crr", dict(size=(24, 40, 16), precision=F32, arrangement=("col_major", "row_major", "row_major"))),
+    ("16x48x8-f64-rrr", dict(size=(16, 48, 8), precision=F64, arrangement=("row_major",) * 3)),
+    ("32x16x64-f16-f16-f32-crc", dict(size=(32, 16, 64), precision=(F16, F16, F32),
+                                      arrangement=("col_major", "row_major", "col_major"))),
+    ("32x32x32-c64-rcr", dict(size=(32, 32, 32), precision=F32, data_type="complex",
+                              arrangement=("row_major", "col_major", "row_major"))),
+    ("16x24x32-c128-crc", dict(size=(16, 24, 32), precision=F64, data_type="complex",
+                               arrangement=("col_major", "row_major", "col_major"))),
+    ("32x32x32-f32-ccr-ld40-36-48", dict(size=(32, 32, 32), precision=F32, leading_dimension=(40, 36, 48),
+                                         arrangement=("col_major", "col_major", "row_major"))),
+    ("20x12x28-f32-rcc-ld31-29-23", dict(size=(20, 12, 28), precision=F32, leading_dimension=(31, 29, 23),
+                                         arrangement=RCC)),
+    ("16x16x16-f64-ccc-ld-suggested", dict(size=(16, 16, 16), precision=F64, leading_dimension="suggested")),
+    ("32x32x32-f32-bd32x2", dict(size=(32, 32, 32), precision=F32, block_dim=(32, 2))),
+    ("33x17x9-f32-partial", dict(size=(33, 17, 9), precision=F32)),
+    ("64x64x64-f64-rrr-al16-bd128", dict(size=(64, 64, 64), precision=F64, arrangement=("row_major",) * 3,
+                                         alignment=(16, 16, 16), block_dim=128)),
+]
+TOL = {2: 2e-3, 4: 2e-6, 8: 1e-14}
+
+MISC = {
+    "f32": Matmul(size=(32, 32, 32), precision=F32, arrangement=RCC, block_dim=64, sm=SM),
+    "f32-other": Matmul(size=(32, 32, 32), precision=F32, arrangement=("col_major",) * 3, block_dim=64, sm=SM),
+    "several": Matmul(size=(16, 16, 16), precision=F32, block_dim=32, sm=SM),
+}
+
+
+def all_descriptors(cases=CASES):
+    return [Matmul(sm=SM, **kw) for _, kw in cases]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _tables():
+    """Traits and register-fragment tables of every descriptor: one NVRTC run each, then cached."""
+    from nvmath_device._codegen.gemm_sim_tables import prefetch_fragment_tables
+
+    prefetch_fragment_tables(all_descriptors() + list(MISC.values()))
+
+
+# ------------------------------------------------------------------------------ kernels
+def make_user_kernel(MM):
+    """One GEMM per block, both forms on the same tiles, as a user writes it: dynamic shared
+    memory sliced at the descriptor's offsets, copy helpers, ``C = alpha A B + beta C`` in shared
+    memory, and ``D = alpha (A B) + beta D`` with the register accumulator."""
+    a_off = MM.a_shared_memory_offset // MM.a_value_type.itemsize
+    b_off = MM.b_shared_memory_offset // MM.b_value_type.itemsize
+    c_off = MM.c_shared_memory_offset // MM.c_value_type.itemsize
+    a_size, b_size, c_size = MM.a_size, MM.b_size, MM.c_size
+    m, n = MM.m, MM.n
+
+    @cuda.jit
+    def kernel(A, B, C, D, alpha, beta):
+        g = cuda.blockIdx.x
+        sa = cuda.shared.array(0, dtype=MM.a_value_type)[a_off:a_off + a_size]
+        sb = cuda.shared.array(0, dtype=MM.b_value_type)[b_off:b_off + b_size]
+        sc = cuda.shared.array(0, dtype=MM.c_value_type)[c_off:c_off + c_size]
+        MM.load_a(A[g], sa)
+        MM.load_b(B[g], sb)
+        MM.load_c(C[g, :m, :n], sc)
+        cuda.syncthreads()
+        MM.execute(alpha, sa, sb, beta, sc)
+        cuda.syncthreads()
+        MM.store_c(sc, C[g, :m, :n])
+        acc = cuda.local.array(MM.accumulator_size, dtype=MM.c_value_type)
+        rows = cuda.local.array(MM.accumulator_size, dtype=np.int32)
+        cols = cuda.local.array(MM.accumulator_size, dtype=np.int32)
+        for i in range(MM.accumulator_size):
+            acc[i] = 0
+        MM.execute(sa, sb, acc)
+        MM.fragment_coordinates(rows, cols)
+        for i in range(MM.accumulator_size):
+            r = rows[i]
+            if r >= 0:
+                D[g, r, cols[i]] = alpha * acc[i] + beta * D[g, r, cols[i]]
+
+    return kernel
+
+
+def make_fragment_kernel(MM):
+    """Every thread's raw register fragment: accumulators start from ``ACC0`` (random values),
+    ``acc += A B``, then each thread stores its accumulator, rows and cols as they are."""
+    a_size, b_size = MM.a_size, MM.b_size
+    b_off = MM.b_shared_memory_offset // MM.b_value_type.itemsize
+    nacc = MM.accumulator_size
+
+    @cuda.jit
+    def kernel(SA, SB, ACC0, ACC, ROWS, COLS):
+        g = cuda.blockIdx.x
+        t = cuda.threadIdx.x + cuda.blockDim.x * (cuda.threadIdx.y + cuda.blockDim.y * cuda.threadIdx.z)
+        sa = cuda.shared.array(0, dtype=MM.a_value_type)[:a_size]
+        sb = cuda.shared.array(0, dtype=MM.b_value_type)[b_off:b_off + b_size]
+        for i in range(t, a_size, MM.max_threads_per_block):
+            sa[i] = SA[g, i]
+        for i in range(t, b_size, MM.max_threads_per_block):
+            sb[i] = SB[g, i]
+        cuda.syncthreads()
+        acc = cuda.local.array(nacc, dtype=MM.c_value_type)
+        rows = cuda.local.array(nacc, dtype=np.int32)
+        cols = cuda.local.array(nacc, dtype=np.int32)
+        for i in range(nacc):
+            acc[i] = ACC0[g, t, i]
+        MM.execute(sa, sb, acc)
+        MM.fragment_coordinates(rows, cols)
+        for i in range(nacc):
+            ACC[g, t, i] = acc[i]
+            ROWS[g, t, i] = rows[i]
+            COLS[g, t, i] = cols[i]
+
+    return kernel
+
+
+def rand(rng, shape, dt):
+    x = rng.uniform(-1, 1, shape)
+    if np.dtype(dt).kind == "c":
+        x = x + 1j * rng.uniform(-1, 1, shape)
+    return x.astype(dt)
+
+
+def scalars(MM):
+    if MM.c_value_type.kind == "c":
+        return 1.5 - 0.25j, -0.75 + 0.5j
+    return 1.5, -0.75
+
+
+def case_inputs(MM, batch, rng):
+    """Inputs of both kernels: A, B, C (C inside a NaN-poisoned larger buffer), flat tiles, ACC0."""
+    m, n, k = MM.size
+    A = rand(rng, (batch, m, k), MM.a_value_type)
+    B = rand(rng, (batch, k, n), MM.b_value_type)
+    C = np.full((batch, m + 3, n + 5), np.nan, dtype=MM.c_value_type)
+    C[:, :m, :n] = rand(rng, (batch, m, n), MM.c_value_type)
+    SA = rand(rng, (batch, MM.a_size), MM.a_value_type)
+    SB = rand(rng, (batch, MM.b_size), MM.b_value_type)
+    ACC0 = rand(rng, (batch, MM.max_threads_per_block, MM.accumulator_size), MM.c_value_type)
+    return {"A": A, "B": B, "C": C, "SA": SA, "SB": SB, "ACC0": ACC0}
+
+
+def run_case(MM, inputs):
+    """Run both kernels on ``inputs`` with this process's CUDA (GPU or simulator)."""
+    A, B, C, SA, SB, ACC0 = (inputs[k] for k in ("A", "B", "C", "SA", "SB", "ACC0"))
+    batch = A.shape[0]
+    m, n = MM.m, MM.n
+    alpha, beta = scalars(MM)
+    dC = cuda.to_device(C)
+    dD = cuda.to_device(C.copy())
+    args = (cuda.to_device(A), cuda.to_device(B), dC, dD[:, :m, :n], alpha, beta)
+    kernel = make_user_kernel(MM)
+    if not _simulating():
+        from nvmath_device._numba.gemm_numba import opt_in_dynamic_shared_memory
+
+        opt_in_dynamic_shared_memory(kernel, args, MM.shared_memory_size)
+    kernel[batch, MM.block_dim, 0, MM.shared_memory_size](*args)
+    nt, nacc = MM.max_threads_per_block, MM.accumulator_size
+    dACC = cuda.to_device(np.zeros((batch, nt, nacc), MM.c_value_type))
+    dR = cuda.to_device(np.zeros((batch, nt, nacc), np.int32))
+    dK = cuda.to_device(np.zeros((batch, nt, nacc), np.int32))
+    args = (cuda.to_device(SA), cuda.to_device(SB), cuda.to_device(ACC0), dACC, dR, dK)
+    kernel = make_fragment_kernel(MM)
+    if not _simulating():
+        from nvmath_device._numba.gemm_numba import opt_in_dynamic_shared_memory
+
+        opt_in_dynamic_shared_memory(kernel, args, MM.shared_memory_size_ab)
+    kernel[batch, MM.block_dim, 0, MM.shared_memory_size_ab](*args)
+    cuda.synchronize()
+    return {"C": dC.copy_to_host(), "D": dD.copy_to_host(), "ACC": dACC.copy_to_host(),
+            "ROWS": dR.copy_to_host(), "COLS": dK.copy_to_host()}
+
+
+def _simulating():
+    from nvmath_device._sim import running_in_simulator
+
+    return running_in_simulator()
+
+
+def tile_matrix(MM, idx, flat):
+    """(rows, cols) matrix held by the 1-D tile ``flat`` of operand ``idx`` (test-side layout)."""
+    rows, cols = (MM.a_dim, MM.b_dim, MM.c_dim)[idx]
+    ld = MM.leading_dimension[idx]
+    r, c = np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij")
+    pos = r + c * ld if MM.arrangement[idx] == "col_major" else r * ld + c
+    return flat[pos]
+
+
+# ------------------------------------------------------------------------------ correctness
+def _wide(x):
+    return x.astype(np.complex128 if x.dtype.kind == "c" else np.float64)
+
+
+@pytest.mark.parametrize("kw", [kw for _, kw in CASES], ids=[i for i, _ in CASES])
+def test_both_forms_against_numpy(kw):
+    MM = Matmul(sm=SM, **kw)
+    m, n, k = MM.size
+    rng = np.random.default_rng(7)
+    inputs = case_inputs(MM, 1, rng)  # one block per kernel: the simulator's cost is per thread
+    out = run_case(MM, inputs)
+    alpha, beta = scalars(MM)
+    A, B, C0 = inputs["A"], inputs["B"], inputs["C"][:, :m, :n]
+    ref = alpha * np.matmul(_wide(A), _wide(B)) + beta * _wide(C0)
+    tol = TOL[min(np.dtype(p).itemsize for p in MM.precision)] * max(k, 8)
+    scale = np.abs(ref).max()
+    for name in ("C", "D"):
+        got = out[name]
+        assert np.isnan(got[:, m:, :]).all() and np.isnan(got[:, :, n:]).all(), f"{name}: wrote outside C"
+        assert np.isfinite(got[:, :m, :n]).all(), f"{name}: not every C element was written"
+        err = np.abs(_wide(got[:, :m, :n]) - ref).max() / scale
+        assert err < tol, f"{name}: max relative error {err:.3g} >= {tol:.3g}"
+
+    # the raw fragments: each C element in exactly one thread's accumulator, acc = ACC0 + A B there
+    rows, cols, acc = out["ROWS"], out["COLS"], out["ACC"]
+    assert ((rows == -1) == (cols == -1)).all()
+    used = rows >= 0
+    for g in range(rows.shape[0]):
+        hits = np.zeros((m, n), int)
+        np.add.at(hits, (rows[g][used[g]], cols[g][used[g]]), 1)
+        assert (hits == 1).all(), "the fragments do not partition C"
+        a = tile_matrix(MM, 0, inputs["SA"][g])
+        b = tile_matrix(MM, 1, inputs["SB"][g])
+        prod = _wide(a) @ _wide(b)
+        want = _wide(inputs["ACC0"][g][used[g]]) + prod[rows[g][used[g]], cols[g][used[g]]]
+        err = np.abs(_wide(acc[g][used[g]]) - want).max() / np.abs(want).max()
+        assert err < tol, f"register fragment: max relative error {err:.3g}"
+        assert np.isnan(acc[g][~used[g]]).all(), "unused accumulator values must read NaN (unspecified)"
+
+
+def test_fragment_table_matches_partitioner_facts():
+    """Independent checks of the compiled table: thread 0 holds C[0, 0] first; a partial tile
+    (33x17) leaves -1 entries; the 64-thread table has 64 rows of accumulator_size pairs."""
+    from nvmath_device._codegen.gemm_sim_tables import fragment_table
+
+    for MM in all_descriptors():
+        table, info = fragment_table(MM)
+        assert table.shape == (MM.max_threads_per_block, MM.accumulator_size, 2)
+        assert tuple(table[0, 0]) == (0, 0)
+        assert info["mma_threads"] <= MM.max_threads_per_block
+    MM = Matmul(sm=SM, size=(33, 17, 9), precision=F32)
+    table, _ = fragment_table(MM)
+    assert (table[..., 0] == -1).any() and (table[..., 0] >= 0).sum() == 33 * 17
+
+
+def test_copy_helpers_keep_the_layout_and_padding():
+    """load_a/load_b/load_c write element (r, c) at r + c*ld (col-major) or r*ld + c, never the
+    padding; store_c reads it back from there."""
+    MM = Matmul(sm=SM, size=(20, 12, 28), precision=F32, leading_dimension=(31, 29, 23), arrangement=RCC)
+    m, n, k = MM.size
+
+    @cuda.jit
+    def kernel(A, B, C, OA, OB, OC, C2):
+        sa = cuda.shared.array(MM.a_size, dtype=np.float32)
+        sb = cuda.shared.array(MM.b_size, dtype=np.float32)
+        sc = cuda.shared.array(MM.c_size, dtype=np.float32)
+        t = cuda.threadIdx.x
+        for i in range(t, MM.a_size, 64):
+            sa[i] = -1.0
+        for i in range(t, MM.b_size, 64):
+            sb[i] = -1.0
+        for i in range(t, MM.c_size, 64):
+            sc[i] = -1.0
+        cuda.syncthreads()
+        MM.load_a(A, sa)
+        MM.load_b(B, sb)
+        MM.load_c(C, sc)
+        cuda.syncthreads()
+        for i in range(t, MM.a_size, 64):
+            OA[i] = sa[i]
+        for i in range(t, MM.b_size, 64):
+            OB[i] = sb[i]
+        for i in range(t, MM.c_size, 64):
+            OC[i] = sc[i]
+        MM.store_c(sc, C2)
+
+    rng = np.random.default_rng(0)
+    A, B, C = (rng.uniform(0, 1, s).astype(np.float32) for s in ((m, k), (k, n), (m, n)))
+    OA, OB, OC = (np.zeros(s, np.float32) for s in (MM.a_size, MM.b_size, MM.c_size))
+    C2 = np.zeros((m, n), np.float32)
+    kernel[1, MM.block_dim](A, B, C, OA, OB, OC, C2)
+    for idx, (mat, tile) in enumerate(((A, OA), (B, OB), (C, OC))):
+        np.testing.assert_array_equal(tile_matrix(MM, idx, tile), mat)
+        assert (tile == -1).sum() == tile.size - mat.size, "a copy helper wrote into the padding"
+    assert OA[1 * 31 + 0] == A[1, 0] and OB[1 * 29 + 0] == B[0, 1]  # row-major A, col-major B
+    np.testing.assert_array_equal(C2, C)
+
+
+def test_beta_zero_does_not_read_c():
+    MM = MISC["f32"]
+
+    @cuda.jit
+    def kernel(A, B, C):
+        sa = cuda.shared.array(MM.a_size, dtype=np.float32)
+        sb = cuda.shared.array(MM.b_size, dtype=np.float32)
+        sc = cuda.shared.array(MM.c_size, dtype=np.float32)
+        MM.load_a(A, sa)
+        MM.load_b(B, sb)
+        MM.load_c(C, sc)  # NaN
+        cuda.syncthreads()
+        MM.execute(2.0, sa, sb, 0.0, sc)
+        cuda.syncthreads()
+        MM.store_c(sc, C)
+
+    rng = np.random.default_rng(1)
+    A, B = (rng.uniform(-1, 1, (32, 32)).astype(np.float32) for _ in range(2))
+    C = np.full((32, 32), np.nan, np.float32)
+    kernel[1, MM.block_dim](A, B, C)
+    np.testing.assert_allclose(C, 2.0 * (A.astype(np.float64) @ B), rtol=1e-5, atol=1e-5)
+
+
+def test_several_gemms_per_block():
+    """A (32, 3) launch of a block_dim=(32, 1, 1) GEMM: threadIdx.y picks one of 3 GEMMs."""
+    MM = MISC["several"]
+    G = 3
+    per = MM.shared_memory_size // 4
+    b_off = MM.b_shared_memory_offset // 4
+
+    @cuda.jit
+    def kernel(A, B, C):
+        y = cuda.threadIdx.y
+        g = cuda.blockIdx.x * G + y
+        base = y * per
+        sa = cuda.shared.array(0, dtype=np.float32)[base:base + MM.a_size]
+        sb = cuda.shared.array(0, dtype=np.float32)[base + b_off:base + b_off + MM.b_size]
+        MM.load_a(A[g], sa)
+        MM.load_b(B[g], sb)
+        cuda.syncthreads()
+        acc = cuda.local.array(MM.accumulator_size, dtype=np.float32)
+        rows = cuda.local.array(MM.accumulator_size, dtype=np.int32)
+        cols = cuda.local.array(MM.accumulator_size, dtype=np.int32)
+        for i in range(MM.accumulator_size):
+            acc[i] = 0
+        MM.execute(sa, sb, acc)
+        MM.fragment_coordinates(rows, cols)
+        for i in range(MM.accumulator_size):
+            if rows[i] >= 0:
+                C[g, rows[i], cols[i]] = acc[i]
+
+    rng = np.random.default_rng(2)
+    A = rng.uniform(-1, 1, (2 * G, 16, 16)).astype(np.float32)
+    B = rng.uniform(-1, 1, (2 * G, 16, 16)).astype(np.float32)
+    C = np.full((2 * G, 16, 16), np.nan, np.float32)
+    kernel[2, (32, G), 0, MM.shared_memory_size * G](A, B, C)
+    np.testing.assert_allclose(C, np.matmul(A.astype(np.float64), B), rtol=1e-5, atol=1e-5)
+
+
+# ------------------------------------------------------------------------------ misuse
+def _launch(kernel, grid, block, smem, *args, timeout=60):
+    """Launch in a helper thread, so that a hang fails the test instead of blocking the suite."""
+    result = {}
+
+    def target():
+        try:
+            kernel[grid, block, 0, smem](*args)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the test thread
+            result["error"] = e
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join(timeout)
+    assert not t.is_alive(), f"the simulated kernel did not finish within {timeout} s (hang)"
+    if "error" in result:
+        raise result["error"]
+
+
+def _smem_kernel(MM, variant="ok", other=None):
+    """Shared-memory form on static shared tiles, with one deliberate mistake per variant."""
+    other = other or MM
+
+    @cuda.jit
+    def kernel(x):
+        sa = cuda.shared.array(MM.a_size, dtype=MM.a_value_type)
+        sb = cuda.shared.array(MM.b_size, dtype=MM.b_value_type)
+        sc = cuda.shared.array(MM.c_size, dtype=MM.c_value_type)
+        t = cuda.threadIdx.x
+        if variant == "return" and t == 5:
+            return
+        if variant == "barrier" and t == 5:
+            cuda.syncthreads()  # a different barrier than execute's: the simulator pairs them
+            cuda.syncthreads()
+            return
+        if variant == "f64-a":
+            MM.execute(1.0, cuda.shared.array(MM.a_size, dtype=np.float64), sb, 0.0, sc)
+        elif variant == "short-c":
+            MM.execute(1.0, sa, sb, 0.0, sc[: MM.c_size - 1])
+        elif variant == "local-b":
+            MM.execute(1.0, sa, cuda.local.array(MM.b_size, dtype=MM.b_value_type), 0.0, sc)
+        elif variant == "complex-alpha":
+            MM.execute(1j, sa, sb, 0.0, sc)
+        elif variant == "four-args":
+            MM.execute(sa, sb, 0.0, sc)
+        elif variant == "other-mm" and t >= 32:
+            other.execute(1.0, sa, sb, 0.0, sc)
+        elif variant == "other-form" and t >= 32:
+            acc = cuda.local.array(MM.accumulator_size, dtype=MM.c_value_type)
+            MM.execute(sa, sb, acc)
+        elif variant == "alpha-per-thread":
+            MM.execute(1.0 + t, sa, sb, 0.0, sc)
+        else:
+            MM.execute(1.0, sa, sb, 0.0, sc)
+        if variant == "twice" and t != 5:
+            MM.execute(1.0, sa, sb, 0.0, sc)
+
+    return kernel
+
+
+@pytest.mark.parametrize(
+    "variant,exc,match",
+    [
+        ("f64-a", TypeError, r"a \(2nd argument\) must hold float32 values.*got an array of float64"),
+        ("short-c", ValueError, r"c \(5th argument\) has 1023 elements but MM.c_size = 1024"),
+        ("local-b", TypeError, r"b \(3rd argument\) is not shared memory"),
+        ("complex-alpha", TypeError, r"alpha \(1st argument\) is complex.*this GEMM is real"),
+        ("four-args", TypeError, r"takes \(alpha, a, b, beta, c\).*or \(a, b, accumulator\).*got 4"),
+        ("return", RuntimeError, r"1 of 64 thread\(s\) did not reach call #1: threadIdx \(5, 0, 0\)"),
+        ("barrier", RuntimeError, r"1 of 64 thread\(s\) did not reach call #1: threadIdx \(5, 0, 0\)"),
+        ("twice", RuntimeError, r"1 of 64 thread\(s\) did not reach call #2: threadIdx \(5, 0, 0\)"),
+        ("other-mm", RuntimeError, r"different GEMM descriptors"),
+        ("other-form", RuntimeError, r"called both execute\(alpha, a, b, beta, c\) \(thread \(0, 0, 0\)\) and execute\(a, b, accumulator\) \(thread \(32, 0, 0\)\)"),
+        ("alpha-per-thread", RuntimeError, r"different alpha/beta"),
+    ],
+)
+def test_misuse_of_execute(variant, exc, match):
+    MM = MISC["f32"]
+    assert MM.c_size == 1024 and MM.block_dim == (64, 1, 1)
+    with pytest.raises(exc, match=match):
+        _launch(_smem_kernel(MM, variant, MISC["f32-other"]), 2, MM.block_dim, 0, np.zeros(1))
+
+
+def test_correct_kernel_of_the_misuse_tests_runs():
+    """The misuse kernel without a mistake passes (so the failures above are the mistakes)."""
+    MM = MISC["f32"]
+    _launch(_smem_kernel(MM, "ok"), 2, MM.block_dim, 0, np.zeros(1))
+
+
+@pytest.mark.parametrize("block", [(32, 1, 1), (128, 1, 1), (64, 2, 1), 48],
+                         ids=["fewer", "more", "extra-y-is-ok", "48"])
+def test_block_shape_must_match_block_dim(block):
+    MM = MISC["f32"]
+    if block == (64, 2, 1):  # a second GEMM per block along y: allowed (block_dim has rank 1)
+        _launch(_smem_kernel(MM), 1, block, 0, np.zeros(1))
+        return
+    with pytest.raises(ValueError, match=r"MM.block_dim = \(64, 1, 1\).*blockDim = "):
+        _launch(_smem_kernel(MM), 1, block, 0, np.zeros(1))
+
+
+def test_rank2_block_dim_needs_its_y():
+    MM = Matmul(sm=SM, size=(32, 32, 32), precision=F32, block_dim=(32, 2))
+    kernel = make_user_kernel(MM)
+    x = np.zeros((1, 32, 32), np.float32)
+    with pytest.raises(ValueError, match=r"MM.block_dim = \(32, 2, 1\).*blockDim = \(64, 1, 1\)"):
+        _launch(kernel, 1, 64, MM.shared_memory_size, x, x, x, x, 1.0, 0.0)
+
+
+def test_too_little_dynamic_shared_memory():
+    MM = Matmul(sm=SM, **dict(CASES)["24x40x16-f32-rcc"])
+    kernel = make_user_kernel(MM)
+    m, n, k = MM.size
+    A, B = np.zeros((1, m, k), np.float32), np.zeros((1, k, n), np.float32)
+    C = np.zeros((1, m + 3, n + 5), np.float32)
+    with pytest.raises(ValueError, match=r"MM.shared_memory_size = \d+ bytes.*this launch has \d+ bytes"):
+        _launch(kernel, 1, MM.block_dim, MM.shared_memory_size - 64, A, B, C, C[:, :m, :n].copy(), 1.0, 0.0)
+
+
+def _rmem_kernel(MM, make_acc, make_rows=None):
+    @cuda.jit
+    def kernel(x):
+        sa = cuda.shared.array(MM.a_size, dtype=MM.a_value_type)
+        sb = cuda.shared.array(MM.b_size, dtype=MM.b_value_type)
+        acc = make_acc()
+        if make_rows is None:
+            MM.execute(sa, sb, acc)
+        else:
+            MM.fragment_coordinates(make_rows(), make_rows())
+
+    return kernel
+
+
+@pytest.mark.parametrize(
+    "make_acc,make_rows,exc,match",
+    [
+        (lambda: np.zeros(16, np.float64), None, TypeError, r"accumulator.*must hold float32.*float64"),
+        (lambda: np.zeros(15, np.float32), None, ValueError, r"accumulator.*has 15 values.*accumulator_size = 16"),
+        (lambda: np.zeros((4, 4), np.float32), None, TypeError, r"accumulator.*1-D"),
+        (lambda: 0.0, None, TypeError, r"accumulator.*must be a local array"),
+        (lambda: None, lambda: np.zeros(16, np.int64), TypeError, r"fragment_coordinates: rows must hold int32"),
+        (lambda: None, lambda: np.zeros(8, np.int32), ValueError, r"fragment_coordinates: rows has 8 values"),
+    ],
+    ids=["f64-acc", "short-acc", "2d-acc", "scalar-acc", "int64-rows", "short-rows"],
+)
+def test_misuse_of_register_form(make_acc, make_rows, exc, match):
+    MM = MISC["f32"]
+    assert MM.accumulator_size == 16
+    with pytest.raises(exc, match=match):
+        _launch(_rmem_kernel(MM, make_acc, make_rows), 1, MM.block_dim, 0, np.zeros(1))
+
+
+def test_misuse_of_copy_helpers():
+    MM = MISC["f32"]
+
+    @cuda.jit
+    def wrong_dtype(A):
+        MM.load_a(A, cuda.shared.array(MM.a_size, dtype=np.float32))
+
+    @cuda.jit
+    def small_global(A):
+        MM.load_b(A, cuda.shared.array(MM.b_size, dtype=np.float32))
+
+    @cuda.jit
+    def small_tile(A):
+        MM.load_c(A, cuda.shared.array(MM.c_size - 1, dtype=np.float32))
+
+    with pytest.raises(TypeError, match=r"load_a: the global array \(1st argument\) must hold float32, got float64"):
+        _launch(wrong_dtype, 1, 64, 0, np.zeros((32, 32)))
+    with pytest.raises(ValueError, match=r"load_b: the global array.*shape \(16, 32\); B is 32 x 32"):
+        _launch(small_global, 1, 64, 0, np.zeros((16, 32), np.float32))
+    with pytest.raises(ValueError, match=r"load_c: the shared array \(2nd argument\) has 1023 elements but MM.c_size = 1024"):
+        _launch(small_tile, 1, 64, 0, np.zeros((32, 32), np.float32))
+
+
+def test_outside_a_kernel():
+    MM = MISC["f32"]
+    with pytest.raises(RuntimeError, match="only be called inside a @cuda.jit kernel"):
+        MM.execute(1.0, np.zeros(MM.a_size, np.float32), np.zeros(MM.b_size, np.float32), 0.0,
+                   np.zeros(MM.c_size, np.float32))
+    with pytest.raises(RuntimeError, match="only be called inside a @cuda.jit kernel"):
+        MM.fragment_coordinates(np.zeros(16, np.int32), np.zeros(16, np.int32))
+    with pytest.raises(RuntimeError, match="only be called inside a @cuda.jit kernel"):
+        MM.load_a(np.zeros((32, 32), np.float32), np.zeros(MM.a_size, np.float32))
