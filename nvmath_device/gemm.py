@@ -452,6 +452,14 @@ class Matmul:
 
         All threads of ``block_dim`` must call it; synchronise (``cuda.syncthreads()``) between
         writing the tiles and the call, and before reusing the tiles afterwards.
+
+        Parameters
+        ----------
+        *args
+            ``(alpha, a, b, beta, c)`` for the shared-memory form, ``(a, b, acc)`` for the
+            register form: ``alpha``/``beta`` scalars, ``a``/``b``/``c`` shared arrays of
+            ``a_value_type``/``b_value_type``/``c_value_type`` holding ``a_size``/``b_size``/
+            ``c_size`` elements, ``acc`` a local array of ``accumulator_size`` ``c_value_type``.
         """
         from ._sim import running_in_simulator
 
@@ -468,6 +476,11 @@ class Matmul:
         ``accumulator_size`` elements; element ``i`` of the accumulator of :meth:`execute`'s
         register form is C[rows[i], cols[i]], or unused when ``rows[i] == -1`` (threads beyond the
         GEMM's tiling, or a partial tile).
+
+        Parameters
+        ----------
+        *args
+            ``(rows, cols)``: int32 local arrays of ``accumulator_size`` elements, filled in place.
         """
         from ._sim import running_in_simulator
 
@@ -489,19 +502,43 @@ class Matmul:
     def load_a(self, *args):
         """``MM.load_a(gA, sA)``: copy the 2-D global A (m x k) into the shared tile (``a_size``
         elements in A's arrangement and leading dimension), by the threads of ``block_dim``.
-        Callable only inside ``@cuda.jit`` kernels; synchronise before reading the tile."""
+        Callable only inside ``@cuda.jit`` kernels; synchronise before reading the tile.
+
+        Parameters
+        ----------
+        *args
+            ``(gA, sA)``: a 2-D global array (any strides) and the shared tile.
+        """
         return self._copy("load_a", args)
 
     def load_b(self, *args):
-        """``MM.load_b(gB, sB)``: copy the 2-D global B (k x n) into B's shared tile (see :meth:`load_a`)."""
+        """``MM.load_b(gB, sB)``: copy the 2-D global B (k x n) into B's shared tile (see :meth:`load_a`).
+
+        Parameters
+        ----------
+        *args
+            ``(gB, sB)``: a 2-D global array (any strides) and the shared tile.
+        """
         return self._copy("load_b", args)
 
     def load_c(self, *args):
-        """``MM.load_c(gC, sC)``: copy the 2-D global C (m x n) into C's shared tile (see :meth:`load_a`)."""
+        """``MM.load_c(gC, sC)``: copy the 2-D global C (m x n) into C's shared tile (see :meth:`load_a`).
+
+        Parameters
+        ----------
+        *args
+            ``(gC, sC)``: a 2-D global array (any strides) and the shared tile.
+        """
         return self._copy("load_c", args)
 
     def store_c(self, *args):
-        """``MM.store_c(sC, gC)``: copy C's shared tile to the 2-D global C (m x n) (see :meth:`load_a`)."""
+        """``MM.store_c(sC, gC)``: copy C's shared tile to the 2-D global C (m x n) (see :meth:`load_a`).
+
+        Parameters
+        ----------
+        *args
+            ``(sC, gC)``: the shared tile and a 2-D global array (any strides).
+        """
         return self._copy("store_c", args)
 
 
