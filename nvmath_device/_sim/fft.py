@@ -29,9 +29,11 @@ call ``execute`` (or calls a different FFT, or calls it a different number of ti
 from __future__ import annotations
 
 import threading
-import weakref
 
 import numpy as np
+
+from ._block import Exchange, Round, exchange, fmt_threads, is_shared
+from ._block import kernel_context as _kernel_context
 
 __all__ = ["sim_execute"]
 
@@ -181,24 +183,6 @@ def _check_registers(p: _Plan, regs) -> None:
         )
 
 
-def _kernel_context():
-    from numba.cuda.simulator.kernel import BlockThread, _get_kernel_context
-
-    thread = threading.current_thread()
-    ctx = _get_kernel_context()
-    if ctx is None or not isinstance(thread, BlockThread):
-        raise RuntimeError(
-            "FFT.execute can only be called inside a @cuda.jit kernel (here: the CUDA simulator)"
-        )
-    return thread, ctx
-
-
-def _is_shared(ctx, arr: np.ndarray) -> bool:
-    shared = ctx.shared
-    bufs = [getattr(shared, "_dynshared", None), *getattr(shared, "_allocations", {}).values()]
-    return any(b is not None and b.size and np.may_share_memory(arr, b) for b in bufs)
-
-
 def _check_shared(p: _Plan, ctx, smem) -> None:
     what = "FFT.execute: shared_memory (2nd argument)"
     if not isinstance(smem, np.ndarray):
@@ -219,7 +203,7 @@ def _check_shared(p: _Plan, ctx, smem) -> None:
                 else ""
             )
         )
-    if p.shared_memory_size and not _is_shared(ctx, smem):
+    if p.shared_memory_size and not is_shared(ctx, smem):
         raise TypeError(
             f"{what} is not shared memory (a local or global array?); pass "
             "cuda.shared.array(0, dtype=fft.value_type) or a slice of a shared array"
@@ -237,44 +221,7 @@ def _check_block_dim(p: _Plan, ctx) -> None:
 
 
 # ---------------------------------------------------------------------------- block exchange
-class _Round:
-    """One block-wide call of execute: the threads' deposits and the outcome."""
-
-    def __init__(self):
-        self.deposits = {}  # threadIdx tuple -> (fft, registers, shared memory)
-        self.closed = False
-        self.error = None
-        self.leaving = 0
-
-
-class _Exchange:
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.calls = {}  # threadIdx tuple -> execute calls made so far
-        self.rounds = {}  # call number -> _Round
-        self.failed = {}  # threadIdx tuple -> message of a misuse error it raised in execute
-
-
-_exchanges: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_exchanges_lock = threading.Lock()
-
-
-def _exchange(thread) -> _Exchange:
-    manager = thread._manager  # numba-cuda's BlockManager: one per simulated block
-    with _exchanges_lock:
-        ex = _exchanges.get(manager)
-        if ex is None:
-            ex = _exchanges[manager] = _Exchange()
-    return ex
-
-
-def _fmt(tids, limit=8) -> str:
-    tids = sorted(tids, key=lambda t: (t[2], t[1], t[0]))
-    s = ", ".join(f"({x}, {y}, {z})" for x, y, z in tids[:limit])
-    return s + (f" and {len(tids) - limit} more" if len(tids) > limit else "")
-
-
-def _close_round(p: _Plan, ex: _Exchange, rnd: _Round, call: int, thread) -> None:
+def _close_round(p: _Plan, ex: Exchange, rnd: Round, call: int, thread) -> None:
     """Run by the first thread past the first barrier, holding ``ex.lock``."""
     rnd.closed = True
     bx, by, bz = p.block_dim
@@ -285,7 +232,7 @@ def _close_round(p: _Plan, ex: _Exchange, rnd: _Round, call: int, thread) -> Non
         msg = (
             f"FFT.execute is block-collective: every thread of the block must call it, the same "
             f"number of times, but in block {block} {len(missing)} of {len(expected)} thread(s) "
-            f"did not reach call #{call + 1}: threadIdx {_fmt(missing)}"
+            f"did not reach call #{call + 1}: threadIdx {fmt_threads(missing)}"
         )
         failed = {t: m for t, m in ex.failed.items() if t in missing}
         if failed:
@@ -318,9 +265,9 @@ def _close_round(p: _Plan, ex: _Exchange, rnd: _Round, call: int, thread) -> Non
 
 
 def _execute_block(p: _Plan, thread_data, shared_memory) -> None:
-    thread, ctx = _kernel_context()
+    thread, ctx = _kernel_context("FFT.execute")
     tid = tuple(thread.threadIdx)
-    ex = _exchange(thread)
+    ex = exchange(thread, "fft")
     try:
         _check_registers(p, thread_data)
         _check_block_dim(p, ctx)
@@ -334,7 +281,7 @@ def _execute_block(p: _Plan, thread_data, shared_memory) -> None:
         ex.calls[tid] = call + 1
         rnd = ex.rounds.get(call)
         if rnd is None:
-            rnd = ex.rounds[call] = _Round()
+            rnd = ex.rounds[call] = Round()
         late = rnd.closed
         if not late:
             rnd.deposits[tid] = (p.fft, thread_data, shared_memory)
@@ -358,7 +305,7 @@ def _execute_block(p: _Plan, thread_data, shared_memory) -> None:
 
 
 def _execute_thread(p: _Plan, thread_data) -> None:
-    _kernel_context()
+    _kernel_context("FFT.execute")
     _check_registers(p, thread_data)
     x_in = np.zeros((1, p.in_len), dtype=_in_dtype(p))
     _gather(p, x_in, 0, 0, thread_data)

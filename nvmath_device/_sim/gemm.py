@@ -34,9 +34,15 @@ from __future__ import annotations
 
 import numbers
 import threading
-import weakref
 
 import numpy as np
+
+from ._block import Exchange, Round, exchange, fmt_threads, is_shared
+from ._block import kernel_context as _kernel_context_base
+
+
+def _kernel_context_gemm(what: str):
+    return _kernel_context_base(f"Matmul.{what}")
 
 __all__ = ["sim_execute", "sim_fragment_coordinates", "sim_copy"]
 
@@ -98,16 +104,6 @@ def _plan(mm) -> _Plan:
 
 
 # ---------------------------------------------------------------------------- simulator context
-def _kernel_context(what: str):
-    from numba.cuda.simulator.kernel import BlockThread, _get_kernel_context
-
-    thread = threading.current_thread()
-    ctx = _get_kernel_context()
-    if ctx is None or not isinstance(thread, BlockThread):
-        raise RuntimeError(f"Matmul.{what} can only be called inside a @cuda.jit kernel (here: the CUDA simulator)")
-    return thread, ctx
-
-
 def _unwrap(x):
     """The ndarray behind a simulator kernel argument (FakeWithinKernelCUDAArray / FakeCUDAArray)."""
     from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray, FakeWithinKernelCUDAArray
@@ -117,12 +113,6 @@ def _unwrap(x):
     if isinstance(x, FakeCUDAArray):
         x = x._ary
     return x
-
-
-def _is_shared(ctx, arr: np.ndarray) -> bool:
-    shared = ctx.shared
-    bufs = [getattr(shared, "_dynshared", None), *getattr(shared, "_allocations", {}).values()]
-    return any(b is not None and b.size and np.may_share_memory(arr, b) for b in bufs)
 
 
 def _rank_index(p: _Plan, thread, ctx) -> tuple[int, tuple]:
@@ -162,7 +152,7 @@ def _check_tile(p: _Plan, ctx, idx: int, arr, what: str, shared: bool = True) ->
                         f"{arr.shape}{'' if arr.flags.c_contiguous else ' (not contiguous)'}")
     flat = arr.reshape(-1)
     _check_tile_size(p, ctx, idx, flat.size, what)
-    if shared and not _is_shared(ctx, flat):
+    if shared and not is_shared(ctx, flat):
         raise TypeError(f"{what} is not shared memory (a local or global array?); pass {hint}, e.g. "
                         f"cuda.shared.array(MM.{name}_size, dtype=MM.{name}_value_type)")
     return flat[: p.sizes[idx]]
@@ -204,47 +194,12 @@ def _check_registers(p: _Plan, arr, dtype, what: str, hint: str) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------- block exchange
-class _Round:
-    def __init__(self):
-        self.deposits = {}  # threadIdx -> _Deposit
-        self.closed = False
-        self.error = None
-        self.leaving = 0
-
-
 class _Deposit:
     __slots__ = ("mm", "form", "t", "group", "alpha", "beta", "a", "b", "c", "acc")
 
     def __init__(self, mm, form, t, group, alpha=None, beta=None, a=None, b=None, c=None, acc=None):
         self.mm, self.form, self.t, self.group = mm, form, t, group
         self.alpha, self.beta, self.a, self.b, self.c, self.acc = alpha, beta, a, b, c, acc
-
-
-class _Exchange:
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.calls = {}
-        self.rounds = {}
-        self.failed = {}
-
-
-_exchanges: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_exchanges_lock = threading.Lock()
-
-
-def _exchange(thread) -> _Exchange:
-    manager = thread._manager  # numba-cuda's BlockManager: one per simulated block
-    with _exchanges_lock:
-        ex = _exchanges.get(manager)
-        if ex is None:
-            ex = _exchanges[manager] = _Exchange()
-    return ex
-
-
-def _fmt(tids, limit=8) -> str:
-    tids = sorted(tids, key=lambda t: (t[2], t[1], t[0]))
-    s = ", ".join(f"({x}, {y}, {z})" for x, y, z in tids[:limit])
-    return s + (f" and {len(tids) - limit} more" if len(tids) > limit else "")
 
 
 def _same_buffer(u: np.ndarray, v: np.ndarray) -> bool:
@@ -255,7 +210,7 @@ def _describe(d: _Deposit) -> str:
     return "execute(alpha, a, b, beta, c)" if d.form == "smem" else "execute(a, b, accumulator)"
 
 
-def _close_round(ex: _Exchange, rnd: _Round, call: int, thread, ctx) -> None:
+def _close_round(ex: Exchange, rnd: Round, call: int, thread, ctx) -> None:
     """Run by the first thread past the first barrier, holding ``ex.lock``."""
     rnd.closed = True
     bx, by, bz = ctx.blockDim
@@ -266,7 +221,7 @@ def _close_round(ex: _Exchange, rnd: _Round, call: int, thread, ctx) -> None:
         msg = (
             f"Matmul.execute is block-collective: every thread of the block must call it, the same "
             f"number of times, but in block {block} {len(missing)} of {len(expected)} thread(s) did "
-            f"not reach call #{call + 1}: threadIdx {_fmt(missing)}"
+            f"not reach call #{call + 1}: threadIdx {fmt_threads(missing)}"
         )
         failed = {t: m for t, m in ex.failed.items() if t in missing}
         if failed:
@@ -344,9 +299,9 @@ def _compute(p: _Plan, work) -> None:
 
 
 def _execute_collective(p: _Plan, deposit_args: dict, checks) -> None:
-    thread, ctx = _kernel_context("execute")
+    thread, ctx = _kernel_context_gemm("execute")
     tid = tuple(thread.threadIdx)
-    ex = _exchange(thread)
+    ex = exchange(thread, "gemm")
     try:
         _check_block_dim(p, ctx, "execute")
         arrays = checks(ctx)
@@ -361,7 +316,7 @@ def _execute_collective(p: _Plan, deposit_args: dict, checks) -> None:
         ex.calls[tid] = call + 1
         rnd = ex.rounds.get(call)
         if rnd is None:
-            rnd = ex.rounds[call] = _Round()
+            rnd = ex.rounds[call] = Round()
         late = rnd.closed
         if not late:
             rnd.deposits[tid] = dep
@@ -418,7 +373,7 @@ def sim_execute(mm, *args) -> None:
 
         _execute_collective(p, {"form": "rmem"}, checks)
     else:
-        _kernel_context("execute")
+        _kernel_context_gemm("execute")
         raise TypeError(
             "Matmul.execute takes (alpha, a, b, beta, c) with A, B, C in shared memory, or (a, b, "
             f"accumulator) with C in registers; got {len(args)} argument(s)"
@@ -428,7 +383,7 @@ def sim_execute(mm, *args) -> None:
 def sim_fragment_coordinates(mm, *args) -> None:
     """``MM.fragment_coordinates(rows, cols)`` in a simulated kernel (per thread, no barrier)."""
     p = _plan(mm)
-    thread, ctx = _kernel_context("fragment_coordinates")
+    thread, ctx = _kernel_context_gemm("fragment_coordinates")
     if len(args) != 2:
         raise TypeError(f"Matmul.fragment_coordinates takes (rows, cols), got {len(args)} argument(s)")
     _check_block_dim(p, ctx, "fragment_coordinates")
@@ -453,7 +408,7 @@ def sim_copy(mm, name: str, *args) -> None:
     tile's contiguous dimension.
     """
     p = _plan(mm)
-    thread, ctx = _kernel_context(name)
+    thread, ctx = _kernel_context_gemm(name)
     idx = _COPY[name]
     store = name == "store_c"
     op = "ABC"[idx]
