@@ -70,3 +70,22 @@ def fmt_threads(tids, limit=8) -> str:
     tids = sorted(tids, key=lambda t: (t[2], t[1], t[0]))
     s = ", ".join(f"({x}, {y}, {z})" for x, y, z in tids[:limit])
     return s + (f" and {len(tids) - limit} more" if len(tids) > limit else "")
+
+
+def missing_threads_error(what: str, ex: Exchange, rnd: Round, call: int, block, block_dim, hint: str):
+    """The error message when threads of the block did not reach this call (None if all did)."""
+    bx, by, bz = block_dim
+    expected = {(x, y, z) for z in range(bz) for y in range(by) for x in range(bx)}
+    missing = expected - set(rnd.deposits)
+    if not missing:
+        return None
+    msg = (
+        f"{what} is block-collective: every thread of the block must call it, the same number of "
+        f"times, but in block {block} {len(missing)} of {len(expected)} thread(s) did not reach "
+        f"call #{call + 1}: threadIdx {fmt_threads(missing)}"
+    )
+    failed = {t: m for t, m in ex.failed.items() if t in missing}
+    if failed:
+        t, m = next(iter(failed.items()))
+        return msg + f" (thread {t} raised: {m})"
+    return msg + f" ({hint})"

@@ -32,7 +32,7 @@ import threading
 
 import numpy as np
 
-from ._block import Exchange, Round, exchange, fmt_threads, is_shared
+from ._block import Exchange, Round, exchange, is_shared, missing_threads_error
 from ._block import kernel_context as _kernel_context
 
 __all__ = ["sim_execute"]
@@ -225,25 +225,12 @@ def _close_round(p: _Plan, ex: Exchange, rnd: Round, call: int, thread) -> None:
     """Run by the first thread past the first barrier, holding ``ex.lock``."""
     rnd.closed = True
     bx, by, bz = p.block_dim
-    expected = {(x, y, z) for z in range(bz) for y in range(by) for x in range(bx)}
-    missing = expected - set(rnd.deposits)
     block = tuple(thread.blockIdx)
-    if missing:
-        msg = (
-            f"FFT.execute is block-collective: every thread of the block must call it, the same "
-            f"number of times, but in block {block} {len(missing)} of {len(expected)} thread(s) "
-            f"did not reach call #{call + 1}: threadIdx {fmt_threads(missing)}"
-        )
-        failed = {t: m for t, m in ex.failed.items() if t in missing}
-        if failed:
-            t, m = next(iter(failed.items()))
-            msg += f" (thread {t} raised: {m})"
-        else:
-            msg += (
-                " (did they return early, or skip execute in a branch? all threads must call "
-                "execute, also those that load no data)"
-            )
-        rnd.error = msg
+    rnd.error = missing_threads_error(
+        "FFT.execute", ex, rnd, call, block, p.block_dim,
+        "did they return early, or skip execute in a branch? all threads must call execute, also "
+        "those that load no data")
+    if rnd.error:
         return
     others = {f for f, _, _ in rnd.deposits.values() if f != p.fft}
     if others:
