@@ -36,6 +36,7 @@ def prefetch(shapes) -> None:
     prefetch_traits([d for n, p, r in shapes for d in _pair_descriptors(n, p, r, "suggested", "suggested")])
 
 
+@functools.cache  # descriptors are frozen: build and resolve them once per process, not per call
 def fft_pair(n: int, precision, real: bool, ept="suggested", fpb="suggested"):
     """Forward and inverse FFT descriptors of size ``n`` sharing one register layout."""
     sm = 90 if simulator() else None

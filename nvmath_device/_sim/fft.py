@@ -28,7 +28,7 @@ call ``execute`` (or calls a different FFT, or calls it a different number of ti
 
 from __future__ import annotations
 
-import threading
+import functools
 
 import numpy as np
 
@@ -83,17 +83,8 @@ class _Plan:
         return r
 
 
-_plans: dict = {}
-_plans_lock = threading.Lock()
-
-
-def _plan(fft) -> _Plan:
-    p = _plans.get(fft)
-    if p is None:
-        p = _Plan(fft)
-        with _plans_lock:
-            _plans[fft] = p
-    return p
+# One plan per descriptor and process (descriptors are frozen and hashable).
+_plan = functools.cache(_Plan)
 
 
 # ---------------------------------------------------------------------------- the math

@@ -32,8 +32,8 @@ block must call ``execute`` together, also when the block computes several GEMMs
 
 from __future__ import annotations
 
+import functools
 import numbers
-import threading
 
 import numpy as np
 
@@ -90,17 +90,8 @@ class _Plan:
         return np.lib.stride_tricks.as_strided(flat, shape=(rows, cols), strides=strides, writeable=True)
 
 
-_plans: dict = {}
-_plans_lock = threading.Lock()
-
-
-def _plan(mm) -> _Plan:
-    p = _plans.get(mm)
-    if p is None:
-        p = _Plan(mm)
-        with _plans_lock:
-            _plans[mm] = p
-    return p
+# One plan per descriptor and process (descriptors are frozen and hashable).
+_plan = functools.cache(_Plan)
 
 
 # ---------------------------------------------------------------------------- simulator context
