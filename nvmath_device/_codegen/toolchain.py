@@ -210,7 +210,7 @@ def compile_source(source: str, sm: int, output: str, name: str = "nvmath_device
         try:
             (err,) = nvrtc.nvrtcCompileProgram(prog, len(bopts), bopts)
             lerr, size = nvrtc.nvrtcGetProgramLogSize(prog)
-            logbuf = b" " * size
+            logbuf = bytearray(size)  # never b" " * size: for size 1 that is CPython's shared b" " object
             nvrtc.nvrtcGetProgramLog(prog, logbuf)
             logtext = logbuf.decode(errors="replace").rstrip("\x00 \n")
             if _is_heavy(source):
@@ -226,13 +226,13 @@ def compile_source(source: str, sm: int, output: str, name: str = "nvmath_device
             if output == "ltoir":
                 err, size = nvrtc.nvrtcGetLTOIRSize(prog)
                 _check_nvrtc(err, "nvrtcGetLTOIRSize")
-                buf = b" " * size
+                buf = bytearray(size)
                 (err,) = nvrtc.nvrtcGetLTOIR(prog, buf)
                 _check_nvrtc(err, "nvrtcGetLTOIR")
             else:
                 err, size = nvrtc.nvrtcGetPTXSize(prog)
                 _check_nvrtc(err, "nvrtcGetPTXSize")
-                buf = b" " * size
+                buf = bytearray(size)
                 (err,) = nvrtc.nvrtcGetPTX(prog, buf)
                 _check_nvrtc(err, "nvrtcGetPTX")
         finally:
