@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import threading
+import types
+
 
 def compile_kernel_library(pyfunc, argtypes, cc, *, fastmath=False, opt=True):
     """Type and lower ``pyfunc`` as a kernel for ``cc`` without touching the driver.
@@ -41,7 +44,27 @@ def compile_kernel_library(pyfunc, argtypes, cc, *, fastmath=False, opt=True):
 # any other linking file still raises numba's own error. Version gate: the patch is applied
 # only where ``_reduce_states``/``_rebuild`` have the 0.30.x shape checked below.
 
+# A second gap, same numba-cuda version: module setup callbacks run only in
+# ``_Kernel.bind()``, which the dispatcher calls after a compile but not after a cache hit
+# (dispatcher.py: ``kernel = self._cache.load_overload(...)`` then ``kernel.launch`` ->
+# ``get_cufunc()``, no ``initialize_once``). A kernel loaded from the cache therefore never got
+# its shared-memory opt-in and failed to launch with > 48 KiB (CUDA_ERROR_INVALID_VALUE, seen on
+# the H200). Libraries rebuilt by the patch get a ``get_cufunc`` that runs the module's setup
+# once, under a lock, the first time the module is loaded in a context.
+
 _LINKS_KEY = "nvmath_device_links"
+_setup_lock = threading.Lock()
+
+
+def _get_cufunc_with_setup(library):
+    cufunc = type(library).get_cufunc(library)
+    module = cufunc.module
+    if not module.initialized:
+        with _setup_lock:
+            if not module.initialized:
+                module.setup()
+    return cufunc
+
 _patched = {"cache_pickling": False}
 
 
@@ -102,6 +125,8 @@ def install_cache_pickling() -> bool:
         instance = orig_rebuild(cls, **states)
         for f in ours:
             instance.add_linking_file(f)  # also re-installs its setup/teardown callbacks
+        if ours:
+            instance.get_cufunc = types.MethodType(_get_cufunc_with_setup, instance)
         return instance
 
     _reduce_states.__doc__ = orig_reduce.__doc__

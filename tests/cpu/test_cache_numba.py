@@ -263,3 +263,36 @@ def test_descriptor_linkable_pickles_as_descriptor_and_is_lazy():
     assert obj.name == f"{fft.symbol}.ltoir"
     assert pickle.loads(pickle.dumps(obj)) is obj  # same process: the same object (linked once)
     assert not obj.loaded  # pickling needs no NVRTC
+
+
+def test_rebuilt_library_runs_module_setup_on_first_load(monkeypatch):
+    # numba-cuda runs module setup callbacks only in _Kernel.bind(), which a cache hit skips:
+    # the rebuilt library must run them itself when its module is first loaded.
+    from numba.core import serialize
+    from numba.cuda.codegen import CUDACodeLibrary, JITCUDACodegen
+
+    from nvmath_device._numba.common import linkable_ltoir
+    from nvmath_device._numba.launch import raise_shared_memory_limit
+
+    lib = CUDACodeLibrary(JITCUDACodegen("t"), "t", entry_name="k")
+    lib._finalized = True
+    lib._llvm_strs = []
+    lib.add_linking_file(linkable_ltoir(UNIT))
+    rebuilt = pickle.loads(serialize.dumps(lib))
+    assert rebuilt._setup_functions == [raise_shared_memory_limit]
+
+    class FakeModule:
+        initialized = False
+        calls = 0
+
+        def setup(self):
+            assert not self.initialized, "setup ran twice"
+            FakeModule.calls += 1
+            self.initialized = True
+
+    module = FakeModule()
+    cufunc = type("FakeCufunc", (), {"module": module})()
+    monkeypatch.setattr(CUDACodeLibrary, "get_cufunc", lambda self: cufunc)
+    assert rebuilt.get_cufunc() is cufunc and FakeModule.calls == 1
+    assert rebuilt.get_cufunc() is cufunc and FakeModule.calls == 1  # once per module
+    assert lib.get_cufunc() is cufunc and FakeModule.calls == 1  # a compiled library binds itself
