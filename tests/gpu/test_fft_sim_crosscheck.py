@@ -21,7 +21,9 @@ import pytest
 from nvmath_device import FFT
 from tests.fft_kernels import crosscheck_run, layout_case, register_input
 
-pytestmark = pytest.mark.gpu
+# one xdist worker runs this module (its module fixture compiles/simulates every case): run
+# the GPU suite with `-n N --dist loadgroup`
+pytestmark = [pytest.mark.gpu, pytest.mark.xdist_group("test_fft_sim_crosscheck")]
 
 SM = 90  # H200; the simulator side has no GPU to ask
 TOL = {np.float32: 1e-5, np.float64: 1e-12}

@@ -14,7 +14,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.gpu
+# one xdist worker runs this module (its module fixture compiles/simulates every case): run
+# the GPU suite with `-n N --dist loadgroup`
+pytestmark = [pytest.mark.gpu, pytest.mark.xdist_group("test_gemm_matmul")]
 
 from numba import cuda  # noqa: E402  (a GPU is required: these tests fail, not skip, without one)
 

@@ -29,7 +29,9 @@ import pytest
 
 from nvmath_device import Matmul
 
-pytestmark = pytest.mark.gpu
+# one xdist worker runs this module (its module fixture compiles/simulates every case): run
+# the GPU suite with `-n N --dist loadgroup`
+pytestmark = [pytest.mark.gpu, pytest.mark.xdist_group("test_gemm_sim_crosscheck")]
 
 SM = 90  # H200; the simulator side has no GPU to ask
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
