@@ -85,6 +85,25 @@ _COMPUTE_TYPES = {
 }
 _FP8 = ("float8_e4m3fn", "float8_e5m2")
 _FP8_RESULTS = ("float16", "bfloat16", "float32", "float8_e4m3fn", "float8_e5m2")
+# cuBLASLt's FP8 type table (cuBLAS docs, cublasLtMatmul, "FP8" data types; the same list is in
+# nvmath-python's FP8 tests): an FP8 result D takes a C matrix (and a bias) of float16 or
+# bfloat16 only, never C == D's type; float8_e5m2 results need one float8_e5m2 operand
+# (e4m3 x e4m3 gives e4m3, bf16, fp16 or fp32 only); e5m2 x e5m2 is not supported at all.
+_FP8_C_TYPES = ("float16", "bfloat16")
+#: epilogs allowed with an FP8 result: those whose auxiliary data does not take D's (FP8)
+#: type. GELU_AUX*/DGELU* (gelu_aux) and the BGRAD ones (bgrad) would be FP8 and need
+#: cuBLASLt's auxiliary scale/amax, which nvmath_host does not pass.
+_FP8_RESULT_EPILOGS = (
+    "DEFAULT",
+    "RELU",
+    "RELU_AUX",
+    "BIAS",
+    "RELU_BIAS",
+    "RELU_AUX_BIAS",
+    "DRELU",
+    "GELU",
+    "GELU_BIAS",
+)
 
 
 class CPUExecutionWarning(UserWarning):
@@ -102,14 +121,22 @@ class MatmulOptions:
         float64 and complex128.
     result_type : str, optional
         dtype name of the result. Only FP8 operands accept another type than theirs:
-        bfloat16 (their default), float16 or float32 (FP8 results are not supported yet).
+        bfloat16 (their default, or ``c``'s type when ``c`` is given), float16, float32,
+        float8_e4m3fn, or float8_e5m2 (this one needs a float8_e5m2 operand). An FP8 result
+        needs ``quantization_scales["d"]``; its ``c``, if any, must be float16 or bfloat16
+        (cuBLASLt's FP8 type table); it is rounded to nearest and saturated to the FP8 range.
+        Epilogs whose auxiliary data would be FP8 (GELU_AUX*, DGELU*, the BGRAD ones) are
+        refused with an FP8 result.
     result_order : {"C", "F"}, optional
         Memory order of each result matrix. Default: from the bias shape (``(N,)`` -> "C",
         ``(M, 1)`` -> "F"), else from ``c``, else "C".
     inplace : bool, optional
         Write the result into ``c`` (default False).
     result_amax : bool, optional
-        Reserved for FP8 results (the max of ``|D|``); not supported yet: raises ValueError.
+        FP8 results only (cuBLASLt computes it for no other result type): also return
+        ``aux["result_amax"]``, a one-element float32 array of the operands' package holding
+        ``max |D|`` before the ``"d"`` scale and the FP8 rounding, i.e. the amax from which
+        the next ``"d"`` scale is usually chosen (e.g. ``448 / amax`` for float8_e4m3fn).
     fast_accumulation : bool, optional
         FP8 only: cuBLASLt's fast (less accurate) accumulation.
     device_id : int, optional
@@ -311,9 +338,35 @@ class _Problem:
                 )
             if self.fp8 and rt_d.name not in _FP8_RESULTS:
                 raise ValueError(f"options.result_type: {rt_d.name}; FP8 allows {_FP8_RESULTS}")
+        if rt_d.name == "float8_e5m2" and at.name == bt.name == "float8_e4m3fn":
+            raise ValueError(
+                "options.result_type: float8_e5m2 results need a float8_e5m2 operand; cuBLASLt "
+                "allows float8_e4m3fn x float8_e4m3fn only float8_e4m3fn, bfloat16, float16 or "
+                "float32 results"
+            )
         self.d_dtype = rt_d
-        if c is not None and c.dtype.name != rt_d.name:
-            raise ValueError(f"c: dtype {c.dtype.name} differs from the result's {rt_d.name}")
+        if c is not None:
+            if rt_d.kind == "f8":
+                if c.dtype.name not in _FP8_C_TYPES:
+                    raise ValueError(
+                        f"c: dtype {c.dtype.name}; with an FP8 result ({rt_d.name}) cuBLASLt "
+                        f"takes c only in {' or '.join(_FP8_C_TYPES)}"
+                    )
+            elif c.dtype.name != rt_d.name:
+                raise ValueError(f"c: dtype {c.dtype.name} differs from the result's {rt_d.name}")
+        # The type of cuBLASLt's C matrix. Without c it is never read (beta = 0) but must still
+        # be a type cuBLASLt accepts next to D: D's own type, or for an FP8 D the bias type
+        # (the table pairs C and bias types) or bfloat16.
+        bias_in = inputs.get("bias")
+        if c is not None:
+            self.c_dtype = c.dtype
+        elif rt_d.kind == "f8":
+            if bias_in is not None and bias_in.dtype.name in _FP8_C_TYPES:
+                self.c_dtype = bias_in.dtype
+            else:
+                self.c_dtype = DTYPES["bfloat16"]
+        else:
+            self.c_dtype = rt_d
         default_ct, allowed = _COMPUTE_TYPES[at.name]
         ct = options.compute_type
         if ct is None:
@@ -353,6 +406,14 @@ class _Problem:
         self.spec = spec
         if spec != EPILOGS[MatmulEpilog.DEFAULT] and at.kind == "c":
             raise ValueError(f"epilog: {epilog.name} is not supported for complex operands")
+        if rt_d.kind == "f8" and epilog.name not in _FP8_RESULT_EPILOGS:
+            what = "bgrad output" if spec.bgrad else "gelu_aux"
+            raise ValueError(
+                f"epilog: {epilog.name} is not supported with an FP8 result ({rt_d.name}): its "
+                f"{what} would be FP8, which needs cuBLASLt's auxiliary scale that nvmath_host "
+                f"does not pass; allowed with FP8 results: {list(_FP8_RESULT_EPILOGS)} (or use a "
+                "16/32-bit options.result_type)"
+            )
         missing = [n for n in spec.inputs if n not in inputs]
         extra = [n for n in inputs if n not in spec.inputs]
         if missing:
@@ -370,18 +431,21 @@ class _Problem:
             raise ValueError("options.inplace: requires c")
         if options.result_amax and not self.fp8:
             raise ValueError("options.result_amax: only for FP8 operands")
-        # Measured on cuBLASLt 13.1 / H200 (2026-11-30): an FP8 result (D in float8) made
-        # cublasLtMatmul return INVALID_VALUE, and amax with a 16/32-bit result made the
-        # heuristic return INVALID_VALUE. Refuse both up front rather than fail in cuBLASLt.
-        if self.d_dtype.kind == "f8":
+        # cuBLASLt computes amax(|D|) only when D itself is FP8 (CUDA 12.4 Update 1 release
+        # notes: AMAX_D_POINTER "is currently supported only for FP8 Matmul when the output data
+        # type is also FP8"); measured on cuBLASLt 13.1 / H200: the heuristic answers
+        # INVALID_VALUE for amax with a 16/32-bit result.
+        if options.result_amax and self.d_dtype.kind != "f8":
             raise ValueError(
-                f"options.result_type: {self.d_dtype.name} results are not supported yet "
-                "(cuBLASLt 13.1 rejected them); use bfloat16, float16 or float32"
+                f"options.result_amax: cuBLASLt computes amax only for FP8 results "
+                f"(float8_e4m3fn, float8_e5m2); the result is {self.d_dtype.name}: set "
+                "options.result_type to an FP8 type or leave result_amax off"
             )
-        if options.result_amax:
+        if self.inplace and self.d_dtype.kind == "f8":
             raise ValueError(
-                "options.result_amax: not supported yet (cuBLASLt 13.1 rejects amax for "
-                "16/32-bit results, and FP8 results are not supported yet)"
+                f"options.inplace: an FP8 result ({self.d_dtype.name}) cannot be written into c: "
+                f"cuBLASLt takes c only in {' or '.join(_FP8_C_TYPES)} with an FP8 result, and "
+                "in place needs c and the result to share one type"
             )
         # ---- orientation of the result
         self.order = self._choose_order()
@@ -398,13 +462,23 @@ class _Problem:
                 )
         bad = [k for k in scales if k not in ("a", "b", "c", "d")]
         if bad:
-            raise ValueError(f"quantization_scales: unknown keys {bad}; allowed a, b, c, d")
+            raise ValueError(
+                f"quantization_scales: unknown keys {bad}; allowed a, b and, for an FP8 result, d"
+            )
         if "d" in scales and self.d_dtype.kind != "f8":
             raise ValueError(
                 f"quantization_scales: 'd' scales an FP8 result; the result is {self.d_dtype.name}"
             )
         if scales and not self.fp8:
             raise ValueError("quantization_scales: only for FP8 operands")
+        if "c" in scales:
+            # cuBLASLt accepts C_SCALE_POINTER only for an FP8 C, and its FP8 table has no FP8 C
+            # (C is float16, bfloat16 or float32); nvmath-python and XLA refuse it likewise.
+            raise ValueError(
+                "quantization_scales: 'c' is not supported: cuBLASLt takes a C scale only for an "
+                "FP8 C matrix, and its FP8 table has none (C is float16, bfloat16 or float32); "
+                "scale c through beta instead"
+            )
 
     # ------------------------------------------------------------------ order
     def _choose_order(self) -> str:
@@ -535,10 +609,20 @@ class _Problem:
             bs = _batch_stride(cb, c.strides[:-2], "c") if cb else 0
             self.layout_c = _Layout(c.dtype, d_rows, d_cols, ld, self.batch, bs)
         else:
-            ct = self.layout_d.dtype
-            if ct.kind == "f8":  # cuBLASLt wants a 16-bit C type with an FP8 D (C is not read)
-                ct = DTYPES["bfloat16"]
-            self.layout_c = dataclasses.replace(self.layout_d, dtype=ct)
+            self.layout_c = dataclasses.replace(self.layout_d, dtype=self.c_dtype)
+        # Where cuBLASLt's C pointer comes from: "c" (the user's c; in place also D), "d" (no c,
+        # C described exactly as D: D's own buffer, beta = 0), or "lt_a" (no c and C's type
+        # differs from D's, i.e. an FP8 D). cuBLASLt 13 rejects C == D unless their layouts
+        # match (cublasLtMatmul returned INVALID_VALUE on the H200), so then C points at
+        # cuBLASLt's A operand instead: valid device memory, never read with beta = 0, as
+        # PyTorch's scaled_gemm does ("cublasLtMatmul requires a C pointer that is not
+        # result_ptr or nullptr").
+        if c is not None:
+            self.c_ptr_from = "c"
+        elif self.layout_c.dtype.name == self.layout_d.dtype.name:
+            self.c_ptr_from = "d"
+        else:
+            self.c_ptr_from = "lt_a"
 
     # ------------------------------------------------------------------ epilog inputs/outputs
     def _epilog_layouts(self):
@@ -570,9 +654,20 @@ class _Problem:
         if "bias" in self.inputs:
             bias = self.inputs["bias"]
             if self.fp8:
-                if bias.dtype.name not in ("float16", "bfloat16"):
+                # cuBLASLt's FP8 table: the bias has D's type for a 16-bit D, bfloat16 for a
+                # float32 D, and C's type (float16 or bfloat16) for an FP8 D.
+                d = self.d_dtype.name
+                if self.d_dtype.kind == "f8":
+                    allowed = (self.c.dtype.name,) if self.c is not None else _FP8_C_TYPES
+                    why = "the type of c" if self.c is not None else "it sets C's type"
+                else:
+                    allowed = ("bfloat16",) if d == "float32" else (d,)
+                    why = None
+                if bias.dtype.name not in allowed:
                     raise ValueError(
-                        f"epilog_inputs['bias']: dtype {bias.dtype.name}; FP8 needs float16 or bfloat16"
+                        f"epilog_inputs['bias']: dtype {bias.dtype.name}; with FP8 operands and a "
+                        f"{d} result cuBLASLt takes a {' or '.join(allowed)} bias"
+                        + (f" ({why})" if why else "")
                     )
             elif bias.dtype.name != self.d_dtype.name:
                 raise ValueError(
@@ -782,14 +877,18 @@ class Matmul:
         have none: it is broadcast).
     c : array, optional
         ``(M, N)`` or ``(..., M, N)``, added as ``beta * c``; broadcast over the batch unless
-        ``options.inplace``.
+        ``options.inplace``. Of the result's dtype, except with an FP8 result: then float16
+        or bfloat16 (cuBLASLt never takes an FP8 ``c``), and not in place.
     alpha, beta : scalar, optional
         Default ``1`` and, when ``c`` is given, ``1`` (else ``0``).
     quantization_scales : dict, optional
-        FP8 only: ``{"a": ..., "b": ...}`` (``"c"`` optional), each a float or a one-element
-        float32 device array of the operands' package: the dequantisation scales of
-        ``a``/``b``/``c``. FP8 needs a row-major ``a`` and a column-major ``b`` and compute
-        capability >= 8.9.
+        FP8 only: ``{"a": ..., "b": ...}``, plus ``"d"`` for an FP8 result, each a float or a
+        one-element float32 device array of the operands' package (a NumPy array on the CPU
+        path): the dequantisation scales of ``a``/``b`` and the quantisation scale of the
+        result, ``D = scale_d * epilog(alpha * (scale_a a) @ (scale_b b) + beta * c)``.
+        ``"d"`` is refused for a 16/32-bit result and ``"c"`` always (cuBLASLt scales only
+        an FP8 C, and takes none). FP8 needs a row-major ``a`` and a column-major ``b`` and
+        compute capability >= 8.9.
     options : MatmulOptions or dict, optional
         See :class:`MatmulOptions`.
     stream : stream, optional
@@ -802,7 +901,8 @@ class Matmul:
     GPU operands are never synchronised: :meth:`execute` only enqueues work on the stream.
     NumPy operands are copied to the GPU and back (blocking). Without a GPU, NumPy operands
     are computed on the CPU by :func:`nvmath_host.epilogs.reference` (a
-    :class:`CPUExecutionWarning` says so).
+    :class:`CPUExecutionWarning` says so); NumPy FP8 operands (``ml_dtypes``) get the same
+    scales, FP8 rounding, saturation and ``result_amax`` there.
     """
 
     def __init__(
@@ -871,6 +971,10 @@ class Matmul:
             )
         else:
             self.device = oa.device
+        # NumPy FP8 operands (ml_dtypes) on the CPU path: scales are host floats
+        self._cpu_scales = (
+            {k: _host_scale(v, k) for k, v in self._scales_in.items()} if self._cpu else {}
+        )
         self._pkg = None if self._cpu else package(self.package_name)
         if not self._cpu:
             self._mirror_host_operands()
@@ -963,7 +1067,9 @@ class Matmul:
             The fused epilog (default: none).
         epilog_inputs : dict, optional
             The epilog's inputs by name (``"bias"``, ``"relu_aux"``, ``"gelu_aux"``), arrays of
-            the operands' package.
+            the operands' package. The bias has the result's dtype, except with FP8 operands
+            (cuBLASLt's FP8 table): bfloat16 for a float32 result, and for an FP8 result
+            float16 or bfloat16 (``c``'s dtype when ``c`` is given).
 
         Returns
         -------
@@ -1071,9 +1177,13 @@ class Matmul:
         pref.set(P.MIN_ALIGNMENT_A_BYTES, self._align[first])
         pref.set(P.MIN_ALIGNMENT_B_BYTES, self._align[second])
         dal = self._align["c"] if p.inplace else 16
-        pref.set(
-            P.MIN_ALIGNMENT_C_BYTES, min(self._align["c"], dal) if ops["c"] is not None else dal
-        )
+        if ops["c"] is not None:
+            c_align = min(self._align["c"], dal)
+        elif p.c_ptr_from == "lt_a":  # C points at cuBLASLt's A operand (see _Problem)
+            c_align = self._align[first]
+        else:
+            c_align = dal
+        pref.set(P.MIN_ALIGNMENT_C_BYTES, c_align)
         pref.set(P.MIN_ALIGNMENT_D_BYTES, dal)
         # Outputs (aux, bgrad, amax) get their pointers at each execute; give the heuristic
         # real ones now so it picks algorithms that support them.
@@ -1138,7 +1248,13 @@ class Matmul:
         la, lb, lc, ld = self._layouts
         first, second = (ops["b"], ops["a"]) if p.swap else (ops["a"], ops["b"])
         algo = self.algorithms[self._algo_index]
-        c_ptr = ops["c"].ptr if ops["c"] is not None else 0
+        if ops["c"] is not None:
+            c_ptr = ops["c"].ptr
+        elif p.c_ptr_from == "lt_a":
+            c_ptr = first.ptr
+        else:
+            c_ptr = 0  # set to D's pointer at each launch
+        self._c_from_d = p.c_ptr_from == "d"
         self._args = [
             _handle(self.device).ptr,
             self._desc.ptr,
@@ -1267,7 +1383,7 @@ class Matmul:
         if d is not None:
             d_ptr = ptr(d)
             args[10] = d_ptr
-            if self._problem.c is None:
+            if self._c_from_d:
                 args[8] = d_ptr
         else:
             args[10] = args[8]
@@ -1302,7 +1418,9 @@ class Matmul:
         -------
         array, or (array, dict)
             The result, of the operands' package and device (``c`` itself with
-            ``options.inplace``); with the epilog's auxiliary outputs by name when it has some.
+            ``options.inplace``); with a dict of auxiliary outputs by name when there are
+            some: the epilog's (``"relu_aux"``, ``"gelu_aux"``, ``"bgrad"``) and, with
+            ``options.result_amax``, ``"result_amax"`` (one-element float32 array).
         """
         if not self._planned:
             self._check_planned()
@@ -1352,15 +1470,21 @@ class Matmul:
         p = self._problem
         u = self._user
         inputs = {k: v.obj for k, v in self._user_inputs.items()}
+        a, b = u["a"].obj, u["b"].obj
+        if p.fp8:  # dequantise as cuBLASLt does: scale_a * a, scale_b * b, accumulate in float32
+            sc = self._cpu_scales
+            a = a.astype(np.float32) * np.float32(sc["a"])
+            b = b.astype(np.float32) * np.float32(sc["b"])
+        fp8_result = p.d_dtype.kind == "f8"
         d, outs = reference(
-            u["a"].obj,
-            u["b"].obj,
+            a,
+            b,
             c=u["c"].obj if u["c"] is not None else None,
             alpha=self.alpha,
             beta=self.beta,
             epilog=p.epilog,
             epilog_inputs=inputs,
-            result_dtype=numpy_dtype(p.d_dtype),
+            result_dtype=np.float32 if fp8_result else numpy_dtype(p.d_dtype),
             order=p.order,
         )
         if p.spec.aux_output == "gelu_aux":
@@ -1369,11 +1493,14 @@ class Matmul:
             arr = arr.view(numpy_dtype(o.dtype)) if arr.dtype != numpy_dtype(o.dtype) else arr
             arr[...] = outs["gelu_aux"]
             outs["gelu_aux"] = arr
+        if fp8_result:
+            # amax of the result before the D scale (as cuBLASLt's AMAX_D), then D quantised
+            if self.options.result_amax:
+                outs["result_amax"] = np.array([np.abs(d).max()], np.float32)
+            d = _quantize_fp8(d * np.float32(self._cpu_scales["d"]), p.d_dtype.name)
         if p.inplace:
             u["c"].obj[...] = d
             d = u["c"].obj
-        if self.options.result_amax:
-            outs["result_amax"] = np.array([np.abs(d.astype(np.float32)).max()], np.float32)
         return (d, outs) if p.outputs else d
 
     # ------------------------------------------------------------------ reset / free
@@ -1385,6 +1512,8 @@ class Matmul:
         first, second = (ob, oa) if p.swap else (oa, ob)
         args[3] = first.ptr
         args[5] = second.ptr
+        if p.c_ptr_from == "lt_a":
+            args[8] = first.ptr
         if oc is not None:
             user["c"] = ops["c"] = p.c = oc
             args[8] = oc.ptr
@@ -1525,6 +1654,33 @@ class Matmul:
             self._release_gpu()
         except Exception:
             pass
+
+
+def _host_scale(v, k) -> float:
+    """A quantization scale on the CPU path: a number or a one-element float32 NumPy array."""
+    if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool):
+        return float(v)
+    if isinstance(v, np.ndarray) and v.dtype == np.float32 and v.shape in ((1,), ()):
+        return float(v.reshape(-1)[0])
+    raise ValueError(
+        f"quantization_scales[{k!r}]: expected a float or a one-element float32 NumPy array "
+        f"(NumPy operands on the CPU); got {type(v).__module__}.{type(v).__qualname__}"
+    )
+
+
+def _quantize_fp8(x: np.ndarray, name: str) -> np.ndarray:
+    """``x`` (float32) rounded to the FP8 type ``name`` as cuBLASLt writes an FP8 result.
+
+    Round to nearest even, saturating to the largest finite value (cuBLASLt clamps FP8
+    results, it does not overflow to NaN/inf); NaN stays NaN. The memory layout is kept.
+    """
+    try:
+        import ml_dtypes
+    except ImportError:  # pragma: no cover - NumPy FP8 operands need ml_dtypes anyway
+        raise ValueError(f"options.result_type: {name} results on the CPU need ml_dtypes") from None
+    dt = np.dtype(getattr(ml_dtypes, name))
+    big = float(ml_dtypes.finfo(dt).max)
+    return np.clip(x, -big, big).astype(dt)
 
 
 def _wrap_aux(v, what) -> Operand:
@@ -1670,7 +1826,8 @@ def matmul(
     epilog_inputs : dict, optional
         The epilog's inputs by name, e.g. ``{"bias": bias}`` or ``{"relu_aux": mask}``.
     quantization_scales : dict, optional
-        FP8 only: ``{"a": ..., "b": ...}`` (``"c"`` optional), see :class:`Matmul`.
+        FP8 only: ``{"a": ..., "b": ...}``, plus ``"d"`` for an FP8 result; see
+        :class:`Matmul`.
     options : MatmulOptions or dict, optional
         See :class:`MatmulOptions`.
     preferences : MatmulPlanPreferences or dict, optional
@@ -1683,7 +1840,9 @@ def matmul(
     -------
     array or tuple
         ``d`` (same package, device and kind as ``a``), or ``(d, aux)`` when the epilog has
-        auxiliary outputs: ``aux`` a dict such as ``{"relu_aux": ...}`` or ``{"bgrad": ...}``.
+        auxiliary outputs or ``options.result_amax`` is set: ``aux`` a dict such as
+        ``{"relu_aux": ...}``, ``{"bgrad": ...}`` or ``{"result_amax": ...}`` (a one-element
+        float32 array: ``max |D|`` before the ``"d"`` scale).
 
     Examples
     --------

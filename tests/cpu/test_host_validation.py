@@ -277,15 +277,76 @@ CASES = [
         ValueError,
         r"^quantization_scales: FP8 operands need scales for \['a', 'b'\]; missing",
     ),
+    (  # an FP8 result with its "d" scale is valid (next step needs torch itself)
+        lambda: Matmul(
+            FakeTorch((4, 16)),
+            fp8_b(16, 8),
+            quantization_scales={"a": 1, "b": 1, "d": 1},
+            options={"result_type": "float8_e4m3fn", "result_amax": True},
+        ),
+        None,
+        None,
+    ),
+    (
+        lambda: Matmul(
+            FakeTorch((4, 16)),
+            fp8_b(16, 8),
+            quantization_scales={"a": 1, "b": 1},
+            options={"result_type": "float8_e4m3fn"},
+        ),
+        ValueError,
+        r"^quantization_scales: FP8 operands need scales for \['a', 'b', 'd'\]; missing \['d'\]",
+    ),
     (
         lambda: Matmul(
             FakeTorch((4, 16)),
             fp8_b(16, 8),
             quantization_scales={"a": 1, "b": 1, "d": 1},
+            options={"result_type": "float8_e5m2"},
+        ),
+        ValueError,
+        r"^options.result_type: float8_e5m2 results need a float8_e5m2 operand; cuBLASLt "
+        r"allows float8_e4m3fn x float8_e4m3fn only float8_e4m3fn, bfloat16, float16 or float32",
+    ),
+    (  # e4m3 x e5m2 may give an e5m2 result
+        lambda: Matmul(
+            FakeTorch((4, 16)),
+            FakeTorch((16, 8), "float8_e5m2", (1, 16)),
+            quantization_scales={"a": 1, "b": 1, "d": 1},
+            options={"result_type": "float8_e5m2"},
+        ),
+        None,
+        None,
+    ),
+    (
+        lambda: Matmul(
+            FakeTorch((4, 16)),
+            fp8_b(16, 8),
+            FakeTorch((4, 8), "float32"),
+            quantization_scales={"a": 1, "b": 1, "d": 1},
             options={"result_type": "float8_e4m3fn"},
         ),
         ValueError,
-        r"^options.result_type: float8_e4m3fn results are not supported yet",
+        r"^c: dtype float32; with an FP8 result \(float8_e4m3fn\) cuBLASLt takes c only in "
+        r"float16 or bfloat16",
+    ),
+    (
+        lambda: Matmul(
+            FakeTorch((4, 16)),
+            fp8_b(16, 8),
+            FakeTorch((4, 8), "bfloat16"),
+            quantization_scales={"a": 1, "b": 1, "d": 1},
+            options={"result_type": "float8_e4m3fn", "inplace": True},
+        ),
+        ValueError,
+        r"^options.inplace: an FP8 result \(float8_e4m3fn\) cannot be written into c",
+    ),
+    (
+        lambda: Matmul(
+            FakeTorch((4, 16)), fp8_b(16, 8), quantization_scales={"a": 1, "b": 1, "c": 1}
+        ),
+        ValueError,
+        r"^quantization_scales: 'c' is not supported: cuBLASLt takes a C scale only for an FP8 C",
     ),
     (
         lambda: Matmul(
@@ -302,7 +363,8 @@ CASES = [
             options={"result_amax": True},
         ),
         ValueError,
-        r"^options.result_amax: not supported yet",
+        r"^options.result_amax: cuBLASLt computes amax only for FP8 results \(float8_e4m3fn, "
+        r"float8_e5m2\); the result is bfloat16",
     ),
     (
         lambda: (

@@ -447,12 +447,56 @@ def test_torch_bfloat16_and_streams():
         )
 
 
-@pytest.mark.parametrize("result_type", [None, "bfloat16", "float16", "float32"])
-def test_fp8_scales(result_type):
-    """FP8 e4m3 operands with per-tensor scales (verified on the H200: bf16/fp16/fp32 results)."""
+def _fp8_torch():
     torch = pytest.importorskip("torch")
     if torch.cuda.get_device_capability() < (8, 9):
         pytest.skip("FP8 needs compute capability >= 8.9")
+    return torch
+
+
+FP8_MAX = {"float8_e4m3fn": 448.0, "float8_e5m2": 57344.0}
+FP8_BITS = {"float8_e4m3fn": (3, -6), "float8_e5m2": (2, -14)}  # mantissa bits, min exponent
+
+
+def fp8_steps(got, want, rtype):
+    """max |got - want| in FP8 steps (the spacing of rtype's grid at ``want``)."""
+    mbits, emin = FP8_BITS[rtype]
+    e = np.floor(np.log2(np.maximum(np.abs(want), 2.0**emin)))
+    return float(np.max(np.abs(got - want) / 2.0 ** (e - mbits)))
+
+
+def check_fp8_result(torch, d, x, sd, rtype):
+    """d (an FP8 tensor) against scale_d * x (float64, pre-scale result), saturated.
+
+    Every element within one FP8 step of the exact value, and (round to nearest, as the
+    float64 reference quantised through float32 like cuBLASLt's float32 accumulator) at least
+    99% of them bit-identical to it.
+    """
+    tdt = getattr(torch, rtype)
+    assert d.dtype == tdt and tuple(d.shape) == tuple(x.shape)
+    big = FP8_MAX[rtype]
+    want = (x * sd).clamp(-big, big)
+    got = d.cpu()
+    assert not torch.isnan(got.double()).any(), "NaN in the FP8 result"
+    steps = fp8_steps(got.double().numpy(), want.numpy(), rtype)
+    assert steps <= 1.0, steps
+    want_q = want.float().to(tdt)
+    same = (got.view(torch.uint8) == want_q.view(torch.uint8)).double().mean().item()
+    assert same >= 0.99, same
+
+
+FP8_RESULT_CASES = [  # (a, b, result): the combinations cuBLASLt's FP8 table allows
+    ("float8_e4m3fn", "float8_e4m3fn", "float8_e4m3fn"),
+    ("float8_e4m3fn", "float8_e5m2", "float8_e5m2"),
+    ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fn"),
+    ("float8_e5m2", "float8_e4m3fn", "float8_e5m2"),
+]
+
+
+@pytest.mark.parametrize("result_type", [None, "bfloat16", "float16", "float32"])
+def test_fp8_scales(result_type):
+    """FP8 e4m3 operands with per-tensor scales (verified on the H200: bf16/fp16/fp32 results)."""
+    torch = _fp8_torch()
     M, K, N = 64, 128, 96
     a = torch.randn(M, K, device="cuda").to(torch.float8_e4m3fn)
     b = torch.randn(N, K, device="cuda").to(torch.float8_e4m3fn).T  # column-major (K, N)
@@ -463,6 +507,102 @@ def test_fp8_scales(result_type):
     x = (a.double() * sa) @ (b.double() * sb)
     err = ((d.double() - x).abs().max() / x.abs().max()).item()
     assert err < 1e-2, err
+
+
+@pytest.mark.parametrize("amax", [False, True], ids=["no_amax", "amax"])
+@pytest.mark.parametrize("atype, btype, rtype", FP8_RESULT_CASES)
+def test_fp8_result_d_scale_amax(atype, btype, rtype, amax):
+    """FP8 results: D = scale_d * (scale_a a @ scale_b b), rounded and saturated to FP8.
+
+    cuBLASLt sees C as bfloat16 (its FP8 table) pointed at its A operand, not at D (cuBLASLt
+    13 rejects C == D with different layouts); amax is max |D| before scale_d.
+    """
+    torch = _fp8_torch()
+    M, K, N = 64, 128, 96
+    a = torch.randn(M, K, device="cuda").to(getattr(torch, atype))
+    b = torch.randn(N, K, device="cuda").to(getattr(torch, btype)).T  # column-major (K, N)
+    sa, sb = 0.5, 2.0
+    x = (a.double().cpu() * sa) @ (b.double().cpu() * sb)
+    sd = 0.5 * FP8_MAX[rtype] / x.abs().max().item()  # uses the range, never saturates
+    out = matmul(
+        a,
+        b,
+        quantization_scales={"a": sa, "b": sb, "d": sd},
+        options={"result_type": rtype, "result_amax": amax},
+    )
+    if amax:
+        d, aux = out
+        assert set(aux) == {"result_amax"}
+        got = aux["result_amax"]
+        assert got.dtype == torch.float32 and tuple(got.shape) == (1,) and got.is_cuda
+        want = x.abs().max().item()
+        assert abs(got.item() - want) <= 1e-3 * want, (got.item(), want)
+    else:
+        d = out
+    check_fp8_result(torch, d, x, sd, rtype)
+
+
+def test_fp8_result_saturates():
+    """An FP8 result out of range is clamped to the largest finite value (no NaN)."""
+    torch = _fp8_torch()
+    M, K, N = 64, 128, 96
+    a = torch.randn(M, K, device="cuda").to(torch.float8_e4m3fn)
+    b = torch.randn(N, K, device="cuda").to(torch.float8_e4m3fn).T
+    x = a.double().cpu() @ b.double().cpu()
+    sd = 4.0 * 448.0 / x.abs().max().item()
+    d, aux = matmul(
+        a,
+        b,
+        quantization_scales={"a": 1.0, "b": 1.0, "d": sd},
+        options={"result_type": "float8_e4m3fn", "result_amax": True},
+    )
+    check_fp8_result(torch, d, x, sd, "float8_e4m3fn")
+    assert d.double().abs().max().item() == 448.0
+    assert abs(aux["result_amax"].item() - x.abs().max().item()) <= 1e-3 * x.abs().max().item()
+
+
+@pytest.mark.parametrize("case", ["c_bfloat16", "c_float16", "relu_bias_float16", "bias_bfloat16"])
+def test_fp8_result_with_c_or_bias_autotune(case):
+    """FP8 result with a 16-bit c (beta != 0) or bias; C type = c's / the bias's; autotune and
+    a second execute rebuild the arguments (C pointer) for every algorithm."""
+    torch = _fp8_torch()
+    M, K, N = 64, 128, 96
+    rtype = "float8_e4m3fn"
+    a = torch.randn(M, K, device="cuda").to(torch.float8_e4m3fn)
+    b = torch.randn(N, K, device="cuda").to(torch.float8_e4m3fn).T
+    sa, sb = 0.5, 2.0
+    x = (a.double().cpu() * sa) @ (b.double().cpu() * sb)
+    c, beta, epilog, inputs = None, None, None, None
+    kind, dt = case.rsplit("_", 1)
+    tdt = getattr(torch, dt)
+    if kind == "c":
+        c = torch.randn(M, N, device="cuda").to(tdt)
+        beta = 0.5
+        x = x + beta * c.double().cpu()
+    else:
+        bias = torch.randn(N, device="cuda").to(tdt)
+        epilog = E.RELU_BIAS if kind == "relu_bias" else E.BIAS
+        inputs = {"bias": bias}
+        x = x + bias.double().cpu()
+        if epilog == E.RELU_BIAS:
+            x = x.clamp(min=0)
+    sd = 0.5 * FP8_MAX[rtype] / x.abs().max().item()
+    with Matmul(
+        a,
+        b,
+        c,
+        beta=beta,
+        quantization_scales={"a": sa, "b": sb, "d": sd},
+        options={"result_type": rtype, "result_amax": True},
+    ) as mm:
+        mm.plan(epilog=epilog, epilog_inputs=inputs)
+        assert mm._problem.layout_c.dtype.name == dt  # c's type, or the bias's without c
+        mm.autotune(iterations=2)
+        d, aux = mm.execute()
+        torch.cuda.synchronize()
+    check_fp8_result(torch, d, x, sd, rtype)
+    want = x.abs().max().item()
+    assert abs(aux["result_amax"].item() - want) <= 1e-3 * want
 
 
 def test_numba_chain_one_stream_no_host_sync():

@@ -1,0 +1,386 @@
+# SPDX-License-Identifier: Apache-2.0
+"""FP8 results and amax without a GPU: what nvmath_host hands cuBLASLt, and the CPU path.
+
+cuBLASLt's FP8 type table: an FP8 result D takes a float16/bfloat16 C (and bias), never an
+FP8 C; amax is computed only for an FP8 D. cuBLASLt 13 also rejects a C pointer equal to D's
+when C's layout differs from D's, so without ``c`` nvmath_host points C at cuBLASLt's A
+operand (never read, beta = 0). These tests check the planned layouts and the argument list
+of ``cublasLtMatmul`` with the CUDA calls stubbed out, the validation errors that need an
+epilog (raised in ``_Problem``), and the NumPy CPU path (``ml_dtypes`` FP8 arrays).
+"""
+
+import importlib
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from nvmath_host import Algorithm, Matmul, MatmulEpilog, MatmulOptions, _operands
+from nvmath_host._cublaslt import MatmulDescAttribute
+
+mm_mod = importlib.import_module("nvmath_host.matmul")
+pytestmark = pytest.mark.filterwarnings("ignore::nvmath_host.CPUExecutionWarning")
+E = MatmulEpilog
+M, K, N = 32, 64, 48
+
+
+@pytest.fixture(autouse=True)
+def _cpu_only(monkeypatch):
+    monkeypatch.setattr(_operands, "_GPU", False)
+
+
+class FakeTorch:
+    """Looks like a CUDA torch.Tensor to nvmath_host (no torch needed)."""
+
+    __module__ = "torch.fake"
+    is_cuda = True
+
+    def __init__(self, shape, dtype="float8_e4m3fn", strides=None, ptr=0x7F0000000000):
+        self.shape = tuple(shape)
+        self._dtype = f"torch.{dtype}"
+        self.device = SimpleNamespace(index=0)
+        self._ptr = ptr
+        if strides is None:
+            strides = tuple(int(np.prod(shape[i + 1 :])) for i in range(len(shape)))
+        self._strides = strides
+
+    def __getattribute__(self, name):
+        if name == "dtype":
+            return object.__getattribute__(self, "_dtype")
+        return object.__getattribute__(self, name)
+
+    def data_ptr(self):
+        return self._ptr
+
+    def stride(self):
+        return self._strides
+
+
+A_PTR, B_PTR, C_PTR, BIAS_PTR = 0x7F0000000000, 0x7F0000100000, 0x7F0000200000, 0x7F0000300000
+
+
+def fp8_a(dtype="float8_e4m3fn"):
+    return FakeTorch((M, K), dtype, ptr=A_PTR)
+
+
+def fp8_b(dtype="float8_e4m3fn"):  # column-major (K, N), as FP8 needs
+    return FakeTorch((K, N), dtype, strides=(1, K), ptr=B_PTR)
+
+
+def problem(a=None, b=None, c=None, epilog=None, inputs=None, scales=("a", "b", "d"), **opts):
+    w = _operands.wrap
+    return mm_mod._Problem(
+        w(a if a is not None else fp8_a(), "a"),
+        w(b if b is not None else fp8_b(), "b"),
+        w(c, "c") if c is not None else None,
+        MatmulOptions(**opts),
+        epilog,
+        {k: w(v, k) for k, v in (inputs or {}).items()},
+        dict.fromkeys(scales),
+    )
+
+
+# ----------------------------------------------------------------------------- planned layouts
+
+
+def test_fp8_result_describes_c_as_bfloat16_and_points_c_away_from_d():
+    p = problem(result_type="float8_e4m3fn")
+    assert p.d_dtype.name == "float8_e4m3fn"
+    assert p.layout_d.dtype.name == "float8_e4m3fn"
+    assert p.layout_c.dtype.name == "bfloat16"  # the FP8 table's C type, not D's
+    lc, ld = p.layout_c, p.layout_d
+    assert (lc.rows, lc.cols, lc.ld, lc.batch, lc.stride) == (
+        ld.rows,
+        ld.cols,
+        ld.ld,
+        ld.batch,
+        ld.stride,
+    )
+    assert p.c_ptr_from == "lt_a"
+
+
+def test_fp8_result_takes_c_type_from_bias():
+    bias = FakeTorch((N,), "float16", ptr=BIAS_PTR)
+    p = problem(epilog=E.BIAS, inputs={"bias": bias}, result_type="float8_e4m3fn")
+    assert p.layout_c.dtype.name == "float16" and p.c_ptr_from == "lt_a"
+    bias = FakeTorch((N,), "bfloat16", ptr=BIAS_PTR)
+    p = problem(epilog=E.RELU_BIAS, inputs={"bias": bias}, result_type="float8_e4m3fn")
+    assert p.layout_c.dtype.name == "bfloat16"
+
+
+@pytest.mark.parametrize("ctype", ["float16", "bfloat16"])
+def test_fp8_result_with_c_uses_c_and_its_type(ctype):
+    c = FakeTorch((M, N), ctype, ptr=C_PTR)
+    p = problem(c=c, result_type="float8_e4m3fn")
+    assert p.layout_c.dtype.name == ctype and p.layout_d.dtype.name == "float8_e4m3fn"
+    assert p.c_ptr_from == "c"
+
+
+@pytest.mark.parametrize("rtype", ["bfloat16", "float16", "float32"])
+def test_16_32_bit_result_keeps_c_as_d(rtype):
+    p = problem(result_type=rtype, scales=("a", "b"))
+    assert p.layout_c.dtype.name == rtype and p.c_ptr_from == "d"
+
+
+def test_default_fp8_operand_result_is_bfloat16_and_c_type_follows_c():
+    assert problem(scales=("a", "b")).d_dtype.name == "bfloat16"
+    c = FakeTorch((M, N), "float16", ptr=C_PTR)
+    assert problem(c=c, scales=("a", "b")).d_dtype.name == "float16"
+
+
+def test_mixed_fp8_operands_allow_e5m2_result():
+    for a, b in (("float8_e4m3fn", "float8_e5m2"), ("float8_e5m2", "float8_e4m3fn")):
+        for r in ("float8_e4m3fn", "float8_e5m2"):
+            p = problem(fp8_a(a), fp8_b(b), result_type=r)
+            assert p.layout_d.dtype.name == r and p.layout_c.dtype.name == "bfloat16"
+
+
+def test_result_amax_is_a_float32_output():
+    p = problem(result_type="float8_e4m3fn", result_amax=True)
+    (o,) = [o for o in p.outputs if o.name == "result_amax"]
+    assert o.dtype.name == "float32" and o.shape == (1,) and o.nelems == 1
+    p = problem(
+        result_type="float8_e4m3fn", result_amax=True, epilog=E.RELU_AUX
+    )  # epilog output + amax
+    assert [o.name for o in p.outputs] == ["relu_aux", "result_amax"]
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+@pytest.mark.parametrize(
+    "epilog",
+    [E.GELU_AUX, E.GELU_AUX_BIAS, E.DGELU, E.DGELU_BGRAD, E.DRELU_BGRAD, E.BGRADA, E.BGRADB],
+    ids=lambda e: e.name,
+)
+def test_epilogs_with_fp8_aux_data_are_refused_for_fp8_results(epilog):
+    with pytest.raises(
+        ValueError,
+        match=rf"^epilog: {epilog.name} is not supported with an FP8 result \(float8_e4m3fn\): "
+        r"its (gelu_aux|bgrad output) would be FP8.*allowed with FP8 results: \['DEFAULT'",
+    ):
+        problem(epilog=epilog, result_type="float8_e4m3fn")
+
+
+@pytest.mark.parametrize(
+    "rtype, btype, c, msg",
+    [
+        ("float32", "float16", None, r"float32 result cuBLASLt takes a bfloat16 bias$"),
+        ("bfloat16", "float16", None, r"bfloat16 result cuBLASLt takes a bfloat16 bias$"),
+        ("float16", "bfloat16", None, r"float16 result cuBLASLt takes a float16 bias$"),
+        (
+            "float8_e4m3fn",
+            "float32",
+            None,
+            r"float8_e4m3fn result cuBLASLt takes a float16 or bfloat16 bias \(it sets C's type\)$",
+        ),
+        (
+            "float8_e4m3fn",
+            "float16",
+            "bfloat16",
+            r"float8_e4m3fn result cuBLASLt takes a bfloat16 bias \(the type of c\)$",
+        ),
+    ],
+)
+def test_fp8_bias_type_follows_the_fp8_table(rtype, btype, c, msg):
+    bias = FakeTorch((N,), btype, ptr=BIAS_PTR)
+    cc = FakeTorch((M, N), c, ptr=C_PTR) if c else None
+    scales = ("a", "b", "d") if rtype.startswith("float8") else ("a", "b")
+    with pytest.raises(ValueError, match=rf"^epilog_inputs\['bias'\]: dtype {btype}; with FP8 "):
+        problem(c=cc, epilog=E.BIAS, inputs={"bias": bias}, result_type=rtype, scales=scales)
+    with pytest.raises(ValueError, match=msg):
+        problem(c=cc, epilog=E.BIAS, inputs={"bias": bias}, result_type=rtype, scales=scales)
+
+
+def test_result_amax_needs_an_fp8_result():
+    for rtype in ("bfloat16", "float16", "float32"):
+        with pytest.raises(
+            ValueError, match=rf"^options.result_amax: .* the result is {rtype}: set options"
+        ):
+            problem(result_type=rtype, result_amax=True, scales=("a", "b"))
+
+
+def test_d_scale_needs_an_fp8_result():
+    with pytest.raises(ValueError, match=r"^quantization_scales: 'd' scales an FP8 result"):
+        problem(result_type="float32")
+
+
+# ----------------------------------------------------------------------------- cublasLtMatmul args
+
+
+class _FakeDesc:
+    ptr = 0x1000
+
+    def __init__(self):
+        self.pointers = {}
+
+    def set_pointer(self, attr, ptr):
+        self.pointers[int(attr)] = ptr
+
+
+def _stub_matmul(monkeypatch, p):
+    """A Matmul over problem ``p`` with every CUDA call stubbed: only its argument logic runs."""
+    calls = []
+    monkeypatch.setattr(mm_mod, "_handle", lambda device: SimpleNamespace(ptr=0x2000))
+    monkeypatch.setattr(mm_mod, "_device_count", lambda: 1)
+    monkeypatch.setattr(
+        mm_mod.lt, "lib", lambda: SimpleNamespace(raw_cublasLtMatmul=lambda *a: calls.append(a))
+    )
+    mm = object.__new__(Matmul)
+    mm._free_list, mm._workspace = [], None
+    mm._problem = p
+    mm._ops = {"a": p.a, "b": p.b, "c": p.c}
+    mm._layouts = [SimpleNamespace(ptr=0x3000 + i) for i in range(4)]
+    mm.algorithms = [Algorithm(bytes(64), 0)]
+    mm._algo_index = 0
+    mm._desc = _FakeDesc()
+    mm._alpha_buf = np.ones(1, np.float32)
+    mm._beta_buf = np.zeros(1, np.float32)
+    mm._ws_ptr, mm._ws_size, mm.device = 0, 0, 0
+    mm._pkg = SimpleNamespace(ptr=lambda arr: arr.ptr)
+    mm._build_args()
+    return mm, calls
+
+
+D_PTR, AMAX_PTR = 0x7F0000400000, 0x7F0000500000
+
+
+def test_fp8_result_never_passes_d_as_c(monkeypatch):
+    p = problem(result_type="float8_e4m3fn", result_amax=True)
+    mm, calls = _stub_matmul(monkeypatch, p)
+    assert p.swap  # C-ordered result: cuBLASLt's A is our b
+    mm._launch(SimpleNamespace(ptr=D_PTR), {"result_amax": SimpleNamespace(ptr=AMAX_PTR)}, 7)
+    (args,) = calls
+    assert args[10] == D_PTR  # D
+    assert args[8] == B_PTR == args[3]  # C: cuBLASLt's A operand, not D
+    assert args[8] != args[10]
+    assert args[15] == 7
+    assert mm._desc.pointers[int(MatmulDescAttribute.AMAX_D_POINTER)] == AMAX_PTR
+
+
+def test_fp8_result_f_ordered_points_c_at_our_a(monkeypatch):
+    bias = FakeTorch((M, 1), "bfloat16", ptr=BIAS_PTR)  # (M, 1) bias: F-ordered result
+    p = problem(epilog=E.BIAS, inputs={"bias": bias}, result_type="float8_e4m3fn")
+    assert p.order == "F" and not p.swap  # cuBLASLt's A is our a
+    assert p.layout_c.dtype.name == "bfloat16"
+    mm, calls = _stub_matmul(monkeypatch, p)
+    mm._launch(SimpleNamespace(ptr=D_PTR), {}, 0)
+    assert calls[0][8] == calls[0][3] == A_PTR
+    assert calls[0][10] == D_PTR
+
+
+def test_16_bit_result_passes_d_as_c(monkeypatch):
+    p = problem(result_type="bfloat16", scales=("a", "b"))
+    mm, calls = _stub_matmul(monkeypatch, p)
+    mm._launch(SimpleNamespace(ptr=D_PTR), {}, 0)
+    assert calls[0][8] == calls[0][10] == D_PTR
+
+
+def test_fp8_result_with_c_passes_c(monkeypatch):
+    c = FakeTorch((M, N), "bfloat16", ptr=C_PTR)
+    p = problem(c=c, result_type="float8_e4m3fn")
+    mm, calls = _stub_matmul(monkeypatch, p)
+    mm._launch(SimpleNamespace(ptr=D_PTR), {}, 0)
+    assert calls[0][8] == C_PTR and calls[0][10] == D_PTR
+
+
+# ----------------------------------------------------------------------------- CPU path
+
+RNG = np.random.default_rng(7)
+
+
+@pytest.fixture
+def ml():
+    return pytest.importorskip("ml_dtypes")
+
+
+def _ints(shape, lo, hi, dtype, order="C"):
+    """Small integers (exact in every FP8 type) as ``dtype``."""
+    x = RNG.integers(lo, hi, size=shape).astype(np.float32)
+    return np.asarray(x.astype(dtype), order=order)
+
+
+def _quantize(ml, x, dtype):
+    big = float(ml.finfo(dtype).max)
+    return np.clip(x, -big, big).astype(dtype)
+
+
+@pytest.mark.parametrize(
+    "atype, btype, rtype",
+    [
+        ("float8_e4m3fn", "float8_e4m3fn", "float8_e4m3fn"),
+        ("float8_e4m3fn", "float8_e5m2", "float8_e5m2"),
+        ("float8_e5m2", "float8_e4m3fn", "float8_e4m3fn"),
+    ],
+)
+def test_cpu_fp8_result_scales_rounds_and_returns_amax(ml, atype, btype, rtype):
+    at, bt, rt = (np.dtype(getattr(ml, t)) for t in (atype, btype, rtype))
+    a = _ints((M, K), -3, 4, at)
+    b = _ints((K, N), -3, 4, bt, order="F")
+    sa, sb, sd = 0.5, 2.0, 0.375
+    d, aux = Matmul(
+        a,
+        b,
+        quantization_scales={"a": sa, "b": np.array([sb], np.float32), "d": sd},
+        options={"result_type": rtype, "result_amax": True},
+    ).execute()
+    x = (a.astype(np.float64) * sa) @ (b.astype(np.float64) * sb)  # exact in float32 too
+    assert d.dtype == rt and d.shape == (M, N)
+    assert np.array_equal(d.view(np.uint8), _quantize(ml, x * sd, rt).view(np.uint8))
+    assert set(aux) == {"result_amax"}
+    amax = aux["result_amax"]
+    assert amax.dtype == np.float32 and amax.shape == (1,)
+    assert amax[0] == np.abs(x).max()  # before the d scale
+
+
+def test_cpu_fp8_result_saturates(ml):
+    a = _ints((M, K), 1, 4, np.dtype(ml.float8_e4m3fn))
+    b = -_ints((K, N), 1, 4, np.dtype(ml.float8_e4m3fn), order="F").astype(np.float32)
+    b = np.asfortranarray(b.astype(ml.float8_e4m3fn))
+    d = Matmul(
+        a,
+        b,
+        quantization_scales={"a": 1.0, "b": 1.0, "d": 1e3},
+        options={"result_type": "float8_e4m3fn"},
+    ).execute()
+    assert not np.isnan(d.astype(np.float32)).any()
+    assert (d.astype(np.float32) == -448.0).all()
+
+
+def test_cpu_fp8_result_with_c_bias_and_relu(ml):
+    f8 = np.dtype(ml.float8_e4m3fn)
+    a, b = _ints((M, K), -3, 4, f8), _ints((K, N), -3, 4, f8, order="F")
+    c = _ints((M, N), -8, 8, np.dtype(ml.bfloat16))
+    bias = _ints((N,), -8, 8, np.dtype(ml.bfloat16))
+    sa, sb, sd, beta = 0.5, 0.25, 0.5, 2.0
+    with Matmul(
+        a,
+        b,
+        c,
+        beta=beta,
+        quantization_scales={"a": sa, "b": sb, "d": sd},
+        options={"result_type": "float8_e4m3fn"},
+    ) as mm:
+        mm.plan(epilog=E.RELU_BIAS, epilog_inputs={"bias": bias})
+        d = mm.execute()
+    x = (a.astype(np.float64) * sa) @ (b.astype(np.float64) * sb)
+    x = np.maximum(x + beta * c.astype(np.float64) + bias.astype(np.float64), 0)
+    assert np.array_equal(d.view(np.uint8), _quantize(ml, x * sd, f8).view(np.uint8))
+
+
+def test_cpu_fp8_operands_apply_scales_to_16_bit_results(ml):
+    f8 = np.dtype(ml.float8_e4m3fn)
+    a, b = _ints((M, K), -3, 4, f8), _ints((K, N), -3, 4, f8, order="F")
+    d = Matmul(a, b, quantization_scales={"a": 0.5, "b": 4.0}).execute()
+    x = (a.astype(np.float64) * 0.5) @ (b.astype(np.float64) * 4.0)
+    assert d.dtype == np.dtype(ml.bfloat16)
+    assert np.array_equal(d.astype(np.float64), x.astype(ml.bfloat16).astype(np.float64))
+
+
+def test_cpu_scale_must_be_a_host_number(ml):
+    f8 = np.dtype(ml.float8_e4m3fn)
+    a, b = _ints((M, K), -3, 4, f8), _ints((K, N), -3, 4, f8, order="F")
+    with pytest.raises(ValueError, match=r"^quantization_scales\['a'\]: expected a float"):
+        Matmul(a, b, quantization_scales={"a": [1.0], "b": 1.0})
+    with pytest.raises(ValueError, match=r"^quantization_scales\['b'\]: expected a float"):
+        Matmul(a, b, quantization_scales={"a": 1.0, "b": np.ones(2, np.float32)})
