@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import hashlib
 import json
 import logging
+import os
 
 from . import cache
-from .toolchain import compile_source, link_cubin, read_u32_arrays, toolchain_id
+from .toolchain import compile_source, include_dirs, link_cubin, read_u32_arrays, toolchain_id
 
 log = logging.getLogger("nvmath_device")
 
@@ -89,6 +92,55 @@ def render_traits_source(ffts) -> str:
     return "".join(parts)
 
 
+# cuFFTDx's database is two things: records (for each size, precision and arch, which
+# implementations exist: threads, elements per thread, shared memory, a function id) and the
+# codelets (``cufftdx_private_function<id, T, ...>`` specialisations, ~180 files per precision).
+# Parsing every codelet was 5 of the ~10 s of a compile. With the library's own switch
+# CUFFTDX_DETAIL_MANUAL_IMPL_FILTER (and no CUFFTDX_DETAIL_INCLUDE_PRECISION_*) the records stay
+# complete and no codelet is included; a unit then includes the one file its FFT can call:
+# every function id of the record of size n is defined in fft_<n>_<prec>_fwd.hpp.inc and in no
+# other file (checked for all 10,519 records of nvidia-mathdx 25.6; r2c/c2r and inverse FFTs use
+# the forward c2c record of the same size, folded real FFTs the one of size n/2). A missing
+# specialisation could not go unnoticed: the primary template is only declared, so the link
+# would fail with an undefined reference.
+#
+# The twiddle tables (lut_fp32/lut_fp64, ~1.3 s of parsing and ~2.5 MB in every unit's LTO-IR,
+# which made reading the traits back through nvJitLink take ~1.5 s) are compiled once per arch
+# into their own LTO-IR (TwiddleTables, cached like a unit) and every unit only declares them:
+# cuFFTDx's CUFFTDX_USE_SEPARATE_TWIDDLES. Kernels link both; LTO keeps the tables they use.
+CODELET_FILTER = "-DCUFFTDX_DETAIL_MANUAL_IMPL_FILTER"
+SEPARATE_TWIDDLES = "-DCUFFTDX_USE_SEPARATE_TWIDDLES"
+FFT_OPTIONS = (CODELET_FILTER, SEPARATE_TWIDDLES)
+_PREC_TAG = {"float16": "fp16", "float32": "fp32", "float64": "fp64"}
+
+
+@functools.cache
+def _codelet_files() -> frozenset:
+    names = set()
+    for d in include_dirs():
+        folder = os.path.join(d, "cufftdx", "database")
+        if os.path.isdir(folder):
+            names.update(f for f in os.listdir(folder) if f.startswith("fft_") and f.endswith("_fwd.hpp.inc"))
+    return frozenset(names)
+
+
+def codelet_includes(fft) -> str:
+    """The ``#include`` of the cuFFTDx codelets ``fft`` can execute (see CODELET_FILTER)."""
+    size, prec = fft.size, fft._key[1]
+    folded = fft._key[9] == "folded" and size % 2 == 0
+    sizes = (size // 2,) if folded else (size,)
+    files = [f"fft_{n}_{_PREC_TAG[prec]}_fwd.hpp.inc" for n in sizes]
+    files = [f for f in files if f in _codelet_files()]
+    lines = ["namespace cufftdx { namespace database { namespace detail {"]
+    if prec == "float16":  # as database.hpp does around its fp16 codelets
+        lines.append("#define __HALF2_TO_UI(var) *(reinterpret_cast<unsigned int *>(&(var)))")
+    lines += [f'#include "cufftdx/database/{f}"' for f in files]
+    if prec == "float16":
+        lines.append("#undef __HALF2_TO_UI")
+    lines.append("}}}")
+    return "\n".join(lines) + "\n"
+
+
 def render_unit_source(fft) -> str:
     """The translation unit of one descriptor: its traits array and its execute() function."""
     code, _ = _traits_block(fft, 0)
@@ -99,11 +151,11 @@ def render_unit_source(fft) -> str:
     else:
         fn = (f'extern "C" __device__ void {sym}(void* data) {{ '
               "T0().execute(reinterpret_cast<T0::value_type*>(data)); }\n")
-    return "#include <cufftdx.hpp>\n" + code + fn
+    return "#include <cufftdx.hpp>\n" + codelet_includes(fft) + code + fn
 
 
 # Bump when the rendered code changes meaning: part of every cache key below.
-CODEGEN_VERSION = "fft-2"
+CODEGEN_VERSION = "fft-3"
 
 
 def _traits_key(fft) -> str:
@@ -135,7 +187,7 @@ def prefetch_traits(ffts) -> None:
         src = render_traits_source(group)
         log.info("numba-mathdx: compiling traits of %d FFT descriptor(s) for sm_%d with NVRTC "
                  "(~10 s; cached afterwards)", len(group), sm)
-        ptx = compile_source(src, sm, "ptx", name="nvmathdx_fft_traits.cu")
+        ptx = compile_source(src, sm, "ptx", name="nvmathdx_fft_traits.cu", extra_options=FFT_OPTIONS)
         names = {_traits_block(fft, 0)[1]: fft for fft in group}
         arrays = read_u32_arrays(ptx, set(names))
         for name, fft in names.items():
@@ -167,6 +219,50 @@ def fft_ltoir(fft) -> bytes:
     if blob is None:
         log.info("numba-mathdx: compiling %s (FFT size %d %s) with NVRTC (~10 s; cached afterwards)",
                  fft_symbol(fft), fft.size, fft.fft_type)
-        blob = compile_source(src, fft.sm, "ltoir", name=f"{fft_symbol(fft)}.cu")
+        blob = compile_source(src, fft.sm, "ltoir", name=f"{fft_symbol(fft)}.cu", extra_options=FFT_OPTIONS)
         cache.put(key, blob)
     return blob
+
+
+_TWIDDLE_SOURCE = """#include <cufftdx.hpp>
+namespace cufftdx { namespace database { namespace detail {
+#define CUFFTDX_DETAIL_LUT_LINKAGE
+#include "cufftdx/database/lut_fp32.hpp.inc"
+#include "cufftdx/database/lut_fp64.hpp.inc"
+#undef CUFFTDX_DETAIL_LUT_LINKAGE
+}}}
+"""
+
+
+def twiddle_ltoir(sm: int) -> bytes:
+    """LTO-IR defining cuFFTDx's twiddle tables for ``sm`` (the units declare them ``extern``;
+    with SEPARATE_TWIDDLES the declarations come first, so these definitions link externally)."""
+    key = cache.make_key("fft-twiddles", CODEGEN_VERSION, _TWIDDLE_SOURCE, toolchain_id(), sm)
+    blob = cache.get(key)
+    if blob is None:
+        log.info("numba-mathdx: compiling cuFFTDx's twiddle tables for sm_%d with NVRTC "
+                 "(once per machine; cached afterwards)", sm)
+        blob = compile_source(_TWIDDLE_SOURCE, sm, "ltoir", name=f"nvmathdx_fft_twiddles_sm{sm}.cu",
+                              extra_options=FFT_OPTIONS)
+        cache.put(key, blob)
+    return blob
+
+
+@dataclasses.dataclass(frozen=True)
+class TwiddleTables:
+    """cuFFTDx's twiddle tables for one arch, linked into every kernel that executes an FFT.
+
+    Shaped like a descriptor for the numba layer's linkable objects (``symbol``, ``ltoir()``,
+    hashable and picklable), so ``cache=True`` kernels carry it like their FFT units.
+    """
+
+    sm: int
+
+    @property
+    def symbol(self) -> str:
+        """Name of the linked module (``nvmathdx_fft_twiddles_smXX``)."""
+        return f"nvmathdx_fft_twiddles_sm{self.sm}"
+
+    def ltoir(self) -> bytes:
+        """The tables' LTO-IR (disk cache, else NVRTC)."""
+        return twiddle_ltoir(self.sm)

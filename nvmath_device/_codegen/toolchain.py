@@ -185,17 +185,18 @@ def base_options(sm: int, extra_include_dirs=()) -> list[str]:
 
 
 def compile_source(source: str, sm: int, output: str, name: str = "nvmath_device_shim.cu",
-                   extra_include_dirs=()) -> bytes:
+                   extra_include_dirs=(), extra_options=()) -> bytes:
     """Compile CUDA C++ ``source`` with NVRTC to ``output`` ("ltoir" or "ptx") for ``sm``.
 
     ``extra_include_dirs`` are searched before the default include folders (cuBLASDx uses this
-    to put a CUTLASS-compatible CCCL first). Raises CompileError with the full NVRTC log on failure.
+    to put a CUTLASS-compatible CCCL first); ``extra_options`` are appended to the NVRTC options.
+    Raises CompileError with the full NVRTC log on failure.
     """
     from cuda.bindings import nvrtc
 
     if output not in ("ltoir", "ptx"):
         raise ValueError(f"output must be 'ltoir' or 'ptx', got {output!r}")
-    opts = base_options(sm, tuple(extra_include_dirs))
+    opts = base_options(sm, tuple(extra_include_dirs)) + list(extra_options)
     if output == "ltoir":
         opts.append("-dlto")
     t0 = time.perf_counter()

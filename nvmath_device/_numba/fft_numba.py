@@ -7,11 +7,13 @@ from numba.core import types
 from numba.core.errors import TypingError
 from numba.cuda.extending import lower_builtin, typeof_impl
 
+from .._codegen.fft_codegen import TwiddleTables
 from ..fft import FFT
 from .common import (
     DescriptorType,
     call_extern,
     data_pointer,
+    linkable_ltoir,
     method_template,
     numba_dtype,
     register_descriptor_type,
@@ -136,5 +138,7 @@ def _lower_execute(context, builder, sig, args):
         if len(ptrs) > 1:
             _check_address_space(context, builder, ptrs[1], "shared",
                                  "FFT.execute: shared_memory must be a shared array (cuda.shared.array), got another memory space")
+    # the units declare cuFFTDx's twiddle tables; one shared module per arch defines them
+    context.active_code_library.add_linking_file(linkable_ltoir(TwiddleTables(fft.sm)))
     call_extern(context, builder, fft, fft.symbol, ptrs)
     return context.get_dummy_value()

@@ -10,8 +10,10 @@ from numba.core.errors import TypingError
 
 from nvmath_device import FFT, CompileError
 from nvmath_device._codegen import toolchain
-from nvmath_device._codegen.fft_codegen import prefetch_traits
+from nvmath_device._codegen.fft_codegen import TwiddleTables, prefetch_traits
 from nvmath_device.aot import compile_kernel
+
+TWIDDLES_90 = f"{TwiddleTables(90).symbol}.ltoir"  # every kernel with an FFT links cuFFTDx's tables
 
 GRID = [
     dict(size=s, precision=p, fft_type=t, direction=d, elements_per_thread=e, ffts_per_block=f, sm=90)
@@ -172,7 +174,7 @@ def test_user_kernel_links_to_a_sm90_cubin_without_gpu():
     out = compile_kernel(_roundtrip, (types.complex64[::1],), sm=90)
     assert out.cubin[:4] == b"\x7fELF"
     assert out.entry.encode() in out.cubin
-    assert out.linked == tuple(sorted([f"{FWD.symbol}.ltoir", f"{INV.symbol}.ltoir"]))
+    assert out.linked == tuple(sorted([f"{FWD.symbol}.ltoir", f"{INV.symbol}.ltoir", TWIDDLES_90]))
 
 
 def _thread_kernel(x):
@@ -269,3 +271,54 @@ def test_address_space_checks_are_opt_in(monkeypatch):
     checked = compile_kernel_library(_global_as_registers, argtypes, (9, 0))[0].get_llvm_str()
     assert "llvm.nvvm.isspacep.local" in checked and "llvm.nvvm.isspacep.shared" in checked
     assert "thread_data must be a local array" in checked
+
+
+def _execute_kernel(fft):
+    """A kernel whose only job is fft.execute on registers loaded from and stored to x."""
+    ST, VT = fft.storage_size, fft.value_type
+    if fft.execution == "Block":
+        def kernel(x):
+            td = cuda.local.array(ST, dtype=VT)
+            smem = cuda.shared.array(0, dtype=VT)
+            for i in range(ST):
+                td[i] = x[cuda.threadIdx.x * ST + i]
+            fft.execute(td, smem)
+            for i in range(ST):
+                x[cuda.threadIdx.x * ST + i] = td[i]
+    else:
+        def kernel(x):
+            td = cuda.local.array(ST, dtype=VT)
+            for i in range(ST):
+                td[i] = x[cuda.threadIdx.x * ST + i]
+            fft.execute(td)
+            for i in range(ST):
+                x[cuda.threadIdx.x * ST + i] = td[i]
+    return kernel
+
+
+CODELET_CASES = [
+    dict(size=4096, precision=np.float32, fft_type="c2c", direction="inverse", elements_per_thread=16),
+    dict(size=1000, precision=np.float64, fft_type="r2c", elements_per_thread=10),
+    dict(size=256, precision=np.float32, fft_type="c2r", real_fft_options={"complex_layout": "natural", "real_mode": "folded"}),
+    dict(size=7, precision=np.float64, fft_type="c2c", direction="forward", execution="Thread"),
+    dict(size=16, precision=np.float32, fft_type="r2c", execution="Thread",
+         real_fft_options={"complex_layout": "packed", "real_mode": "folded"}),
+]
+
+
+@pytest.mark.parametrize("kw", CODELET_CASES, ids=lambda kw: f"{kw['size']}-{kw['fft_type']}-{kw.get('execution', 'Block')}")
+def test_a_unit_includes_only_its_codelets_and_links(kw):
+    # Each unit includes one cuFFTDx codelet file (fft_codegen.CODELET_FILTER); linking a kernel
+    # to a cubin proves nothing it calls is missing (the primary template is only declared).
+    from numba import from_dtype
+
+    from nvmath_device._codegen.fft_codegen import codelet_includes
+
+    fft = FFT(sm=90, **kw)
+    folded = kw.get("real_fft_options", {}).get("real_mode") == "folded"
+    n = fft.size // 2 if folded else fft.size
+    tag = {np.float32: "fp32", np.float64: "fp64"}[kw["precision"]]
+    assert codelet_includes(fft).count("#include") == 1
+    assert f'"cufftdx/database/fft_{n}_{tag}_fwd.hpp.inc"' in codelet_includes(fft)
+    out = compile_kernel(_execute_kernel(fft), (from_dtype(np.dtype(fft.value_type))[::1],), sm=90)
+    assert out.cubin[:4] == b"\x7fELF" and out.linked == tuple(sorted([f"{fft.symbol}.ltoir", TWIDDLES_90]))
