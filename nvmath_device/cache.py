@@ -15,7 +15,8 @@ Environment variables
     Size bound in MiB (default 4096); least-recently-used entries are removed past it.
 ``NUMBA_MATHDX_PCH``
     NVRTC automatic precompiled headers within one process: ``auto`` (default: from the
-    second mathdx compile of a process on), ``1`` (from the first), ``0`` (never).
+    second cuBLASDx and the fourth cuFFTDx compile of a process on, where creating the PCH
+    has paid off), ``1`` (from the first), ``0`` (never).
 
 Kernels that call our device functions can use ``@cuda.jit(cache=True)``: Numba's own
 cache (``NUMBA_CACHE_DIR``) then keeps the linked cubin, and a later process loads it

@@ -109,11 +109,15 @@ stats = {"nvrtc_compiles": 0, "nvrtc_seconds": 0.0, "nvjitlink_links": 0, "pch_c
 # ~4 s instead of ~11 s. The PCH only lives as long as the process: NVRTC deletes it at exit,
 # and an explicit -create-pch file is rejected by another process ("incompatible precompiled
 # header (PCH) heap allocation address"), so there is no cross-process PCH (-pch-dir or
-# otherwise). Policy (NUMBA_MATHDX_PCH): "auto" (default) turns it on from the second mathdx
-# compile of a process, "1" from the first, "0" never.
+# otherwise). Since FFT units include only their own codelets and declare the twiddle tables
+# (fft_codegen), a cuFFTDx unit compiles in ~2.9 s without PCH and ~1.6 s with it, but the
+# compile that creates the PCH costs ~4.4 s more: it pays off only after a few compiles. Policy
+# (NUMBA_MATHDX_PCH): "auto" (default) turns it on for the second cuBLASDx compile of a process
+# and for the fourth cuFFTDx compile (PCH_AFTER), "1" from the first, "0" never.
+PCH_AFTER = {"cublasdx": 1, "cufftdx": 3}
 ENV_PCH = "NUMBA_MATHDX_PCH"
 _PCH_HEAP_DEFAULT = 1 << 30  # cuFFTDx needs 974,405,632 bytes (NVRTC 13.5, mathdx 25.x)
-_pch = {"heavy_compiles": 0, "heap_set": False}
+_pch = {"heavy_compiles": {"cublasdx": 0, "cufftdx": 0}, "heap_set": False}
 
 
 def pch_mode() -> str:
@@ -126,15 +130,21 @@ def pch_mode() -> str:
     return "auto"
 
 
-def _is_heavy(source: str) -> bool:
-    return "<cufftdx" in source or "<cublasdx" in source
+def _heavy_kind(source: str) -> str | None:
+    """"cublasdx" or "cufftdx" for sources including those libraries, else None."""
+    if "<cublasdx" in source:
+        return "cublasdx"
+    if "<cufftdx" in source:
+        return "cufftdx"
+    return None
 
 
 def _pch_wanted(source: str) -> bool:
-    if not _is_heavy(source):
+    kind = _heavy_kind(source)
+    if kind is None:
         return False
     mode = pch_mode()
-    return mode == "on" or (mode == "auto" and _pch["heavy_compiles"] >= 1)
+    return mode == "on" or (mode == "auto" and _pch["heavy_compiles"][kind] >= PCH_AFTER[kind])
 
 
 def _pch_prepare() -> None:
@@ -214,8 +224,9 @@ def compile_source(source: str, sm: int, output: str, name: str = "nvmath_device
             logbuf = bytearray(size)  # never b" " * size: for size 1 that is CPython's shared b" " object
             nvrtc.nvrtcGetProgramLog(prog, logbuf)
             logtext = logbuf.decode(errors="replace").rstrip("\x00 \n")
-            if _is_heavy(source):
-                _pch["heavy_compiles"] += 1
+            kind = _heavy_kind(source)
+            if kind is not None:
+                _pch["heavy_compiles"][kind] += 1
             if use_pch:
                 _pch_after(prog, logtext)
             if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:

@@ -328,15 +328,20 @@ def test_pch_mode_from_env(monkeypatch, value, mode):
 
 
 def test_pch_policy(monkeypatch):
-    heavy, tiny = "#include <cufftdx.hpp>\n", TINY.format(i=3)
-    monkeypatch.setitem(toolchain._pch, "heavy_compiles", 0)
+    fft, gemm, tiny = "#include <cufftdx.hpp>\n", "#include <cublasdx.hpp>\n", TINY.format(i=3)
+    monkeypatch.setitem(toolchain._pch, "heavy_compiles", {"cublasdx": 0, "cufftdx": 0})
     monkeypatch.setenv(toolchain.ENV_PCH, "auto")
-    assert not toolchain._pch_wanted(heavy) and not toolchain._pch_wanted(tiny)
-    toolchain._pch["heavy_compiles"] = 1  # from the second mathdx compile of a process on
-    assert toolchain._pch_wanted(heavy) and toolchain._pch_wanted("#include <cublasdx.hpp>\n")
+    assert not toolchain._pch_wanted(fft) and not toolchain._pch_wanted(gemm)
+    assert not toolchain._pch_wanted(tiny)
+    toolchain._pch["heavy_compiles"]["cublasdx"] = 1  # GEMM: from the second compile on
+    assert toolchain._pch_wanted(gemm) and not toolchain._pch_wanted(fft)
+    toolchain._pch["heavy_compiles"]["cufftdx"] = 2
+    assert not toolchain._pch_wanted(fft)
+    toolchain._pch["heavy_compiles"]["cufftdx"] = 3  # FFT: from the fourth compile on
+    assert toolchain._pch_wanted(fft)
     assert not toolchain._pch_wanted(tiny)  # never for sources without the mathdx headers
     monkeypatch.setenv(toolchain.ENV_PCH, "0")
-    assert not toolchain._pch_wanted(heavy)
+    assert not toolchain._pch_wanted(fft) and not toolchain._pch_wanted(gemm)
     monkeypatch.setenv(toolchain.ENV_PCH, "1")
-    toolchain._pch["heavy_compiles"] = 0
-    assert toolchain._pch_wanted(heavy)
+    toolchain._pch["heavy_compiles"] = {"cublasdx": 0, "cufftdx": 0}
+    assert toolchain._pch_wanted(fft) and toolchain._pch_wanted(gemm)
