@@ -159,7 +159,7 @@ CODEGEN_VERSION = "fft-3"
 
 
 def _traits_key(fft) -> str:
-    return cache.make_key("fft-traits", CODEGEN_VERSION, repr(fft._key), toolchain_id())
+    return cache.make_key("fft-traits", CODEGEN_VERSION, repr(fft._key), " ".join(FFT_OPTIONS), toolchain_id())
 
 
 def _store_traits(fft, values) -> dict:
@@ -186,7 +186,7 @@ def prefetch_traits(ffts) -> None:
     for sm, group in by_sm.items():
         src = render_traits_source(group)
         log.info("numba-mathdx: compiling traits of %d FFT descriptor(s) for sm_%d with NVRTC "
-                 "(~10 s; cached afterwards)", len(group), sm)
+                 "(~3 s; cached afterwards)", len(group), sm)
         ptx = compile_source(src, sm, "ptx", name="nvmathdx_fft_traits.cu", extra_options=FFT_OPTIONS)
         names = {_traits_block(fft, 0)[1]: fft for fft in group}
         arrays = read_u32_arrays(ptx, set(names))
@@ -214,10 +214,10 @@ def fft_traits(fft) -> dict:
 def fft_ltoir(fft) -> bytes:
     """LTO-IR of ``fft``'s shim for ``fft.sm``: from the disk cache, else compiled by NVRTC and cached."""
     src = render_unit_source(fft)
-    key = cache.make_key("fft-ltoir", CODEGEN_VERSION, src, toolchain_id(), fft.sm)
+    key = cache.make_key("fft-ltoir", CODEGEN_VERSION, src, " ".join(FFT_OPTIONS), toolchain_id(), fft.sm)
     blob = cache.get(key)
     if blob is None:
-        log.info("numba-mathdx: compiling %s (FFT size %d %s) with NVRTC (~10 s; cached afterwards)",
+        log.info("numba-mathdx: compiling %s (FFT size %d %s) with NVRTC (~3 s; cached afterwards)",
                  fft_symbol(fft), fft.size, fft.fft_type)
         blob = compile_source(src, fft.sm, "ltoir", name=f"{fft_symbol(fft)}.cu", extra_options=FFT_OPTIONS)
         cache.put(key, blob)
@@ -237,7 +237,7 @@ namespace cufftdx { namespace database { namespace detail {
 def twiddle_ltoir(sm: int) -> bytes:
     """LTO-IR defining cuFFTDx's twiddle tables for ``sm`` (the units declare them ``extern``;
     with SEPARATE_TWIDDLES the declarations come first, so these definitions link externally)."""
-    key = cache.make_key("fft-twiddles", CODEGEN_VERSION, _TWIDDLE_SOURCE, toolchain_id(), sm)
+    key = cache.make_key("fft-twiddles", CODEGEN_VERSION, _TWIDDLE_SOURCE, " ".join(FFT_OPTIONS), toolchain_id(), sm)
     blob = cache.get(key)
     if blob is None:
         log.info("numba-mathdx: compiling cuFFTDx's twiddle tables for sm_%d with NVRTC "

@@ -109,7 +109,7 @@ def test_corrupted_ltoir_is_rebuilt_never_used(cdir, monkeypatch, caplog):
     """Through the FFT codegen: a damaged LTO-IR entry is recompiled, not handed to a link."""
     calls = []
 
-    def fake_compile(src, sm, output, name=None, extra_include_dirs=()):
+    def fake_compile(src, sm, output, name=None, extra_include_dirs=(), extra_options=()):
         calls.append(name)
         return b"LTOIR:" + name.encode()
 

@@ -23,6 +23,7 @@ import sys
 from dataclasses import dataclass
 
 import pytest
+from numba import cuda
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CC = (9, 0)
@@ -296,3 +297,37 @@ def test_rebuilt_library_runs_module_setup_on_first_load(monkeypatch):
     assert rebuilt.get_cufunc() is cufunc and FakeModule.calls == 1
     assert rebuilt.get_cufunc() is cufunc and FakeModule.calls == 1  # once per module
     assert lib.get_cufunc() is cufunc and FakeModule.calls == 1  # a compiled library binds itself
+
+
+def _fft_kernel(x):
+    td = cuda.local.array(_FFT64.storage_size, dtype=_FFT64.value_type)
+    smem = cuda.shared.array(0, dtype=_FFT64.value_type)
+    for i in range(_FFT64.storage_size):
+        td[i] = x[i]
+    _FFT64.execute(td, smem)
+    for i in range(_FFT64.storage_size):
+        x[i] = td[i]
+
+
+_FFT64 = None
+
+
+def test_fft_kernel_library_pickles_with_its_twiddle_tables(monkeypatch):
+    # A real FFT kernel links its unit and the shared twiddle-table module; both must come back
+    # from numba's cache (as lazy linkable objects), or a cache=True kernel could not relink.
+    import numpy as np
+    from numba import types
+    from numba.core import serialize
+
+    from nvmath_device import FFT
+    from nvmath_device._codegen.fft_codegen import TwiddleTables
+    from nvmath_device._compat import compile_kernel_library
+
+    fft = FFT(size=64, precision=np.float32, fft_type="c2c", direction="forward", sm=90)
+    monkeypatch.setitem(globals(), "_FFT64", fft)
+    lib, _ = compile_kernel_library(_fft_kernel, (types.complex64[::1],), CC)
+    cubin = bytes(lib.get_cubin(cc=CC).code)
+    back = pickle.loads(serialize.dumps(lib))
+    names = sorted(f.name for f in back._linking_files)
+    assert names == sorted([f"{fft.symbol}.ltoir", f"{TwiddleTables(90).symbol}.ltoir"])
+    assert bytes(back.get_cubin(cc=CC).code) == cubin  # the linked cubin travels, no relink
