@@ -17,6 +17,7 @@ import pytest
 
 from nvmath_host import Algorithm, Matmul, MatmulEpilog, MatmulOptions, _operands
 from nvmath_host._cublaslt import MatmulDescAttribute
+from tests.cpu.test_host_validation import FakeTorch  # a CUDA torch.Tensor look-alike
 
 mm_mod = importlib.import_module("nvmath_host.matmul")
 pytestmark = pytest.mark.filterwarnings("ignore::nvmath_host.CPUExecutionWarning")
@@ -27,33 +28,6 @@ M, K, N = 32, 64, 48
 @pytest.fixture(autouse=True)
 def _cpu_only(monkeypatch):
     monkeypatch.setattr(_operands, "_GPU", False)
-
-
-class FakeTorch:
-    """Looks like a CUDA torch.Tensor to nvmath_host (no torch needed)."""
-
-    __module__ = "torch.fake"
-    is_cuda = True
-
-    def __init__(self, shape, dtype="float8_e4m3fn", strides=None, ptr=0x7F0000000000):
-        self.shape = tuple(shape)
-        self._dtype = f"torch.{dtype}"
-        self.device = SimpleNamespace(index=0)
-        self._ptr = ptr
-        if strides is None:
-            strides = tuple(int(np.prod(shape[i + 1 :])) for i in range(len(shape)))
-        self._strides = strides
-
-    def __getattribute__(self, name):
-        if name == "dtype":
-            return object.__getattribute__(self, "_dtype")
-        return object.__getattribute__(self, name)
-
-    def data_ptr(self):
-        return self._ptr
-
-    def stride(self):
-        return self._strides
 
 
 A_PTR, B_PTR, C_PTR, BIAS_PTR = 0x7F0000000000, 0x7F0000100000, 0x7F0000200000, 0x7F0000300000
