@@ -135,3 +135,67 @@ def install_cache_pickling() -> bool:
     CUDACodeLibrary._rebuild = classmethod(_rebuild)
     _patched["cache_pickling"] = True
     return True
+
+
+# --- bfloat16 shared and local arrays ----------------------------------------------------------
+#
+# numba-cuda 0.30.4 types ``cuda.shared.array(n, dtype=<bfloat16>)`` and ``cuda.local.array(...)``
+# (the dtype being ``numpy.dtype(ml_dtypes.bfloat16)``, ``ml_dtypes.bfloat16`` or
+# ``numba.cuda.types.bfloat16``) but refuses to lower them: ``cudaimpl._generic_array`` takes only
+# the types of ``number_domain``, records, booleans, struct models and float16, and bfloat16 (a
+# primitive model over i16) is none of those -> "TypeError: unsupported type: __nv_bfloat16".
+# Upstream: NVIDIA/numba-cuda#198 ("Support bfloat16 data type", open); the review of
+# NVIDIA/numba-cuda#166 added expected-failure tests for exactly these shared/local arrays.
+#
+# A bfloat16 array is 16-bit storage with 2-byte alignment, like an int16 one, and an
+# Array(bfloat16) value has the same LLVM type as an Array(int16) one (its data pointer is i16*).
+# The patch lets ``_generic_array`` allocate a bfloat16 array as the int16 array it would build
+# and returns that value. Version gate: applied only while numba-cuda's ``_generic_array`` has the
+# 0.30.x signature and bfloat16 is still outside ``number_domain``.
+
+_patched["bfloat16_arrays"] = False
+
+
+def install_bfloat16_arrays() -> bool:
+    """Let ``cuda.shared.array`` / ``cuda.local.array`` of bfloat16 compile (see the comment above).
+
+    Idempotent.
+
+    Returns
+    -------
+    bool
+        True when the patch is in place, False when this numba-cuda does not need it or its
+        ``_generic_array`` does not have the expected shape.
+    """
+    if _patched["bfloat16_arrays"]:
+        return True
+    import inspect
+    import logging
+
+    try:
+        from numba.cuda import cudaimpl
+        from numba.cuda import types as cuda_types
+    except ImportError:  # pragma: no cover
+        return False
+    bf16 = getattr(cuda_types, "bfloat16", None)
+    orig = getattr(cudaimpl, "_generic_array", None)
+    try:
+        params = list(inspect.signature(orig).parameters)
+    except (TypeError, ValueError):
+        params = []
+    if bf16 is None or params[:4] != ["context", "builder", "shape", "dtype"]:
+        logging.getLogger("nvmath_device").debug(
+            "numba-cuda's cudaimpl._generic_array changed shape; bfloat16 array patch not applied")
+        return False
+    if bf16 in cuda_types.number_domain:  # fixed upstream
+        return False
+
+    def _generic_array(context, builder, shape, dtype, *args, **kwargs):
+        if dtype == bf16:
+            dtype = cuda_types.int16  # same storage, same array value (see above)
+        return orig(context, builder, shape, dtype, *args, **kwargs)
+
+    _generic_array._nvmath_device_original = orig
+    cudaimpl._generic_array = _generic_array
+    _patched["bfloat16_arrays"] = True
+    return True

@@ -15,8 +15,16 @@ from . import _arch
 
 __all__ = ["Matmul"]
 
-# numpy name -> (C++ type, bytes). bfloat16 has no numpy dtype: it is not offered yet.
-_PRECISIONS = {"float16": ("__half", 2), "float32": ("float", 4), "float64": ("double", 8)}
+# precision name -> (C++ type, bytes). bfloat16 has no NumPy dtype: its value type is
+# ml_dtypes.bfloat16's (the dtype numba-cuda types as its ``bfloat16``).
+_PRECISIONS = {
+    "float16": ("__half", 2), "bfloat16": ("__nv_bfloat16", 2),
+    "float32": ("float", 4), "float64": ("double", 8),
+}
+# names of numba's scalar types (numba.float32, numba.cuda.types.bfloat16, ...) -> precision name
+_NUMBA_NAMES = {"float16": "float16", "__nv_bfloat16": "bfloat16", "float32": "float32", "float64": "float64"}
+_PRECISION_HINT = ("numpy.float16, 'bfloat16' (or ml_dtypes.bfloat16, numba.cuda.types.bfloat16), "
+                   "numpy.float32, numpy.float64")
 _DATA_TYPES = ("real", "complex")
 _ARRANGEMENTS = ("row_major", "col_major")
 _EXECUTIONS = ("Block",)
@@ -32,15 +40,40 @@ def _is_int(v) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
-def _parse_one_precision(p, argname) -> str:
+def _bfloat16_dtype() -> np.dtype:
+    """``numpy.dtype(ml_dtypes.bfloat16)``: the value type of bfloat16 GEMM operands.
+
+    NumPy has no bfloat16; ml_dtypes provides one, and numba-cuda types arrays of it as its own
+    ``bfloat16`` (``numba.cuda.types.bfloat16``, C++ ``__nv_bfloat16``).
+    """
     try:
-        name = np.dtype(p).name
-    except TypeError:
-        name = None
+        import ml_dtypes
+    except ImportError:  # pragma: no cover - ml_dtypes is a dependency
+        raise ImportError(
+            "bfloat16 precision needs the ml_dtypes package (pip install ml_dtypes): NumPy has no "
+            "bfloat16 dtype, and numba-cuda types ml_dtypes.bfloat16 arrays as bfloat16"
+        ) from None
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def _precision_dtype(name: str) -> np.dtype:
+    return _bfloat16_dtype() if name == "bfloat16" else np.dtype(name)
+
+
+def _parse_one_precision(p, argname) -> str:
+    name = None
+    if isinstance(p, str) and p in _PRECISIONS:
+        name = p
+    elif type(p).__module__.split(".")[0] == "numba":  # a numba scalar type (no numba import here)
+        name = _NUMBA_NAMES.get(str(p))
+    else:
+        try:
+            name = np.dtype(p).name
+        except TypeError:
+            name = None
     if name not in _PRECISIONS:
         raise ValueError(
-            f"{argname} must be one of numpy.float16, numpy.float32, numpy.float64 "
-            f"(or an (a, b, c) tuple of them); got {p!r}"
+            f"{argname} must be one of {_PRECISION_HINT} (or an (a, b, c) tuple of them); got {p!r}"
         )
     return name
 
@@ -124,8 +157,13 @@ class Matmul:
     ----------
     size : tuple of 3 ints
         ``(m, n, k)``: A is m x k, B is k x n, C is m x n.
-    precision : numpy.float16, numpy.float32, numpy.float64 or an (a, b, c) tuple of them
-        Precision of A, B and C (compute and accumulate in C's precision). One type means all three.
+    precision : type, str or tuple of 3
+        Precision of A, B and C (compute and accumulate in C's precision): one of
+        ``numpy.float16``, ``"bfloat16"``, ``numpy.float32``, ``numpy.float64`` (anything
+        ``numpy.dtype`` accepts for these, numba's scalar types, ``ml_dtypes.bfloat16`` or
+        ``numba.cuda.types.bfloat16``), or an ``(a, b, c)`` tuple of them for mixed precision,
+        e.g. ``("bfloat16", "bfloat16", numpy.float32)``. One type means all three. A bfloat16
+        C needs bfloat16 A and B. See Notes for bfloat16.
     data_type : {"real", "complex"}
         Complex uses complex64/complex128 values (complex needs float32 or float64 precisions).
     arrangement : str or tuple of 3 str
@@ -156,6 +194,21 @@ class Matmul:
     When a launch uses more threads than ``block_dim`` (e.g. ``(64, 4)`` for a ``(64, 1, 1)``
     GEMM), cuBLASDx uses only the dimensions of ``block_dim`` that are not 1 to number its
     threads, so ``threadIdx.y`` can select one of several GEMMs computed by the block.
+
+    bfloat16: NumPy has no bfloat16, so a bfloat16 operand's value type (``a_value_type``...) is
+    ``numpy.dtype(ml_dtypes.bfloat16)`` (ml_dtypes is a dependency), which numba-cuda types as
+    ``numba.cuda.types.bfloat16`` (C++ ``__nv_bfloat16``). It works as the ``dtype`` of
+    ``cuda.shared.array`` / ``cuda.local.array`` in kernels (importing ``nvmath_device`` lets
+    numba-cuda 0.30 allocate bfloat16 arrays, which it otherwise refuses) and in the simulator.
+    Global data comes in as arrays of that dtype: NumPy arrays (``x.astype(ml_dtypes.bfloat16)``,
+    or ``bits.view(ml_dtypes.bfloat16)`` for raw uint16 bit patterns) through ``cuda.to_device``,
+    or device arrays of it (``DeviceNDArray.view(ml_dtypes.bfloat16)`` of a uint16 device array).
+    The copy helpers (:meth:`load_a`...) copy without conversion, so their global arrays must
+    hold the tile's value type; in kernels, bfloat16 values convert to and from float32/float64
+    by assignment or ``numpy.float32(x)``. Complex bfloat16 is not offered (no NumPy or Numba
+    type for it). A GEMM whose C is bfloat16 accumulates in bfloat16 (cuBLASDx has no bfloat16
+    tensor-core MMA with a bfloat16 accumulator); ``("bfloat16", "bfloat16", numpy.float32)``
+    runs on the tensor cores (sm_80+) with a float32 accumulator.
     """
 
     def __init__(self, size, precision=np.float32, data_type: str = "real",
@@ -177,15 +230,28 @@ class Matmul:
         prec = _parse_precision(self.precision)
         if self.data_type not in _DATA_TYPES:
             raise ValueError(f"data_type must be one of {_DATA_TYPES}, got {self.data_type!r}")
-        if self.data_type == "complex" and any(p == "float16" for p in prec):
+        if self.data_type == "complex" and any(p in ("float16", "bfloat16") for p in prec):
             raise ValueError(
                 f"precision={prec} with data_type='complex': complex GEMMs need float32 or float64 "
-                "precisions (numpy/numba have no complex float16)"
+                "precisions (numpy/numba have no complex float16 or bfloat16)"
+            )
+        if prec[2] == "bfloat16" and prec[:2] != ("bfloat16", "bfloat16"):
+            # cuBLASDx 0.4's generic FMA computes d = a * b + c; with other A or B types the
+            # product is float, and CUTLASS's bfloat16_t cannot be assigned from float (NVRTC error)
+            raise ValueError(
+                f"precision={prec}: a bfloat16 C needs bfloat16 A and B (cuBLASDx cannot accumulate "
+                "other products into bfloat16); use ('bfloat16', 'bfloat16', 'bfloat16') or a wider C, "
+                "e.g. ('bfloat16', 'bfloat16', numpy.float32)"
             )
         arr = _parse_arrangement(self.arrangement)
         if self.execution not in _EXECUTIONS:
             raise ValueError(f"execution must be one of {_EXECUTIONS}, got {self.execution!r}")
         sm = _arch.parse_sm(self.sm)
+        if "bfloat16" in prec and sm < 80:
+            raise ValueError(
+                f"precision={prec} on sm_{sm}: bfloat16 needs sm_80 or newer (numba-cuda supports "
+                "bfloat16 from compute capability 8.0)"
+            )
         bdim = _parse_block_dim(self._block_dim, self._block_size)
         cplx = 2 if self.data_type == "complex" else 1
         itemsizes = tuple(_PRECISIONS[p][1] * cplx for p in prec)
@@ -252,7 +318,7 @@ class Matmul:
         key = ((m, n, k), prec, self.data_type, arr, ld_mode, bdim, aligns if al is not None else None,
                self.execution, sm)
         object.__setattr__(self, "size", (m, n, k))
-        object.__setattr__(self, "precision", tuple(np.dtype(p).type for p in prec))
+        object.__setattr__(self, "precision", tuple(_precision_dtype(p).type for p in prec))
         object.__setattr__(self, "arrangement", arr)
         object.__setattr__(self, "leading_dimension", lds)
         object.__setattr__(self, "_block_dim", bdim)
@@ -319,17 +385,21 @@ class Matmul:
 
     @property
     def a_value_type(self) -> np.dtype:
-        """Type of one element of A (numpy dtype)."""
+        """Type of one element of A (numpy dtype; ``numpy.dtype(ml_dtypes.bfloat16)`` for bfloat16).
+
+        Usable as the ``dtype`` of ``cuda.shared.array`` / ``cuda.local.array`` in kernels.
+        """
         return self._vt(0)
 
     @property
     def b_value_type(self) -> np.dtype:
-        """Type of one element of B (numpy dtype)."""
+        """Type of one element of B (numpy dtype; ``numpy.dtype(ml_dtypes.bfloat16)`` for bfloat16)."""
         return self._vt(1)
 
     @property
     def c_value_type(self) -> np.dtype:
-        """Type of one element of C, of alpha and beta, and of the register accumulator (numpy dtype)."""
+        """Type of one element of C, of alpha and beta, and of the register accumulator (numpy
+        dtype; ``numpy.dtype(ml_dtypes.bfloat16)`` for bfloat16)."""
         return self._vt(2)
 
     @property
@@ -544,6 +614,6 @@ class Matmul:
 
 def _rebuild_matmul(key):
     size, prec, data_type, arr, ld_mode, bdim, aligns, execution, sm = key
-    return Matmul(size=size, precision=tuple(np.dtype(p).type for p in prec), data_type=data_type,
+    return Matmul(size=size, precision=tuple(prec), data_type=data_type,
                   arrangement=arr, leading_dimension=ld_mode, block_dim=bdim, alignment=aligns,
                   execution=execution, sm=sm)

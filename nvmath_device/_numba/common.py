@@ -12,7 +12,7 @@ from numba.cuda.cudadrv.linkable_code import LTOIR
 from numba.cuda.extending import core_models, infer_getattr, lower_getattr_generic, register_model
 from numba.cuda.typing.templates import AbstractTemplate, AttributeTemplate, signature
 
-from .._compat import install_cache_pickling
+from .._compat import install_bfloat16_arrays, install_cache_pickling
 
 _ltoir_objects: dict = {}
 
@@ -69,6 +69,7 @@ def linkable_ltoir(descriptor) -> DescriptorLTOIR:
 
 
 install_cache_pickling()  # numba issue #8888: let kernels linking DescriptorLTOIR pickle
+install_bfloat16_arrays()  # numba-cuda #198: cuda.shared.array / cuda.local.array of bfloat16
 
 
 def call_extern(context, builder, descriptor, symbol, pointers):
@@ -88,8 +89,8 @@ def data_pointer(context, builder, arytype, value):
 
 
 def numba_dtype(dt: np.dtype):
-    """The numba type of a numpy dtype."""
-    from numba.np.numpy_support import from_dtype
+    """The numba type of a numpy dtype (numba-cuda's mapping: ``ml_dtypes.bfloat16`` -> ``bfloat16``)."""
+    from numba.cuda.np.numpy_support import from_dtype
 
     return from_dtype(np.dtype(dt))
 

@@ -17,6 +17,7 @@ from numba import cuda
 from numba.core import cgutils, types
 from numba.core.errors import TypingError
 from numba.cuda.extending import lower_builtin, typeof_impl
+from numba.cuda.types import bfloat16
 
 from ..gemm import Matmul
 from .common import (
@@ -58,11 +59,17 @@ def _attr(mm, name):
 
 
 # ---------------------------------------------------------------------------- typing helpers
+def _tname(t) -> str:
+    """A numba scalar type as users name it (numba calls bfloat16 ``__nv_bfloat16``)."""
+    return "bfloat16 (numpy.dtype(ml_dtypes.bfloat16))" if t == bfloat16 else str(t)
+
+
 def _check_array(arg, dtype, what, hint, ndims=(1, 2)):
     if not isinstance(arg, types.Array):
         raise TypingError(f"{what} must be {hint}, got {arg}")
     if arg.dtype != dtype:
-        raise TypingError(f"{what} must hold {dtype} values ({hint}), got an array of {arg.dtype}")
+        raise TypingError(f"{what} must hold {_tname(dtype)} values ({hint}), got an array of "
+                          f"{_tname(arg.dtype)}")
     if arg.ndim not in ndims or arg.layout != "C":
         raise TypingError(
             f"{what} must be a C-contiguous array with {' or '.join(map(str, ndims))} dimension(s) "
@@ -71,8 +78,8 @@ def _check_array(arg, dtype, what, hint, ndims=(1, 2)):
 
 
 def _check_scalar(arg, ctype, what):
-    if not isinstance(arg, (types.Integer, types.Float, types.Complex, types.Boolean)):
-        raise TypingError(f"{what} must be a scalar convertible to {ctype} (MM.c_value_type), got {arg}")
+    if not (isinstance(arg, (types.Integer, types.Float, types.Complex, types.Boolean)) or arg == bfloat16):
+        raise TypingError(f"{what} must be a scalar convertible to {_tname(ctype)} (MM.c_value_type), got {arg}")
     if isinstance(arg, types.Complex) and not isinstance(ctype, types.Complex):
         raise TypingError(f"{what} is complex ({arg}) but this GEMM is real (c_value_type {ctype})")
 
@@ -137,7 +144,8 @@ def _make_copy_typer(name):
             raise TypingError(f"Matmul.{name}: the global array ({gpos} argument) must be a 2-D array of "
                               f"shape {dims}, got {g}")
         if g.dtype != vt:
-            raise TypingError(f"Matmul.{name}: the global array ({gpos} argument) must hold {vt}, got {g.dtype}")
+            raise TypingError(f"Matmul.{name}: the global array ({gpos} argument) must hold {_tname(vt)}, got "
+                              f"{_tname(g.dtype)} (MM.{'abc'[idx]}_value_type: the copy does not convert)")
         _check_array(s, vt, f"Matmul.{name}: the shared array ({spos} argument)",
                      f"a 1-D shared array of MM.{'abc'[idx]}_size MM.{'abc'[idx]}_value_type", ndims=(1,))
         return args
@@ -220,6 +228,12 @@ def _split(sig, args):
 
 
 def _scalar_pointer(context, builder, fromty, toty, val):
+    if toty == bfloat16 and fromty != bfloat16:
+        # numba-cuda 0.30 converts to bfloat16 only from some types (float16/32/64 and 16-64 bit
+        # ints); float64 holds every real alpha/beta exactly (up to int64 beyond 2**53), and
+        # float64 -> bfloat16 rounds once (__double2bfloat16).
+        val = context.cast(builder, val, fromty, types.float64)
+        fromty = types.float64
     v = context.cast(builder, val, fromty, toty)
     return cgutils.alloca_once_value(builder, v)
 

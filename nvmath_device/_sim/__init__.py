@@ -10,7 +10,10 @@ imported with the simulator enabled; see :func:`install_simulator_compat`):
   (0.30.x, ``simulator/kernelapi.py``) raises "Array alignment is not supported in cudasim".
   Our README asks for ``alignment=16`` on real-typed register arrays, so the simulator must take it.
 - ``dtype=numpy.complex64`` (a numpy scalar class rather than a ``numpy.dtype``) in
-  ``cuda.shared.array(0, ...)``: the simulator reads ``dtype.itemsize`` and fails.
+  ``cuda.shared.array(0, ...)``: the simulator reads ``dtype.itemsize`` and fails. The same
+  holds for ``ml_dtypes.bfloat16``; ``dtype=numba.cuda.types.bfloat16`` has no NumPy mapping in
+  the simulator: both become ``numpy.dtype(ml_dtypes.bfloat16)`` here, the dtype numba-cuda
+  gives bfloat16 arrays.
 """
 
 from __future__ import annotations
@@ -47,6 +50,10 @@ def _as_dtype(dtype) -> np.dtype:
     from numba.np import numpy_support
 
     if isinstance(dtype, types.Type):
+        if str(dtype) == "__nv_bfloat16":  # numba.cuda.types.bfloat16: no numpy_support mapping
+            from ..gemm import _bfloat16_dtype
+
+            return _bfloat16_dtype()
         return numpy_support.as_dtype(dtype)
     return np.dtype(dtype)
 

@@ -163,7 +163,9 @@ def _check_tile_size(p: _Plan, ctx, idx: int, size: int, what: str) -> None:
 
 
 def _check_scalar(p: _Plan, v, what: str):
-    if isinstance(v, np.ndarray) or not isinstance(v, (numbers.Number, np.bool_)):
+    # a bfloat16 scalar (ml_dtypes) is a numpy scalar but not a numbers.Number
+    bf16 = isinstance(v, np.generic) and np.dtype(type(v)).name == "bfloat16"
+    if isinstance(v, np.ndarray) or not (bf16 or isinstance(v, (numbers.Number, np.bool_))):
         raise TypeError(f"{what} must be a scalar convertible to {p.ct} (MM.c_value_type), got {type(v).__name__}")
     if isinstance(v, (complex, np.complexfloating)) and not p.complex:
         raise TypeError(f"{what} is complex ({v!r}) but this GEMM is real (c_value_type {p.ct})")
@@ -403,7 +405,8 @@ def sim_copy(mm, name: str, *args) -> None:
         raise TypeError(f"Matmul.{name}: the global array ({gpos} argument) must be a 2-D array of shape "
                         f"{(rows, cols)}, got {type(g).__name__}{getattr(g, 'shape', '')}")
     if g.dtype != vt:
-        raise TypeError(f"Matmul.{name}: the global array ({gpos} argument) must hold {vt}, got {g.dtype}")
+        raise TypeError(f"Matmul.{name}: the global array ({gpos} argument) must hold {vt}, got {g.dtype} "
+                        f"(MM.{op.lower()}_value_type: the copy does not convert)")
     if g.shape[0] < rows or g.shape[1] < cols:
         raise ValueError(f"Matmul.{name}: the global array ({gpos} argument) has shape {g.shape}; "
                          f"{op} is {rows} x {cols}")

@@ -18,6 +18,8 @@ DESCS = [
     Matmul(size=(32, 32, 32), precision=np.float32, data_type="complex", leading_dimension="suggested", sm=90),
     Matmul(size=(20, 12, 28), precision=np.float64, leading_dimension=(31, 29, 23), arrangement=("row_major", "col_major", "col_major"), sm=90),
     Matmul(size=(33, 17, 9), precision=np.float32, block_dim=(32, 2), alignment=(16, 16, 16), sm=90),
+    Matmul(size=(32, 32, 32), precision="bfloat16", arrangement=("row_major", "col_major", "col_major"), sm=90),
+    Matmul(size=(32, 16, 64), precision=("bfloat16", "bfloat16", np.float32), arrangement=("col_major", "row_major", "col_major"), sm=90),
 ]
 
 
@@ -79,6 +81,23 @@ def test_ltoir_for_sm(sm):
     cache._memory.clear()  # the disk copy must be found and verified
     assert mm.ltoir() == blob
     assert toolchain.stats["nvrtc_compiles"] == before
+
+
+BF16_LTOIR = [
+    Matmul(size=(32, 32, 32), precision="bfloat16", arrangement=("row_major", "col_major", "col_major"),
+           block_dim=64, sm=80),
+    DESCS[-1],  # bfloat16 x bfloat16 -> float32, sm_90
+]
+
+
+@pytest.mark.parametrize("mm", BF16_LTOIR, ids=lambda mm: f"sm{mm.sm}-" + "-".join(np.dtype(p).name for p in mm.precision))
+def test_bfloat16_ltoir(mm):
+    src = gemm_codegen.render_shim_source(mm)
+    c_type = "__nv_bfloat16" if mm.c_value_type.itemsize == 2 else "float"
+    assert f"cublasdx::Precision<__nv_bfloat16, __nv_bfloat16, {c_type}>()" in src
+    assert f"cublasdx::SM<{mm.sm * 10}>()" in src
+    blob = mm.ltoir()
+    assert len(blob) > 10000 and blob[:4] == b"\xedCN\x7f"
 
 
 def test_cccl_for_cutlass_is_compatible():

@@ -49,6 +49,50 @@ def test_mixed_precision_offsets_respect_alignment():
     assert mm.c_shared_memory_offset % 8 == 0 and mm.c_shared_memory_offset >= mm.b_shared_memory_offset + 3 * 8 * 2
 
 
+def test_bfloat16_traits():
+    import ml_dtypes
+
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    mm = Matmul(size=(24, 40, 16), precision="bfloat16", arrangement=("row_major", "col_major", "row_major"), sm=90)
+    assert mm.precision == (ml_dtypes.bfloat16,) * 3
+    assert mm.a_value_type == mm.b_value_type == mm.c_value_type == bf16
+    assert mm.a_value_type.itemsize == 2 and mm.alignment == (2, 2, 2)
+    assert (mm.b_shared_memory_offset, mm.c_shared_memory_offset) == (2 * 24 * 16, 2 * (24 * 16 + 16 * 40))
+    assert mm.shared_memory_size == 2 * (24 * 16 + 16 * 40 + 24 * 40)
+    assert "bfloat16" in repr(mm)
+    # suggested leading dimensions pad 128-byte rows by 16 bytes = 8 bfloat16 values
+    assert Matmul(size=(64, 64, 64), precision="bfloat16", leading_dimension="suggested",
+                  sm=90).leading_dimension == (72, 72, 72)
+
+
+def test_bfloat16_spellings_are_one_descriptor():
+    import ml_dtypes
+    from numba.cuda import types as cuda_types
+
+    ref = Matmul(size=(16, 16, 16), precision="bfloat16", sm=90)
+    for p in (ml_dtypes.bfloat16, np.dtype(ml_dtypes.bfloat16), cuda_types.bfloat16,
+              ("bfloat16", ml_dtypes.bfloat16, cuda_types.bfloat16)):
+        mm = Matmul(size=(16, 16, 16), precision=p, sm=90)
+        assert mm == ref and hash(mm) == hash(ref)
+    assert pickle.loads(pickle.dumps(ref)) == ref
+    # numba's other scalar types name their precisions too
+    assert Matmul(size=(16, 16, 16), precision=cuda_types.float16, sm=90) == Matmul(
+        size=(16, 16, 16), precision=np.float16, sm=90)
+
+
+def test_mixed_bfloat16_float32():
+    import ml_dtypes
+
+    mm = Matmul(size=(17, 8, 3), precision=("bfloat16", "bfloat16", np.float32), sm=80)
+    assert mm.a_value_type == mm.b_value_type == np.dtype(ml_dtypes.bfloat16)
+    assert mm.c_value_type == np.dtype(np.float32)
+    assert mm.alignment == (2, 2, 4)
+    assert mm.b_shared_memory_offset == 17 * 3 * 2
+    assert mm.c_shared_memory_offset == 152  # 102 + 48 = 150, rounded up to C's 4-byte alignment
+    assert mm.c_shared_memory_offset % 4 == 0
+    assert pickle.loads(pickle.dumps(mm)) == mm
+
+
 def test_complex_value_types():
     mm = Matmul(size=(8, 8, 8), precision=np.float64, data_type="complex", sm=90)
     assert mm.a_value_type == np.dtype(np.complex128)
@@ -84,6 +128,14 @@ BAD = [
     (dict(size=(8, 8, 8), precision=(np.float32, "bogus", np.float32)), ValueError, r"precision\[1\]"),
     (dict(size=(8, 8, 8), data_type="quaternion"), ValueError, "data_type"),
     (dict(size=(8, 8, 8), precision=np.float16, data_type="complex"), ValueError, "complex"),
+    (dict(size=(8, 8, 8), precision="bfloat16", data_type="complex"), ValueError, "complex.*bfloat16"),
+    (dict(size=(8, 8, 8), precision=(np.float32, np.float32, "bfloat16"), data_type="complex"), ValueError,
+     "complex"),
+    (dict(size=(8, 8, 8), precision="bfloat16", sm=75), ValueError, "bfloat16 needs sm_80"),
+    (dict(size=(8, 8, 8), precision="bf16"), ValueError, "precision must be one of.*'bfloat16'"),
+    # cuBLASDx 0.4 fails to compile these (CUTLASS's bfloat16_t = float): refused up front
+    (dict(size=(8, 8, 8), precision=(np.float32, np.float32, "bfloat16")), ValueError, "bfloat16 C needs bfloat16 A and B"),
+    (dict(size=(8, 8, 8), precision=(np.float16, "bfloat16", "bfloat16")), ValueError, "bfloat16 C needs bfloat16 A and B"),
     (dict(size=(8, 8, 8), arrangement="diagonal"), ValueError, "arrangement of A"),
     (dict(size=(8, 8, 8), arrangement=("row_major", "col_major", "colmajor")), ValueError, "arrangement of C"),
     (dict(size=(8, 8, 8), arrangement=("row_major", "col_major")), ValueError, "arrangement"),

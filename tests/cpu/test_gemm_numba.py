@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from numba import cuda, types
 from numba.core.errors import TypingError
+from numba.cuda import types as cuda_types
 
 from nvmath_device import Matmul
 from nvmath_device.aot import compile_kernel
@@ -148,3 +149,121 @@ def test_attributes_are_constants():
 
     ck = compile_kernel(k, (types.int64[::1],), sm=90)
     assert ck.linked == ()  # no Dx code needed for attributes only
+
+
+# ---------------------------------------------------------------------------- bfloat16
+# Value types are numpy.dtype(ml_dtypes.bfloat16), which numba-cuda types as its bfloat16.
+BF = Matmul(size=(32, 32, 32), precision="bfloat16", arrangement=("row_major", "col_major", "col_major"), sm=90)
+BFX = Matmul(size=(32, 16, 64), precision=("bfloat16", "bfloat16", np.float32),
+             arrangement=("col_major", "row_major", "col_major"), sm=90)
+bf2 = types.Array(cuda_types.bfloat16, 2, "A")
+bf3 = types.Array(cuda_types.bfloat16, 3, "C")
+
+
+def _user_kernel(MM):
+    """The GPU test's kernel (tests/gpu/test_gemm_matmul.py): dynamic shared memory sliced at the
+    descriptor's offsets, copy helpers, both forms, the register form's output scaled in float64."""
+    m, n = MM.m, MM.n
+    a_off = MM.a_shared_memory_offset // MM.a_value_type.itemsize
+    b_off = MM.b_shared_memory_offset // MM.b_value_type.itemsize
+    c_off = MM.c_shared_memory_offset // MM.c_value_type.itemsize
+    a_size, b_size, c_size = MM.a_size, MM.b_size, MM.c_size
+
+    def kernel(A, B, C, D, alpha, beta):
+        g = cuda.blockIdx.x
+        sa = cuda.shared.array(0, dtype=MM.a_value_type)[a_off:a_off + a_size]
+        sb = cuda.shared.array(0, dtype=MM.b_value_type)[b_off:b_off + b_size]
+        sc = cuda.shared.array(0, dtype=MM.c_value_type)[c_off:c_off + c_size]
+        MM.load_a(A[g], sa)
+        MM.load_b(B[g], sb)
+        MM.load_c(C[g, :m, :n], sc)
+        cuda.syncthreads()
+        MM.execute(alpha, sa, sb, beta, sc)
+        cuda.syncthreads()
+        MM.store_c(sc, C[g, :m, :n])
+        acc = cuda.local.array(MM.accumulator_size, dtype=MM.c_value_type)
+        rows = cuda.local.array(MM.accumulator_size, dtype=np.int32)
+        cols = cuda.local.array(MM.accumulator_size, dtype=np.int32)
+        for i in range(MM.accumulator_size):
+            acc[i] = 0
+        MM.execute(sa, sb, acc)
+        MM.fragment_coordinates(rows, cols)
+        for i in range(MM.accumulator_size):
+            r = rows[i]
+            if r >= 0:
+                D[g, r, cols[i]] = alpha * acc[i] + beta * D[g, r, cols[i]]
+
+    return kernel
+
+
+@pytest.mark.parametrize("MM", [BF, BFX], ids=["bf16", "bf16-bf16-f32"])
+def test_bfloat16_kernel_links_to_sm90_cubin(MM):
+    import ml_dtypes
+    from numba.cuda.typing.typeof import typeof
+
+    a3 = typeof(np.zeros((2, 2, 2), ml_dtypes.bfloat16))  # what cuda.to_device(bfloat16 array) types as
+    assert a3 == bf3
+    c3 = bf3 if MM.c_value_type.itemsize == 2 else types.float32[:, :, ::1]
+    d3 = types.Array(c3.dtype, 3, "A")
+    ck = compile_kernel(_user_kernel(MM), (a3, a3, c3, d3, types.float64, types.float64), sm=90)
+    assert ck.cubin[:4] == b"\x7fELF"
+    assert f"{MM.symbol}.ltoir" in ck.linked  # (numba-cuda links its bfloat16 conversions as CUDA C++)
+    assert ck.entry.encode() in ck.cubin
+
+
+def test_bfloat16_static_shared_local_arrays_and_scalars():
+    """cuda.shared.array / cuda.local.array of bfloat16 (MM.*_value_type, ml_dtypes.bfloat16 or
+    numba's bfloat16) and alpha/beta of any real type, including bfloat16 and bool."""
+    import ml_dtypes
+
+    def k(A, C, alpha, beta, x):
+        sa = cuda.shared.array(BF.a_size, dtype=BF.a_value_type)
+        sb = cuda.shared.array(BF.b_size, dtype=ml_dtypes.bfloat16)
+        sc = cuda.shared.array(BF.c_size, dtype=cuda_types.bfloat16)
+        MM_ = BF
+        MM_.load_a(A, sa)
+        MM_.load_b(A, sb)
+        MM_.load_c(C, sc)
+        cuda.syncthreads()
+        MM_.execute(alpha, sa, sb, beta, sc)
+        MM_.execute(x, sa, sb, 1, sc)
+        cuda.syncthreads()
+        MM_.store_c(sc, C)
+
+    for alpha, beta in ((types.int8, types.boolean), (types.float32, types.int64)):
+        ck = compile_kernel(k, (bf2, bf2, alpha, beta, cuda_types.bfloat16), sm=90)
+        assert ck.cubin[:4] == b"\x7fELF"
+
+
+BF_TYPING_ERRORS = [
+    ("""
+def k(A, B, C):
+    sa = cuda.shared.array(BF.a_size, dtype=np.float16)
+    BF.execute(1.0, sa, sa, 0.0, sa)
+""", "a \\(2nd argument\\) must hold bfloat16 .*got an array of float16"),
+    ("""
+def k(A, B, C):
+    sa = cuda.shared.array(BF.a_size, dtype=BF.a_value_type)
+    BF.load_a(A, sa)
+""", "load_a: the global array.*must hold bfloat16.*got float32.*does not convert"),
+    ("""
+def k(A, B, C):
+    sa = cuda.shared.array(BF.a_size, dtype=BF.a_value_type)
+    acc = cuda.local.array(BF.accumulator_size, dtype=np.float32)
+    BF.execute(sa, sa, acc)
+""", "accumulator.*must hold bfloat16.*got an array of float32"),
+    ("""
+def k(A, B, C):
+    sa = cuda.shared.array(BFX.a_size, dtype=BFX.a_value_type)
+    sc = cuda.shared.array(BFX.c_size, dtype=BFX.a_value_type)
+    BFX.execute(1.0, sa, sa, 0.0, sc)
+""", "c \\(5th argument\\) must hold float32.*got an array of bfloat16"),
+]
+
+
+@pytest.mark.parametrize("src,match", BF_TYPING_ERRORS, ids=[str(i) for i in range(len(BF_TYPING_ERRORS))])
+def test_bfloat16_typing_errors_say_what_is_expected(src, match):
+    ns = {"cuda": cuda, "np": np, "BF": BF, "BFX": BFX}
+    exec(src, ns)
+    with pytest.raises(TypingError, match=match):
+        compile_kernel(ns["k"], (f2, f2, f2), sm=90)

@@ -11,6 +11,7 @@ be gone inside them.
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -26,6 +27,7 @@ from nvmath_device._numba.gemm_numba import opt_in_dynamic_shared_memory  # noqa
 
 ARR = ("row_major", "col_major")
 SM = None  # the current GPU
+BF16 = ml_dtypes.bfloat16  # value type numpy.dtype(ml_dtypes.bfloat16): numba-cuda's bfloat16
 
 
 def _cases():
@@ -38,6 +40,11 @@ def _cases():
     cases += [
         dict(size=(32, 32, 32), precision=np.float16, arrangement=("row_major", "col_major", "col_major")),
         dict(size=(32, 16, 64), precision=(np.float16, np.float16, np.float32), arrangement=("col_major", "row_major", "col_major")),
+        # bfloat16: C in bfloat16 accumulates with bfloat16 FMAs (no tensor-core MMA for it);
+        # bf16 x bf16 -> fp32 runs the sm_80 tensor-core MMA
+        dict(size=(32, 32, 32), precision=BF16, arrangement=("row_major", "col_major", "col_major")),
+        dict(size=(32, 16, 64), precision=(BF16, BF16, np.float32), arrangement=("col_major", "row_major", "col_major")),
+        dict(size=(16, 24, 40), precision=BF16, arrangement=("col_major", "row_major", "row_major"), block_dim=64),
         dict(size=(64, 64, 64), precision=np.float64, leading_dimension="suggested"),
         dict(size=(16, 48, 8), precision=np.float64, arrangement=("row_major", "row_major", "row_major")),
         dict(size=(32, 32, 32), precision=np.float32, data_type="complex", arrangement=("row_major", "col_major", "row_major")),
@@ -142,8 +149,10 @@ def test_matmul_correct(case):
 
     ref = alpha * np.matmul(A.astype(np.complex128 if cplx else np.float64), B.astype(np.complex128 if cplx else np.float64))
     ref = ref + beta * C0.astype(ref.dtype)
-    low = min(np.dtype(p).itemsize for p in MM.precision)
-    tol = {2: 5e-3, 4: 1e-6, 8: 1e-14}[low] * max(k, 8)
+    # by the least precise operand; bfloat16: 2**-8 per k (bfloat16 accumulation, measured by
+    # emulating it in numpy: ~0.015 relative for k = 32..64, with two roundings per FMA)
+    eps = {"float16": 5e-3, "bfloat16": 2**-8, "float32": 1e-6, "float64": 1e-14}
+    tol = max(eps[np.dtype(p).name] for p in MM.precision) * max(k, 8)
     scale = np.abs(ref).max()
     for name, out in (("shared-memory form", C), ("register form", D)):
         assert np.isnan(out[:, m:, :]).all() and np.isnan(out[:, :, n:]).all(), f"{name}: wrote outside C"

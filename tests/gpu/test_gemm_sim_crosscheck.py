@@ -2,7 +2,7 @@
 """The simulator's GEMM layouts are the device's: same kernels, same fresh random inputs, GPU
 (in this process) vs NUMBA_ENABLE_CUDASIM=1 (in a subprocess), compared element by element.
 
-Per case (arrangements, real/complex, fp16/fp32/fp64, custom and suggested leading dimensions,
+Per case (arrangements, real/complex, fp16/bf16/fp32/fp64, custom and suggested leading dimensions,
 block shapes of rank 1 and 2, partial tiles, the swizzled tiled MMA), the kernels of
 tests/sim/test_gemm_sim.py:
 
@@ -63,6 +63,18 @@ def _cases():
 
 CASES = _cases()
 
+# npz files store bfloat16 (ml_dtypes) arrays as raw 2-byte voids: view them back by operand
+_OPERAND = {"A": 0, "SA": 0, "B": 1, "SB": 1, "C": 2, "D": 2, "ACC0": 2, "ACC": 2}
+
+
+def _load(path, mm):
+    out = {}
+    for key, x in np.load(path).items():
+        if x.dtype.kind == "V" and key in _OPERAND:
+            x = x.view((mm.a_value_type, mm.b_value_type, mm.c_value_type)[_OPERAND[key]])
+        out[key] = x
+    return out
+
 
 def crosscheck_run(folder):
     """Run every case saved in ``folder`` (cases.pkl + NAME_in.npz) with this process's CUDA (GPU
@@ -82,7 +94,7 @@ def crosscheck_run(folder):
 
         prefetch_ltoir(list(mms.values()))
     for name, mm in mms.items():
-        inputs = dict(np.load(os.path.join(folder, f"{name}_in.npz")))
+        inputs = _load(os.path.join(folder, f"{name}_in.npz"), mm)
         out = run_case(mm, inputs)
         np.savez(os.path.join(folder, f"{name}_{tag}.npz"), **out)
 
@@ -142,7 +154,7 @@ def _close(gpu, sim, mm, what, mask=None):
 @pytest.mark.parametrize("name", list(CASES))
 def test_simulator_matches_gpu(folder, name):
     mm = Matmul(sm=SM, **CASES[name])
-    gpu, sim = (dict(np.load(folder / f"{name}_{t}.npz")) for t in ("gpu", "sim"))
+    gpu, sim = (_load(folder / f"{name}_{t}.npz", mm) for t in ("gpu", "sim"))
     m, n = mm.m, mm.n
     for key in ("ROWS", "COLS"):
         same = gpu[key] == sim[key]

@@ -19,6 +19,7 @@ from nvmath_device import Matmul
 
 SM = 90
 F16, F32, F64 = np.float16, np.float32, np.float64
+BF16 = "bfloat16"  # value type numpy.dtype(ml_dtypes.bfloat16)
 RCC = ("row_major", "col_major", "col_major")
 
 # (id, Matmul arguments). Small GEMMs: the simulator runs one Python thread per CUDA thread.
@@ -43,6 +44,9 @@ CASES = [
     ("33x17x9-f32-partial", dict(size=(33, 17, 9), precision=F32)),
     ("64x64x64-f64-rrr-al16-bd128", dict(size=(64, 64, 64), precision=F64, arrangement=("row_major",) * 3,
                                          alignment=(16, 16, 16), block_dim=128)),
+    ("32x32x32-bf16-rcc", dict(size=(32, 32, 32), precision=BF16, arrangement=RCC)),
+    ("32x16x64-bf16-bf16-f32-crc", dict(size=(32, 16, 64), precision=(BF16, BF16, F32),
+                                        arrangement=("col_major", "row_major", "col_major"))),
 ]
 TOL = {2: 2e-3, 4: 2e-6, 8: 1e-14}
 
@@ -550,3 +554,36 @@ def test_outside_a_kernel():
         MM.fragment_coordinates(np.zeros(16, np.int32), np.zeros(16, np.int32))
     with pytest.raises(RuntimeError, match="only be called inside a @cuda.jit kernel"):
         MM.load_a(np.zeros((32, 32), np.float32), np.zeros(MM.a_size, np.float32))
+
+
+def test_bfloat16_user_spellings():
+    """bfloat16 as a user writes it: shared arrays of ml_dtypes.bfloat16 (also the scalar class in
+    dynamic shared memory) or numba's bfloat16, a bfloat16 alpha, numpy bfloat16 global arrays;
+    a float32 global array for a bfloat16 tile is refused (the copy does not convert)."""
+    import ml_dtypes
+    from numba.cuda import types as cuda_types
+
+    MM = Matmul(sm=SM, **dict(CASES)["32x32x32-bf16-rcc"])
+    bf16 = ml_dtypes.bfloat16
+    assert MM.c_value_type == np.dtype(bf16)
+
+    @cuda.jit
+    def kernel(A, B, C, alpha):
+        sa = cuda.shared.array(MM.a_size, dtype=bf16)
+        sb = cuda.shared.array(MM.b_size, dtype=cuda_types.bfloat16)
+        sc = cuda.shared.array(0, dtype=bf16)
+        MM.load_a(A, sa)
+        MM.load_b(B, sb)
+        cuda.syncthreads()
+        MM.execute(alpha, sa, sb, 0, sc)
+        cuda.syncthreads()
+        MM.store_c(sc, C)
+
+    rng = np.random.default_rng(3)
+    A, B = rand(rng, MM.a_dim, bf16), rand(rng, MM.b_dim, bf16)
+    C = np.full(MM.c_dim, np.nan, bf16)
+    _launch(kernel, 1, MM.block_dim, MM.c_size * 2, A, B, C, bf16(2.0))
+    ref = 2.0 * (A.astype(np.float64) @ B.astype(np.float64))
+    np.testing.assert_allclose(C.astype(np.float64), ref, rtol=2**-8, atol=2**-8 * np.abs(ref).max())
+    with pytest.raises(TypeError, match=r"load_a: the global array \(1st argument\) must hold bfloat16, got float32"):
+        _launch(kernel, 1, MM.block_dim, MM.c_size * 2, A.astype(np.float32), B, C, 1.0)
