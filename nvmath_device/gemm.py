@@ -200,9 +200,11 @@ class Matmul:
     ``numba.cuda.types.bfloat16`` (C++ ``__nv_bfloat16``). It works as the ``dtype`` of
     ``cuda.shared.array`` / ``cuda.local.array`` in kernels (importing ``nvmath_device`` lets
     numba-cuda 0.30 allocate bfloat16 arrays, which it otherwise refuses) and in the simulator.
-    Global data comes in as arrays of that dtype: NumPy arrays (``x.astype(ml_dtypes.bfloat16)``,
-    or ``bits.view(ml_dtypes.bfloat16)`` for raw uint16 bit patterns) through ``cuda.to_device``,
-    or device arrays of it (``DeviceNDArray.view(ml_dtypes.bfloat16)`` of a uint16 device array).
+    Global data comes in as device arrays of that dtype. numba-cuda 0.30's ``cuda.to_device`` and
+    ``copy_to_host`` refuse bfloat16 host arrays (NumPy's buffer protocol has no bfloat16 format:
+    "cannot include dtype 'E' in a buffer", seen on the H200), so move the bits as uint16 and
+    view them: ``cuda.to_device(x.view(numpy.uint16)).view(ml_dtypes.bfloat16)`` and
+    ``d.view(numpy.uint16).copy_to_host().view(ml_dtypes.bfloat16)``.
     The copy helpers (:meth:`load_a`...) copy without conversion, so their global arrays must
     hold the tile's value type; in kernels, bfloat16 values convert to and from float32/float64
     by assignment or ``numpy.float32(x)``. Complex bfloat16 is not offered (no NumPy or Numba

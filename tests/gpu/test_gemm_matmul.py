@@ -24,6 +24,7 @@ from numba import cuda  # noqa: E402  (a GPU is required: these tests fail, not 
 from nvmath_device import Matmul  # noqa: E402
 from nvmath_device._codegen import gemm_codegen  # noqa: E402
 from nvmath_device._numba.gemm_numba import opt_in_dynamic_shared_memory  # noqa: E402
+from tests.device_arrays import to_device, to_host  # noqa: E402
 
 ARR = ("row_major", "col_major")
 SM = None  # the current GPU
@@ -138,14 +139,14 @@ def test_matmul_correct(case):
     C = np.full((batch, m + 3, n + 5), np.nan, dtype=MM.c_value_type)
     C[:, :m, :n] = C0
     D = C.copy()
-    dA, dB, dC, dD = (cuda.to_device(x) for x in (A, B, C, D))
+    dA, dB, dC, dD = (to_device(x) for x in (A, B, C, D))
     kernel = _make_kernel(MM)
     bx, by, bz = MM.block_dim
     args = (dA, dB, dC, dD[:, :m, :n], alpha, beta)
     opt_in_dynamic_shared_memory(kernel, args, MM.shared_memory_size)
     kernel[batch, (bx, by, bz), 0, MM.shared_memory_size](*args)
     cuda.synchronize()
-    C, D = dC.copy_to_host(), dD.copy_to_host()
+    C, D = to_host(dC), to_host(dD)
 
     ref = alpha * np.matmul(A.astype(np.complex128 if cplx else np.float64), B.astype(np.complex128 if cplx else np.float64))
     ref = ref + beta * C0.astype(ref.dtype)

@@ -16,6 +16,7 @@ import pytest
 from numba import cuda
 
 from nvmath_device import Matmul
+from tests.device_arrays import to_device, to_host
 
 SM = 90
 F16, F32, F64 = np.float16, np.float32, np.float64
@@ -173,9 +174,9 @@ def run_case(MM, inputs):
     batch = A.shape[0]
     m, n = MM.m, MM.n
     alpha, beta = scalars(MM)
-    dC = cuda.to_device(C)
-    dD = cuda.to_device(C.copy())
-    args = (cuda.to_device(A), cuda.to_device(B), dC, dD[:, :m, :n], alpha, beta)
+    dC = to_device(C)
+    dD = to_device(C.copy())
+    args = (to_device(A), to_device(B), dC, dD[:, :m, :n], alpha, beta)
     kernel = make_user_kernel(MM)
     if not _simulating():
         from nvmath_device._numba.gemm_numba import opt_in_dynamic_shared_memory
@@ -183,10 +184,10 @@ def run_case(MM, inputs):
         opt_in_dynamic_shared_memory(kernel, args, MM.shared_memory_size)
     kernel[batch, MM.block_dim, 0, MM.shared_memory_size](*args)
     nt, nacc = MM.max_threads_per_block, MM.accumulator_size
-    dACC = cuda.to_device(np.zeros((batch, nt, nacc), MM.c_value_type))
-    dR = cuda.to_device(np.zeros((batch, nt, nacc), np.int32))
-    dK = cuda.to_device(np.zeros((batch, nt, nacc), np.int32))
-    args = (cuda.to_device(SA), cuda.to_device(SB), cuda.to_device(ACC0), dACC, dR, dK)
+    dACC = to_device(np.zeros((batch, nt, nacc), MM.c_value_type))
+    dR = to_device(np.zeros((batch, nt, nacc), np.int32))
+    dK = to_device(np.zeros((batch, nt, nacc), np.int32))
+    args = (to_device(SA), to_device(SB), to_device(ACC0), dACC, dR, dK)
     kernel = make_fragment_kernel(MM)
     if not _simulating():
         from nvmath_device._numba.gemm_numba import opt_in_dynamic_shared_memory
@@ -194,8 +195,8 @@ def run_case(MM, inputs):
         opt_in_dynamic_shared_memory(kernel, args, MM.shared_memory_size_ab)
     kernel[batch, MM.block_dim, 0, MM.shared_memory_size_ab](*args)
     cuda.synchronize()
-    return {"C": dC.copy_to_host(), "D": dD.copy_to_host(), "ACC": dACC.copy_to_host(),
-            "ROWS": dR.copy_to_host(), "COLS": dK.copy_to_host()}
+    return {"C": to_host(dC), "D": to_host(dD), "ACC": to_host(dACC),
+            "ROWS": to_host(dR), "COLS": to_host(dK)}
 
 
 def _simulating():
