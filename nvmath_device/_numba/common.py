@@ -12,7 +12,7 @@ from numba.cuda.cudadrv.linkable_code import LTOIR
 from numba.cuda.extending import core_models, infer_getattr, lower_getattr_generic, register_model
 from numba.cuda.typing.templates import AbstractTemplate, AttributeTemplate, signature
 
-from .._compat import install_bfloat16_arrays, install_cache_pickling
+from .._compat import install_bfloat16_arrays, install_cache_pickling, install_prune_unused_variables
 
 _ltoir_objects: dict = {}
 
@@ -70,6 +70,7 @@ def linkable_ltoir(descriptor) -> DescriptorLTOIR:
 
 install_cache_pickling()  # numba issue #8888: let kernels linking DescriptorLTOIR pickle
 install_bfloat16_arrays()  # numba-cuda #198: cuda.shared.array / cuda.local.array of bfloat16
+install_prune_unused_variables()  # kernels linking our code keep only the device variables they use
 
 
 def call_extern(context, builder, descriptor, symbol, pointers):

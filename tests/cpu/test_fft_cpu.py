@@ -322,3 +322,24 @@ def test_a_unit_includes_only_its_codelets_and_links(kw):
     assert f'"cufftdx/database/fft_{n}_{tag}_fwd.hpp.inc"' in codelet_includes(fft)
     out = compile_kernel(_execute_kernel(fft), (from_dtype(np.dtype(fft.value_type))[::1],), sm=90)
     assert out.cubin[:4] == b"\x7fELF" and out.linked == tuple(sorted([f"{fft.symbol}.ltoir", TWIDDLES_90]))
+
+
+def test_kernels_with_our_code_drop_unused_device_variables():
+    # cuFFTDx's ~2.3 MB of twiddle tables stay out of the cubin: only the ones the kernel uses
+    # are linked (nvJitLink -optimize-unused-variables, turned on by nvmath_device._compat).
+    out = compile_kernel(_roundtrip, (types.complex64[::1],), sm=90)
+    assert len(out.cubin) < 200_000, len(out.cubin)
+
+
+def test_other_links_keep_numba_default_options():
+    from numba.cuda.cudadrv import driver
+    from numba.cuda.cudadrv.linkable_code import LTOIR
+
+    from nvmath_device._numba.common import linkable_ltoir
+
+    plain = driver._Linker(cc=(9, 0), lto=True)
+    plain.add_file_guess_ext(LTOIR(b"x", name="foreign.ltoir"))
+    assert not plain._get_linker_options(ptx=False).optimize_unused_variables
+    ours = driver._Linker(cc=(9, 0), lto=True)
+    ours.add_file_guess_ext(linkable_ltoir(FWD))
+    assert ours._get_linker_options(ptx=False).optimize_unused_variables
