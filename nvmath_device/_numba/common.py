@@ -12,7 +12,11 @@ from numba.cuda.cudadrv.linkable_code import LTOIR
 from numba.cuda.extending import core_models, infer_getattr, lower_getattr_generic, register_model
 from numba.cuda.typing.templates import AbstractTemplate, AttributeTemplate, signature
 
-from .._compat import install_bfloat16_arrays, install_cache_pickling, install_prune_unused_variables
+from .._compat import (
+    install_bfloat16_arrays,
+    install_cache_pickling,
+    install_prune_unused_variables,
+)
 
 _ltoir_objects: dict = {}
 
