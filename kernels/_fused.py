@@ -20,11 +20,13 @@ from nvmath_device import FFT
 from ._arrays import simulator
 
 
-def _pair_descriptors(n, precision, real, ept, fpb, sm=None):
+def _pair_descriptors(n, precision, real, ept, fpb, sm=None, folded=False):
     if sm is None and simulator():
         sm = 90  # the simulator uses sm_90's traits
     kw = dict(size=n, precision=precision, elements_per_thread=ept, ffts_per_block=fpb, sm=sm)
     if real:
+        if folded:  # the real signal as complex pairs: cuFFTDx runs an n/2-point complex FFT
+            kw["real_fft_options"] = {"complex_layout": "natural", "real_mode": "folded"}
         return FFT(fft_type="r2c", **kw), FFT(fft_type="c2r", **kw)
     return FFT(fft_type="c2c", direction="forward", **kw), FFT(fft_type="c2c", direction="inverse", **kw)
 
@@ -36,20 +38,32 @@ def prefetch(shapes) -> None:
     prefetch_traits([d for n, p, r in shapes for d in _pair_descriptors(n, p, r, "suggested", "suggested")])
 
 
+def can_fold(n: int) -> bool:
+    """Whether a real FFT of size ``n`` can run folded (cuFFTDx: Block folded needs a power of 2)."""
+    return n >= 4 and n & (n - 1) == 0
+
+
 @functools.cache  # descriptors are frozen: build and resolve them once per process, not per call
-def fft_pair(n: int, precision, real: bool, ept="suggested", fpb="suggested"):
-    """Forward and inverse FFT descriptors of size ``n`` sharing one register layout."""
+def fft_pair(n: int, precision, real: bool, ept="suggested", fpb="suggested", folded=False):
+    """Forward and inverse FFT descriptors of size ``n`` sharing one register layout.
+
+    ``folded`` (real pairs, power-of-2 ``n``): registers hold the real signal as complex pairs
+    ``(x[2k], x[2k + 1])`` at complex index ``k``, the spectrum in natural order.
+    """
     sm = 90 if simulator() else None
     if n not in FFT.valid_sizes(precision, sm=sm):
         raise ValueError(
             f"FFT length {n} is not implemented by cuFFTDx without a workspace in "
             f"{np.dtype(precision).name}; use one of FFT.valid_sizes() (e.g. powers of 2 up to 4096)"
         )
-    fwd, inv = _pair_descriptors(n, precision, real, ept, fpb)
+    folded = bool(folded and real)
+    if folded and not can_fold(n):
+        raise ValueError(f"a folded real FFT needs a power-of-2 size >= 4, got {n}")
+    fwd, inv = _pair_descriptors(n, precision, real, ept, fpb, folded=folded)
     layout = (fwd.elements_per_thread_value, fwd.ffts_per_block_value, fwd.stride)
     if (inv.elements_per_thread_value, inv.ffts_per_block_value, inv.stride) != layout:
         # pin the inverse to the forward's resolved layout
-        inv = _pair_descriptors(n, precision, real, layout[0], layout[1])[1]
+        inv = _pair_descriptors(n, precision, real, layout[0], layout[1], folded=folded)[1]
     return fwd, inv
 
 
@@ -62,6 +76,7 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool):
     in_ept, mid_ept, out_ept = fwd.input_ept, fwd.output_ept, inv.output_ept
     nfreq = fwd.output_length
     prec = fwd.precision_type
+    folded = real and fwd.real_fft_options["real_mode"] == "folded"
 
     @cuda.jit
     def kernel(x, h, y, nrows, nseg, step, halo):
@@ -77,7 +92,12 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool):
             j = tx + i * stride
             t = start + j
             inside = ok and j < n and t >= 0 and t < length
-            if real:
+            if folded:  # complex index j holds the samples 2j and 2j + 1
+                t0 = start + 2 * j
+                r[2 * i] = x[b, t0].real if ok and 2 * j < n and t0 >= 0 and t0 < length else 0
+                t1 = t0 + 1
+                r[2 * i + 1] = x[b, t1].real if ok and 2 * j + 1 < n and t1 >= 0 and t1 < length else 0
+            elif real:
                 r[i] = x[b, t].real if inside else 0
             else:
                 v = x[b, t] if inside else 0j
@@ -98,7 +118,13 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool):
             for i in range(out_ept):
                 j = tx + i * stride
                 t = start + j
-                if j >= halo and j < n and t < length:
+                if folded:
+                    for p in range(2):
+                        jj = 2 * j + p
+                        tt = start + jj
+                        if jj >= halo and jj < n and tt < length:
+                            y[b, tt] = r[2 * i + p]
+                elif j >= halo and j < n and t < length:
                     if real:
                         y[b, t] = r[i]
                     else:

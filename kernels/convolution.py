@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._arrays import Operand, Output, resolve_stream, to_device_const
-from ._fused import fft_pair, filter_kernel, launch_rows
+from ._fused import can_fold, fft_pair, filter_kernel, launch_rows
 
 _REAL = (np.dtype(np.float32), np.dtype(np.float64))
 _COMPLEX = (np.dtype(np.complex64), np.dtype(np.complex128))
@@ -98,7 +98,7 @@ def fir_filter(x, taps, *, fft_size=None, stream=None):
 
 def _run(xo, taps, n, real, precision, *, halo, stream, conj):
     s = resolve_stream(stream, xo)
-    fwd, inv = fft_pair(n, precision, real)
+    fwd, inv = fft_pair(n, precision, real, folded=real and can_fold(n))
     spec = to_device_const(_spectrum(taps, n, real, precision), s)
     x2 = xo.dev.reshape(1, xo.shape[0]) if len(xo.shape) == 1 else xo.dev
     batch, length = x2.shape

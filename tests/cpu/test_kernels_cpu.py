@@ -26,6 +26,12 @@ def test_real_filter_kernel_links():
           (types.float32[:, ::1], types.complex64[::1], types.float32[:, ::1], i64, i64, i64, i64), (R2C, C2R))
 
 
+def test_folded_real_filter_kernel_links():
+    r2c, c2r = _pair_descriptors(64, np.float32, True, "suggested", "suggested", sm=90, folded=True)
+    _link(filter_kernel(r2c, c2r, True, False),
+          (types.float32[:, ::1], types.complex64[::1], types.float32[:, ::1], i64, i64, i64, i64), (r2c, c2r))
+
+
 def test_complex_filter_kernel_links():
     _link(filter_kernel(FWD, INV, False, True),
           (types.complex64[:, ::1], types.complex64[::1], types.complex64[:, ::1], i64, i64, i64, i64), (FWD, INV))

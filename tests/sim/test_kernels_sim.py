@@ -42,6 +42,19 @@ def test_fft_convolve(dtype):
     assert _rel(y, ref) < TOL[dtype]
 
 
+@pytest.mark.parametrize("n", [64, 100])  # 64: folded real FFTs (real pairs); 100: normal mode
+def test_fft_convolve_real_layouts(n):
+    from kernels._fused import can_fold, fft_pair
+
+    x = _signal((2, n), np.float32)
+    h = rng.standard_normal(7)
+    y = kernels.fft_convolve(x, h)
+    ref = np.fft.ifft(np.fft.fft(x.astype(np.float64), axis=-1) * np.fft.fft(h, n), axis=-1).real
+    assert _rel(y, ref) < TOL[np.float32]
+    fwd, _ = fft_pair(n, np.float32, True, folded=can_fold(n))
+    assert fwd.real_fft_options["real_mode"] == ("folded" if n == 64 else "normal")
+
+
 def test_fft_convolve_1d_input():
     x = _signal((64,), np.float32)
     y = kernels.fft_convolve(x, [1.0, -1.0])
