@@ -11,6 +11,7 @@ from numba.cuda import types as cuda_types
 
 from nvmath_device import Matmul
 from nvmath_device.aot import compile_kernel
+from tests.gemm_kernels import user_kernel
 
 MM = Matmul(size=(32, 32, 32), precision=np.float32, arrangement=("row_major", "col_major", "col_major"), sm=90)
 f2 = types.float32[:, :]
@@ -160,42 +161,6 @@ bf2 = types.Array(cuda_types.bfloat16, 2, "A")
 bf3 = types.Array(cuda_types.bfloat16, 3, "C")
 
 
-def _user_kernel(MM):
-    """The GPU test's kernel (tests/gpu/test_gemm_matmul.py): dynamic shared memory sliced at the
-    descriptor's offsets, copy helpers, both forms, the register form's output scaled in float64."""
-    m, n = MM.m, MM.n
-    a_off = MM.a_shared_memory_offset // MM.a_value_type.itemsize
-    b_off = MM.b_shared_memory_offset // MM.b_value_type.itemsize
-    c_off = MM.c_shared_memory_offset // MM.c_value_type.itemsize
-    a_size, b_size, c_size = MM.a_size, MM.b_size, MM.c_size
-
-    def kernel(A, B, C, D, alpha, beta):
-        g = cuda.blockIdx.x
-        sa = cuda.shared.array(0, dtype=MM.a_value_type)[a_off:a_off + a_size]
-        sb = cuda.shared.array(0, dtype=MM.b_value_type)[b_off:b_off + b_size]
-        sc = cuda.shared.array(0, dtype=MM.c_value_type)[c_off:c_off + c_size]
-        MM.load_a(A[g], sa)
-        MM.load_b(B[g], sb)
-        MM.load_c(C[g, :m, :n], sc)
-        cuda.syncthreads()
-        MM.execute(alpha, sa, sb, beta, sc)
-        cuda.syncthreads()
-        MM.store_c(sc, C[g, :m, :n])
-        acc = cuda.local.array(MM.accumulator_size, dtype=MM.c_value_type)
-        rows = cuda.local.array(MM.accumulator_size, dtype=np.int32)
-        cols = cuda.local.array(MM.accumulator_size, dtype=np.int32)
-        for i in range(MM.accumulator_size):
-            acc[i] = 0
-        MM.execute(sa, sb, acc)
-        MM.fragment_coordinates(rows, cols)
-        for i in range(MM.accumulator_size):
-            r = rows[i]
-            if r >= 0:
-                D[g, r, cols[i]] = alpha * acc[i] + beta * D[g, r, cols[i]]
-
-    return kernel
-
-
 @pytest.mark.parametrize("MM", [BF, BFX], ids=["bf16", "bf16-bf16-f32"])
 def test_bfloat16_kernel_links_to_sm90_cubin(MM):
     import ml_dtypes
@@ -205,7 +170,7 @@ def test_bfloat16_kernel_links_to_sm90_cubin(MM):
     assert a3 == bf3
     c3 = bf3 if MM.c_value_type.itemsize == 2 else types.float32[:, :, ::1]
     d3 = types.Array(c3.dtype, 3, "A")
-    ck = compile_kernel(_user_kernel(MM), (a3, a3, c3, d3, types.float64, types.float64), sm=90)
+    ck = compile_kernel(user_kernel(MM), (a3, a3, c3, d3, types.float64, types.float64), sm=90)
     assert ck.cubin[:4] == b"\x7fELF"
     assert f"{MM.symbol}.ltoir" in ck.linked  # (numba-cuda links its bfloat16 conversions as CUDA C++)
     assert ck.entry.encode() in ck.cubin

@@ -25,6 +25,7 @@ from nvmath_device import Matmul  # noqa: E402
 from nvmath_device._codegen import gemm_codegen  # noqa: E402
 from nvmath_device._numba.gemm_numba import opt_in_dynamic_shared_memory  # noqa: E402
 from tests.device_arrays import to_device, to_host  # noqa: E402
+from tests.gemm_kernels import user_kernel  # noqa: E402
 
 ARR = ("row_major", "col_major")
 SM = None  # the current GPU
@@ -81,39 +82,7 @@ def _prefetch():
 
 
 def _make_kernel(MM):
-    m, n, k = MM.size
-    a_off = MM.a_shared_memory_offset // MM.a_value_type.itemsize
-    b_off = MM.b_shared_memory_offset // MM.b_value_type.itemsize
-    c_off = MM.c_shared_memory_offset // MM.c_value_type.itemsize
-    a_size, b_size, c_size = MM.a_size, MM.b_size, MM.c_size
-
-    @cuda.jit
-    def kernel(A, B, C, D, alpha, beta):
-        g = cuda.blockIdx.x
-        sa = cuda.shared.array(0, dtype=MM.a_value_type)[a_off:a_off + a_size]
-        sb = cuda.shared.array(0, dtype=MM.b_value_type)[b_off:b_off + b_size]
-        sc = cuda.shared.array(0, dtype=MM.c_value_type)[c_off:c_off + c_size]
-        MM.load_a(A[g], sa)
-        MM.load_b(B[g], sb)
-        MM.load_c(C[g, :m, :n], sc)
-        cuda.syncthreads()
-        MM.execute(alpha, sa, sb, beta, sc)
-        cuda.syncthreads()
-        MM.store_c(sc, C[g, :m, :n])
-        # register form on the same A, B
-        acc = cuda.local.array(MM.accumulator_size, dtype=MM.c_value_type)
-        rows = cuda.local.array(MM.accumulator_size, dtype=np.int32)
-        cols = cuda.local.array(MM.accumulator_size, dtype=np.int32)
-        for i in range(MM.accumulator_size):
-            acc[i] = 0
-        MM.execute(sa, sb, acc)
-        MM.fragment_coordinates(rows, cols)
-        for i in range(MM.accumulator_size):
-            r = rows[i]
-            if r >= 0:
-                D[g, r, cols[i]] = alpha * acc[i] + beta * D[g, r, cols[i]]
-
-    return kernel
+    return cuda.jit(user_kernel(MM))
 
 
 def _rand(rng, shape, dt):

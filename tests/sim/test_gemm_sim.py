@@ -17,6 +17,7 @@ from numba import cuda
 
 from nvmath_device import Matmul
 from tests.device_arrays import to_device, to_host
+from tests.gemm_kernels import user_kernel
 
 SM = 90
 F16, F32, F64 = np.float16, np.float32, np.float64
@@ -72,41 +73,8 @@ def _tables():
 
 # ------------------------------------------------------------------------------ kernels
 def make_user_kernel(MM):
-    """One GEMM per block, both forms on the same tiles, as a user writes it: dynamic shared
-    memory sliced at the descriptor's offsets, copy helpers, ``C = alpha A B + beta C`` in shared
-    memory, and ``D = alpha (A B) + beta D`` with the register accumulator."""
-    a_off = MM.a_shared_memory_offset // MM.a_value_type.itemsize
-    b_off = MM.b_shared_memory_offset // MM.b_value_type.itemsize
-    c_off = MM.c_shared_memory_offset // MM.c_value_type.itemsize
-    a_size, b_size, c_size = MM.a_size, MM.b_size, MM.c_size
-    m, n = MM.m, MM.n
-
-    @cuda.jit
-    def kernel(A, B, C, D, alpha, beta):
-        g = cuda.blockIdx.x
-        sa = cuda.shared.array(0, dtype=MM.a_value_type)[a_off:a_off + a_size]
-        sb = cuda.shared.array(0, dtype=MM.b_value_type)[b_off:b_off + b_size]
-        sc = cuda.shared.array(0, dtype=MM.c_value_type)[c_off:c_off + c_size]
-        MM.load_a(A[g], sa)
-        MM.load_b(B[g], sb)
-        MM.load_c(C[g, :m, :n], sc)
-        cuda.syncthreads()
-        MM.execute(alpha, sa, sb, beta, sc)
-        cuda.syncthreads()
-        MM.store_c(sc, C[g, :m, :n])
-        acc = cuda.local.array(MM.accumulator_size, dtype=MM.c_value_type)
-        rows = cuda.local.array(MM.accumulator_size, dtype=np.int32)
-        cols = cuda.local.array(MM.accumulator_size, dtype=np.int32)
-        for i in range(MM.accumulator_size):
-            acc[i] = 0
-        MM.execute(sa, sb, acc)
-        MM.fragment_coordinates(rows, cols)
-        for i in range(MM.accumulator_size):
-            r = rows[i]
-            if r >= 0:
-                D[g, r, cols[i]] = alpha * acc[i] + beta * D[g, r, cols[i]]
-
-    return kernel
+    """:func:`tests.gemm_kernels.user_kernel`, jitted."""
+    return cuda.jit(user_kernel(MM))
 
 
 def make_fragment_kernel(MM):
