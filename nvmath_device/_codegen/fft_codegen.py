@@ -126,15 +126,14 @@ def _codelet_files() -> frozenset:
 
 def codelet_includes(fft) -> str:
     """The ``#include`` of the cuFFTDx codelets ``fft`` can execute (see CODELET_FILTER)."""
-    size, prec = fft.size, fft._key[1]
-    folded = fft._key[9] == "folded" and size % 2 == 0
-    sizes = (size // 2,) if folded else (size,)
-    files = [f"fft_{n}_{_PREC_TAG[prec]}_fwd.hpp.inc" for n in sizes]
-    files = [f for f in files if f in _codelet_files()]
+    prec = fft._key[1]
+    folded = fft.real_fft_options["real_mode"] == "folded"  # validated: folded sizes are even
+    name = f"fft_{fft.size // 2 if folded else fft.size}_{_PREC_TAG[prec]}_fwd.hpp.inc"
     lines = ["namespace cufftdx { namespace database { namespace detail {"]
     if prec == "float16":  # as database.hpp does around its fp16 codelets
         lines.append("#define __HALF2_TO_UI(var) *(reinterpret_cast<unsigned int *>(&(var)))")
-    lines += [f'#include "cufftdx/database/{f}"' for f in files]
+    if name in _codelet_files():
+        lines.append(f'#include "cufftdx/database/{name}"')
     if prec == "float16":
         lines.append("#undef __HALF2_TO_UI")
     lines.append("}}}")
@@ -158,8 +157,24 @@ def render_unit_source(fft) -> str:
 CODEGEN_VERSION = "fft-3"
 
 
+def _key(kind: str, what: str, *tail) -> str:
+    """Disk-cache key of FFT codegen output: codegen version, NVRTC options and toolchain included."""
+    return cache.make_key(kind, CODEGEN_VERSION, what, " ".join(FFT_OPTIONS), toolchain_id(), *tail)
+
+
+def _compile_cached(key: str, source: str, sm: int, name: str, *announce) -> bytes:
+    """LTO-IR of ``source`` for ``sm``: from the disk cache, else compiled by NVRTC (announced
+    with the INFO line ``announce``: format and arguments) and cached."""
+    blob = cache.get(key)
+    if blob is None:
+        log.info(*announce)
+        blob = compile_source(source, sm, "ltoir", name=name, extra_options=FFT_OPTIONS)
+        cache.put(key, blob)
+    return blob
+
+
 def _traits_key(fft) -> str:
-    return cache.make_key("fft-traits", CODEGEN_VERSION, repr(fft._key), " ".join(FFT_OPTIONS), toolchain_id())
+    return _key("fft-traits", repr(fft._key))
 
 
 def _store_traits(fft, values) -> dict:
@@ -214,14 +229,10 @@ def fft_traits(fft) -> dict:
 def fft_ltoir(fft) -> bytes:
     """LTO-IR of ``fft``'s shim for ``fft.sm``: from the disk cache, else compiled by NVRTC and cached."""
     src = render_unit_source(fft)
-    key = cache.make_key("fft-ltoir", CODEGEN_VERSION, src, " ".join(FFT_OPTIONS), toolchain_id(), fft.sm)
-    blob = cache.get(key)
-    if blob is None:
-        log.info("numba-mathdx: compiling %s (FFT size %d %s) with NVRTC (~3 s; cached afterwards)",
-                 fft_symbol(fft), fft.size, fft.fft_type)
-        blob = compile_source(src, fft.sm, "ltoir", name=f"{fft_symbol(fft)}.cu", extra_options=FFT_OPTIONS)
-        cache.put(key, blob)
-    return blob
+    return _compile_cached(
+        _key("fft-ltoir", src, fft.sm), src, fft.sm, f"{fft_symbol(fft)}.cu",
+        "numba-mathdx: compiling %s (FFT size %d %s) with NVRTC (~3 s; cached afterwards)",
+        fft_symbol(fft), fft.size, fft.fft_type)
 
 
 _TWIDDLE_SOURCE = """#include <cufftdx.hpp>
@@ -237,15 +248,10 @@ namespace cufftdx { namespace database { namespace detail {
 def twiddle_ltoir(sm: int) -> bytes:
     """LTO-IR defining cuFFTDx's twiddle tables for ``sm`` (the units declare them ``extern``;
     with SEPARATE_TWIDDLES the declarations come first, so these definitions link externally)."""
-    key = cache.make_key("fft-twiddles", CODEGEN_VERSION, _TWIDDLE_SOURCE, " ".join(FFT_OPTIONS), toolchain_id(), sm)
-    blob = cache.get(key)
-    if blob is None:
-        log.info("numba-mathdx: compiling cuFFTDx's twiddle tables for sm_%d with NVRTC "
-                 "(once per machine; cached afterwards)", sm)
-        blob = compile_source(_TWIDDLE_SOURCE, sm, "ltoir", name=f"nvmathdx_fft_twiddles_sm{sm}.cu",
-                              extra_options=FFT_OPTIONS)
-        cache.put(key, blob)
-    return blob
+    return _compile_cached(
+        _key("fft-twiddles", _TWIDDLE_SOURCE, sm), _TWIDDLE_SOURCE, sm, f"nvmathdx_fft_twiddles_sm{sm}.cu",
+        "numba-mathdx: compiling cuFFTDx's twiddle tables for sm_%d with NVRTC (once per machine; "
+        "cached afterwards)", sm)
 
 
 @dataclasses.dataclass(frozen=True)
