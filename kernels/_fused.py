@@ -90,14 +90,15 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool):
         length = x.shape[1]
         for i in range(in_ept):
             j = tx + i * stride
+            if folded:  # complex index j holds the samples 2j and 2j + 1
+                for p in range(2):
+                    jj = 2 * j + p
+                    tt = start + jj
+                    r[2 * i + p] = x[b, tt].real if ok and jj < n and tt >= 0 and tt < length else 0
+                continue
             t = start + j
             inside = ok and j < n and t >= 0 and t < length
-            if folded:  # complex index j holds the samples 2j and 2j + 1
-                t0 = start + 2 * j
-                r[2 * i] = x[b, t0].real if ok and 2 * j < n and t0 >= 0 and t0 < length else 0
-                t1 = t0 + 1
-                r[2 * i + 1] = x[b, t1].real if ok and 2 * j + 1 < n and t1 >= 0 and t1 < length else 0
-            elif real:
+            if real:
                 r[i] = x[b, t].real if inside else 0
             else:
                 v = x[b, t] if inside else 0j
