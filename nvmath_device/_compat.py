@@ -65,7 +65,7 @@ def _get_cufunc_with_setup(library):
                 module.setup()
     return cufunc
 
-_patched = {"cache_pickling": False}
+_patched = {"cache_pickling": False, "bfloat16_arrays": False, "prune_unused_variables": False}
 
 
 def picklable_link(obj) -> bool:
@@ -153,9 +153,6 @@ def install_cache_pickling() -> bool:
 # and returns that value. Version gate: applied only while numba-cuda's ``_generic_array`` has the
 # 0.30.x signature and bfloat16 is still outside ``number_domain``.
 
-_patched["bfloat16_arrays"] = False
-
-
 def install_bfloat16_arrays() -> bool:
     """Let ``cuda.shared.array`` / ``cuda.local.array`` of bfloat16 compile (see the comment above).
 
@@ -211,9 +208,6 @@ def install_bfloat16_arrays() -> bool:
 # that is given one of our linkable objects turns it on (only for those links: a kernel
 # without our code links exactly as numba does it). Variables a kernel references, numba's
 # own included, are kept; only host-side lookups of unreferenced variables would miss them.
-
-_patched["prune_unused_variables"] = False
-
 
 def install_prune_unused_variables() -> bool:
     """Patch numba-cuda's ``_Linker`` as described above; idempotent.
