@@ -153,6 +153,7 @@ def install_cache_pickling() -> bool:
 # and returns that value. Version gate: applied only while numba-cuda's ``_generic_array`` has the
 # 0.30.x signature and bfloat16 is still outside ``number_domain``.
 
+
 def install_bfloat16_arrays() -> bool:
     """Let ``cuda.shared.array`` / ``cuda.local.array`` of bfloat16 compile (see the comment above).
 
@@ -208,6 +209,7 @@ def install_bfloat16_arrays() -> bool:
 # that is given one of our linkable objects turns it on (only for those links: a kernel
 # without our code links exactly as numba does it). Variables a kernel references, numba's
 # own included, are kept; only host-side lookups of unreferenced variables would miss them.
+
 
 def install_prune_unused_variables() -> bool:
     """Patch numba-cuda's ``_Linker`` as described above; idempotent.
