@@ -112,6 +112,44 @@ def _c_strides(shape):
     return tuple(reversed(strides))
 
 
+def memory_order_bytes(arr: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
+    """The elements of ``arr`` as flat bytes in ``arr``'s own memory order, and their strides.
+
+    A dense copy whose axes are nested as ``arr``'s are (largest ``|stride|`` outermost): a
+    transposed view or an F-ordered array stays column-major, the batch axes of an N-D array
+    stay outermost. Gaps (a strided view) and negative strides are dropped; a broadcast axis
+    (stride 0) is materialised outermost. On a tie of strides (an axis of extent 1 shares its
+    neighbour's stride) the axis of extent 1 goes inside, then the earlier axis outside. An
+    array that is already dense with positive strides is not copied.
+
+    Parameters
+    ----------
+    arr : numpy.ndarray
+        Any array; only its bytes are moved (bfloat16/float8 ``ml_dtypes`` arrays too).
+
+    Returns
+    -------
+    flat : numpy.ndarray
+        One-dimensional ``uint8`` array of ``arr.nbytes`` bytes (a view of ``arr`` when no
+        copy is needed).
+    strides : tuple of int
+        Strides in elements, one per axis of ``arr``: viewing ``flat`` as ``arr.dtype`` with
+        ``arr.shape`` and these strides (times the item size) gives ``arr``'s values.
+    """
+    shape, st = arr.shape, arr.strides
+    perm = sorted(
+        range(arr.ndim),
+        key=lambda i: (not (st[i] == 0 and shape[i] > 1), -abs(st[i]), shape[i] == 1, i),
+    )
+    dense = arr.transpose(perm)
+    if not dense.flags.c_contiguous:
+        dense = dense.copy(order="C")
+    strides = [0] * arr.ndim
+    for axis, s in zip(perm, _c_strides(dense.shape)):
+        strides[axis] = s
+    return dense.reshape(-1).view(np.uint8), tuple(strides)
+
+
 def _dtype_name_from_numpy(dt: np.dtype, what: str) -> DType:
     return dtype_of_name(np.dtype(dt).name, what)
 
@@ -306,8 +344,23 @@ class _CuPy(Package):
             return self.cp.full((1,), value, dtype=self.cp.float32)
 
     def to_device(self, host: np.ndarray, device: int):
+        """A copy of ``host`` on ``device``: same shape and memory order (dense)."""
+        flat, strides = memory_order_bytes(host)
         with self.cp.cuda.Device(device):
-            return self.cp.asarray(host)
+            buf = self.cp.asarray(flat)
+        isz = host.itemsize
+        return self.cp.ndarray(
+            host.shape, host.dtype, memptr=buf.data, strides=tuple(s * isz for s in strides)
+        )
+
+    def write(self, dev, host: np.ndarray) -> None:
+        """Copy ``host`` into ``dev``: a :meth:`to_device` copy of an array of ``host``'s layout.
+
+        Bytes in memory order into the flat buffer under ``dev`` (CuPy's ``set`` would need
+        ``dev`` to be C- or F-contiguous).
+        """
+        flat, _ = memory_order_bytes(host)
+        self.cp.ndarray(flat.shape, flat.dtype, memptr=dev.data).set(flat)
 
 
 class _Torch(Package):

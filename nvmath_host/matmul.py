@@ -985,20 +985,15 @@ class Matmul:
         self._ops = dict(self._user)
         if not self._host:
             return
-        pkg = self._pkg
         for k, op in self._user.items():
-            if op is None:
-                continue
-            dev = pkg.to_device(np.ascontiguousarray(op.obj).view(op.dtype.storage), self.device)
-            self._ops[k] = Operand(
-                dev,
-                "numpy",
-                dev.data.ptr,
-                op.shape,
-                tuple(s // dev.itemsize for s in dev.strides),
-                op.dtype,
-                self.device,
-            )
+            if op is not None:
+                self._ops[k] = self._mirror(op)
+
+    def _mirror(self, op: Operand) -> Operand:
+        """The device copy (CuPy) of the NumPy operand ``op``, in ``op``'s memory order."""
+        dev = self._pkg.to_device(op.obj.view(op.dtype.storage), self.device)
+        strides = tuple(s // dev.itemsize for s in dev.strides)
+        return Operand(dev, "numpy", dev.data.ptr, op.shape, strides, op.dtype, self.device)
 
     def _make_problem(self, epilog, inputs, ops) -> _Problem:
         scales = dict.fromkeys(self._scales_in)
@@ -1030,21 +1025,7 @@ class Matmul:
     def _device_inputs(self, inputs: dict[str, Operand]) -> dict[str, Operand]:
         if not self._host or self._cpu:
             return inputs
-        out = {}
-        for k, op in inputs.items():
-            dev = self._pkg.to_device(
-                np.ascontiguousarray(op.obj).view(op.dtype.storage), self.device
-            )
-            out[k] = Operand(
-                dev,
-                "numpy",
-                dev.data.ptr,
-                op.shape,
-                tuple(s // dev.itemsize for s in dev.strides),
-                op.dtype,
-                self.device,
-            )
-        return out
+        return {k: self._mirror(op) for k, op in inputs.items()}
 
     # ------------------------------------------------------------------ plan
     def plan(
@@ -1589,11 +1570,13 @@ class Matmul:
             self._user_inputs = {**self._user_inputs, **new_inputs}
         if self._cpu:
             return
-        if self._host:  # copy the new host data into the device mirrors
+        if self._host:
+            # new host data into the device mirrors; the signature check above (strides
+            # included) means each has its mirror's memory order and size
             for name, op in new.items():
-                self._ops[name].obj.set(np.ascontiguousarray(op.obj).view(op.dtype.storage))
+                self._pkg.write(self._ops[name].obj, op.obj)
             for k, op in new_inputs.items():
-                self._problem.inputs[k].obj.set(np.ascontiguousarray(op.obj).view(op.dtype.storage))
+                self._pkg.write(self._problem.inputs[k].obj, op.obj)
         else:
             for name, op in new.items():
                 self._check_alignment(name, op.ptr)

@@ -1,0 +1,293 @@
+# SPDX-License-Identifier: Apache-2.0
+"""NumPy operands are mirrored to the GPU in their own memory order.
+
+:func:`nvmath_host._operands.memory_order_bytes` turns a host array into flat bytes in the
+array's memory order plus the strides that view them; the device mirror is those bytes,
+uploaded as one buffer, viewed with the original shape and these strides. Here the upload is
+emulated on the host (a copy of the bytes viewed with ``as_strided``), and the CuPy calls of
+``_CuPy.to_device``/``write`` go to a NumPy-backed stand-in of the few CuPy names they use,
+so that ``Matmul``'s mirrors and ``reset_operands`` can be checked without a GPU.
+"""
+
+import contextlib
+import importlib
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from numpy.lib.stride_tricks import as_strided
+
+from nvmath_host import Matmul, MatmulEpilog, _operands
+from nvmath_host._operands import memory_order_bytes
+
+mm_mod = importlib.import_module("nvmath_host.matmul")
+ml_dtypes = pytest.importorskip("ml_dtypes")
+
+
+def _device_view(flat, strides, like):
+    """What the device mirror holds: ``flat`` copied to a new buffer, viewed as ``like``."""
+    isz = like.itemsize
+    buf = flat.copy().view((np.void, isz))  # (as_strided cannot take every ml_dtypes type)
+    return as_strided(buf, like.shape, tuple(s * isz for s in strides)).view(like.dtype)
+
+
+def _axis_order(shape, strides):
+    """Axes of extent > 1, outermost (largest |stride|) first: the memory order."""
+    return sorted((i for i, n in enumerate(shape) if n > 1), key=lambda i: -abs(strides[i]))
+
+
+def _elem_strides(arr):
+    return tuple(s // arr.itemsize for s in arr.strides)
+
+
+def _numbered(shape, dtype=np.float64):
+    """A C-ordered array of distinct values (so a misplaced element is seen)."""
+    n = int(np.prod(shape))
+    return np.arange(1, n + 1, dtype=np.float64).reshape(shape).astype(dtype)
+
+
+def _fortran(shape):
+    """F-ordered distinct values (``np.asfortranarray`` keeps a C array with one row)."""
+    out = np.empty(shape, order="F")
+    out[...] = _numbered(shape)
+    return out
+
+
+X34 = _numbered((3, 4))
+X4_10 = _numbered((4, 10))
+
+# name: (array, expected strides of the mirror (elements) or None, is it dense already)
+CASES = {
+    "C": (X34, (4, 1), True),
+    "F": (np.asfortranarray(X34), (1, 3), True),
+    "transposed": (_numbered((4, 3)).T, (1, 3), True),
+    "batched_last_two_transposed": (_numbered((2, 4, 3)).transpose(0, 2, 1), (12, 1, 3), True),
+    "batched_F": (np.asfortranarray(_numbered((2, 3, 4))), (1, 2, 6), True),
+    "batch_axis_in_the_middle": (_numbered((3, 2, 4)).transpose(1, 0, 2), (4, 8, 1), True),
+    "every_other_column": (X4_10[:, ::2], (5, 1), False),
+    "every_other_column_F": (np.asfortranarray(X4_10)[:, ::2], (1, 4), False),
+    "every_other_row_of_transposed": (X4_10.T[::2], (1, 5), False),
+    "submatrix_of_batched_transposed": (
+        _numbered((2, 6, 5)).transpose(0, 2, 1)[:, 1:4, :3],
+        (9, 1, 3),
+        False,
+    ),
+    "reversed_rows": (X34[::-1], (4, 1), False),
+    "one_row": (_numbered((1, 4)), (4, 1), True),
+    "one_row_F": (_fortran((1, 4)), (1, 1), True),
+    "first_row_of_F": (np.asfortranarray(_numbered((2, 4)))[:1], (1, 1), False),
+    "one_column": (_numbered((4, 1)), (1, 1), True),
+    "one_column_F": (_fortran((4, 1)), (1, 4), True),
+    "first_column_of_wide": (X4_10[:, :1], (1, 1), False),
+    "batch_of_one_transposed": (_numbered((1, 4, 3)).transpose(0, 2, 1), (12, 1, 3), True),
+    "broadcast_batch": (np.broadcast_to(X34, (2, 3, 4)), (12, 4, 1), False),
+    "broadcast_column": (np.broadcast_to(_numbered((3, 1)), (3, 4)), (1, 3), False),
+    # no elements, no memory order (NumPy gives such arrays zero strides)
+    "empty_rows": (np.empty((0, 4)), None, True),
+    "empty_cols_F": (np.empty((3, 0), order="F"), None, True),
+    "empty_batch": (np.empty((2, 0, 5)), None, True),
+    "empty_view": (X34[:, 2:2], None, True),
+    "single_element": (np.ones((1, 1)), (1, 1), True),
+    "complex_F": (np.asfortranarray(X34 + 2j * X34), (1, 3), True),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_flat_bytes_reproduce_the_array_in_its_memory_order(name):
+    arr, strides, dense = CASES[name]
+    flat, got = memory_order_bytes(arr)
+    assert flat.dtype == np.uint8 and flat.ndim == 1 and flat.nbytes == arr.nbytes
+    assert got == strides or strides is None
+    assert all(s >= 0 for s in got)
+    view = _device_view(flat, got, arr)
+    np.testing.assert_array_equal(view, arr)
+    if arr.size and 0 not in arr.strides:  # (a broadcast axis goes outermost)
+        assert _axis_order(arr.shape, got) == _axis_order(arr.shape, _elem_strides(arr))
+    if arr.size:  # dense: the last element is the last byte, none is visited twice
+        offsets = {sum(i * s for i, s in zip(idx, got)) for idx in np.ndindex(arr.shape)}
+        assert offsets == set(range(arr.size))
+    # no host copy of an array that is already dense
+    assert np.shares_memory(flat, arr) == (dense and arr.size > 0)
+    if dense:
+        assert got == _elem_strides(arr) or arr.size == 0 or 1 in arr.shape
+
+
+def test_dense_strides_equal_the_original_ones():
+    for arr in (X34, np.asfortranarray(X34), X34.T, _numbered((2, 4, 3)).transpose(0, 2, 1)):
+        assert memory_order_bytes(arr)[1] == _elem_strides(arr)
+
+
+@pytest.mark.parametrize(
+    "dtype, storage",
+    [("bfloat16", np.uint16), ("float8_e4m3fn", np.uint8), ("float8_e5m2", np.uint8)],
+)
+@pytest.mark.parametrize("layout", ["F", "transposed", "batched_transposed", "strided_F"])
+def test_ml_dtypes_arrays_viewed_as_their_storage(dtype, storage, layout):
+    dt = np.dtype(getattr(ml_dtypes, dtype))
+    # values exact in every FP8 type, and all distinct
+    vals = np.array([0.5, 1.0, 1.5, 2.0, 3.0, 4.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0])
+    if layout == "F":
+        arr = np.asfortranarray(vals.reshape(3, 4)).astype(dt, order="K")
+        strides = (1, 3)
+    elif layout == "transposed":
+        arr = vals.reshape(4, 3).astype(dt).T
+        strides = (1, 3)
+    elif layout == "batched_transposed":
+        arr = np.concatenate([vals, vals * 16]).reshape(2, 3, 4).astype(dt).transpose(0, 2, 1)
+        strides = (12, 1, 4)
+    else:  # every other column of a column-major (4, 6)
+        arr = np.asfortranarray(np.concatenate([vals, vals * 16]).reshape(4, 6)).astype(
+            dt, order="K"
+        )[:, ::2]
+        strides = (1, 4)
+    host = arr.view(storage)  # as nvmath_host hands it to the package
+    for a in (host, arr):  # the bytes do not depend on the dtype they are read as
+        flat, got = memory_order_bytes(a)
+        assert got == strides
+        assert _axis_order(a.shape, got) == _axis_order(a.shape, _elem_strides(a))
+        np.testing.assert_array_equal(_device_view(flat, got, host), host)
+        view = _device_view(flat, got, arr)
+        np.testing.assert_array_equal(view.astype(np.float64), arr.astype(np.float64))
+
+
+def test_a_wrong_stride_order_is_seen():
+    """The checks above fail for row-major bytes of a column-major array (the old mirror)."""
+    arr = np.asfortranarray(X34)
+    flat = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+    assert _axis_order(arr.shape, (4, 1)) != _axis_order(arr.shape, _elem_strides(arr))
+    assert not np.array_equal(_device_view(flat, (1, 3), arr), arr)
+
+
+# ------------------------------------------------------------- Matmul's mirrors (fake CuPy)
+
+
+class _FakeMemoryPointer:
+    """A ``cupy.cuda.MemoryPointer`` stand-in: a host byte buffer."""
+
+    def __init__(self, buf):
+        self.buf = buf
+        self.ptr = buf.ctypes.data
+
+
+class _FakeCupyArray:
+    """A ``cupy.ndarray`` stand-in: ``shape``/``dtype``/byte ``strides`` over a memptr."""
+
+    def __init__(self, shape, dtype, memptr, strides=None):
+        self.shape, self.dtype, self.data = tuple(shape), np.dtype(dtype), memptr
+        isz = self.dtype.itemsize
+        self.itemsize = isz
+        self.strides = (
+            tuple(s * isz for s in _operands._c_strides(self.shape))
+            if strides is None
+            else tuple(strides)
+        )
+
+    def host(self):
+        """The elements, read from the buffer with this shape and these strides."""
+        return as_strided(self.data.buf.view(self.dtype), self.shape, self.strides)
+
+    def set(self, arr):
+        # CuPy's rules: same shape and dtype, and a contiguous destination
+        if arr.shape != self.shape or arr.dtype != self.dtype:
+            raise ValueError("shape or dtype mismatch")
+        dst = self.host()
+        if not (dst.flags.c_contiguous or dst.flags.f_contiguous):
+            raise RuntimeError("Cannot set to non-contiguous array")
+        dst[...] = arr
+
+
+def _fake_asarray(host):
+    assert host.ndim == 1 and host.dtype == np.uint8  # the mirror uploads flat bytes
+    return _FakeCupyArray(host.shape, host.dtype, _FakeMemoryPointer(host.copy()))
+
+
+FAKE_CUPY = SimpleNamespace(
+    asarray=_fake_asarray,
+    ndarray=_FakeCupyArray,
+    cuda=SimpleNamespace(Device=lambda device: contextlib.nullcontext()),
+)
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """A "GPU" whose CuPy is :data:`FAKE_CUPY`; plan() skips cuBLASLt (mirrors are real)."""
+    pkg = object.__new__(_operands._CuPy)
+    pkg.cp, pkg._ext = FAKE_CUPY, {}
+    monkeypatch.setattr(_operands, "_GPU", True)
+    monkeypatch.setitem(_operands._PACKAGES, "cupy", pkg)
+    monkeypatch.setattr(mm_mod, "_DeviceScope", lambda device: contextlib.nullcontext())
+    monkeypatch.setattr(mm_mod.Matmul, "_plan_gpu", lambda self, *args: None)
+    monkeypatch.setattr(mm_mod.Matmul, "_build_args", lambda self: None)
+
+
+def _mirror_of(mm, name):
+    op = mm._ops[name] if name in ("a", "b", "c") else mm._problem.inputs[name]
+    return op, op.obj.host()
+
+
+def test_matmul_mirrors_keep_the_memory_order(fake_gpu):
+    a = _numbered((2, 4, 3), np.float32)  # C-ordered batch
+    b = _numbered((2, 5, 3), np.float32).transpose(0, 2, 1)  # last two axes transposed
+    c = _numbered((2, 5, 4), np.float32).transpose(0, 2, 1)  # column-major matrices
+    bias = _numbered((4, 1), np.float32)  # an F-ordered result's bias
+    with Matmul(a, b, c, options={"device_id": 0}) as mm:
+        mm.plan(epilog=MatmulEpilog.BIAS, epilog_inputs={"bias": bias})
+        for name, arr in (("a", a), ("b", b), ("c", c), ("bias", bias)):
+            op, held = _mirror_of(mm, name)
+            assert op.package == "numpy" and op.device == 0
+            assert op.strides == memory_order_bytes(arr)[1]
+            assert op.ptr == op.obj.data.ptr
+            np.testing.assert_array_equal(held, arr)
+        assert mm._ops["b"].strides == (15, 1, 3)  # column-major, as the user's b
+        assert mm._ops["c"].strides == (20, 1, 4)
+        assert mm._problem.mem == {"a": "row", "b": "col"}
+        # reset_operands writes new data of the same layout into the same device buffers
+        ptrs = {k: _mirror_of(mm, k)[0].ptr for k in ("a", "b", "c", "bias")}
+        a2 = -_numbered((2, 4, 3), np.float32)
+        b2 = -_numbered((2, 5, 3), np.float32).transpose(0, 2, 1)
+        c2 = (3 * _numbered((2, 5, 4), np.float32)).transpose(0, 2, 1)
+        bias2 = bias + 7
+        mm.reset_operands(a2, b2, c2, epilog_inputs={"bias": bias2})
+        for name, arr in (("a", a2), ("b", b2), ("c", c2), ("bias", bias2)):
+            op, held = _mirror_of(mm, name)
+            assert op.ptr == ptrs[name]
+            np.testing.assert_array_equal(held, arr)
+        # a b of another memory order is refused, naming it, and the mirror is untouched
+        with pytest.raises(ValueError, match=r"^b: numpy float32 shape \(2, 3, 5\) strides"):
+            mm.reset_operands(b=np.ascontiguousarray(b2))
+        with pytest.raises(ValueError, match=r"^c: numpy float32"):
+            mm.reset_operands(c=np.ascontiguousarray(c2))
+        with pytest.raises(ValueError, match=r"^epilog_inputs\['bias'\]: does not match"):
+            mm.reset_operands(epilog_inputs={"bias": np.repeat(bias2, 2, axis=0)[::2]})
+        np.testing.assert_array_equal(_mirror_of(mm, "b")[1], b2)
+
+
+def test_a_strided_operand_is_mirrored_dense_and_reset(fake_gpu):
+    a = _numbered((4, 6), np.float64)[:, :3]  # (4, 3) row-major, leading dimension 6
+    b = np.asfortranarray(_numbered((6, 5), np.float64))[:3]  # (3, 5) column-major, ld 6
+    with Matmul(a, b, options={"device_id": 0}) as mm:
+        assert mm._ops["a"].strides == (3, 1) and mm._ops["b"].strides == (1, 3)
+        np.testing.assert_array_equal(mm._ops["b"].obj.host(), b)
+        b2 = np.asfortranarray(-_numbered((6, 5), np.float64))[:3]
+        mm.reset_operands(b=b2)
+        np.testing.assert_array_equal(mm._ops["b"].obj.host(), b2)
+
+
+def test_numpy_fp8_column_major_b_stays_column_major(fake_gpu):
+    """cuBLASLt's FP8 layout ("TN": row-major a, column-major b) survives the mirror."""
+    f8 = np.dtype(ml_dtypes.float8_e4m3fn)
+    a = (_numbered((4, 8)) / 8).astype(f8)
+    w = (_numbered((6, 8)) / 16).astype(f8)
+    b = w.T  # (8, 6) column-major
+    with Matmul(a, b, quantization_scales={"a": 1.0, "b": 1.0}, options={"device_id": 0}) as mm:
+        mm.plan()  # validates the FP8 layouts of the device mirrors
+        assert mm._ops["b"].strides == (1, 8)
+        assert mm._problem.mem == {"a": "row", "b": "col"}
+        held = mm._ops["b"].obj.host()
+        assert held.dtype == np.uint8
+        np.testing.assert_array_equal(held, b.view(np.uint8))
+        w2 = (-_numbered((6, 8)) / 16).astype(f8)
+        mm.reset_operands(b=w2.T)
+        np.testing.assert_array_equal(mm._ops["b"].obj.host(), w2.T.view(np.uint8))
+        with pytest.raises(ValueError, match=r"^b: numpy float8_e4m3fn shape \(8, 6\)"):
+            mm.reset_operands(b=np.ascontiguousarray(w2.T))
