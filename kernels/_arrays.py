@@ -49,7 +49,9 @@ class Operand:
         elif self.kind == "numpy":
             self.dev = cuda.to_device(np.ascontiguousarray(arr), stream=stream)
         else:
-            self.dev = cuda.as_cuda_array(arr)
+            # sync=False: numba would otherwise synchronise the host with the producer's stream on
+            # every call; the kernel runs on the caller's (by default the producer's) stream instead
+            self.dev = cuda.as_cuda_array(arr, sync=False)
             if not self.dev.is_c_contiguous():
                 raise ValueError(f"{name} must be C-contiguous (got strides {self.dev.strides})")
 
@@ -121,7 +123,7 @@ class Output:
 
             with cupy.cuda.ExternalStream(raw_handle(stream)):
                 self.obj = cupy.empty(shape, dtype=dtype)
-            self.dev = cuda.as_cuda_array(self.obj)
+            self.dev = cuda.as_cuda_array(self.obj, sync=False)
         elif like.kind == "torch":
             import torch
 
@@ -130,7 +132,7 @@ class Output:
                    np.dtype(np.int32): torch.int32}[np.dtype(dtype)]
             with torch.cuda.stream(torch.cuda.ExternalStream(raw_handle(stream))):
                 self.obj = torch.empty(shape, dtype=tdt, device="cuda")
-            self.dev = cuda.as_cuda_array(self.obj)
+            self.dev = cuda.as_cuda_array(self.obj, sync=False)
         else:
             self.obj = self.dev = cuda.device_array(shape, dtype=dtype, stream=stream)
 

@@ -67,18 +67,50 @@ def fft_pair(n: int, precision, real: bool, ept="suggested", fpb="suggested", fo
     return fwd, inv
 
 
+def jit(nthreads: int, min_blocks: int | None = None):
+    """``cuda.jit`` with launch bounds: at most ``nthreads`` per block (and, if given, registers
+    capped so ``min_blocks`` blocks fit on one SM). The simulator takes no launch bounds."""
+    if simulator():
+        return cuda.jit
+    return cuda.jit(launch_bounds=(nthreads, min_blocks) if min_blocks else nthreads)
+
+
+def pairs_ok(real: bool, folded: bool, n: int, length: int, step: int, halo: int, *arrays) -> bool:
+    """Whether a folded real kernel can move samples as complex pairs (one 8/16-byte access per
+    pair): every segment starts on an even sample, rows have even length, and the arrays are
+    aligned to a pair."""
+    if not (real and folded) or n % 2 or length % 2 or step % 2 or halo % 2:
+        return False
+    if simulator():
+        return True
+    return all((a.device_ctypes_pointer.value or 0) % (2 * a.dtype.itemsize) == 0 for a in arrays)
+
+
 @functools.cache
-def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool):
-    """x (B, L) -> y (B, L): y = segments of IFFT(FFT(segment) * H[(conj)]), H (N or N//2+1,)."""
+def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = False, min_blocks=None,
+                  flat: bool = False):
+    """x (B, L) -> y (B, L): y = segments of IFFT(FFT(segment) * H[(conj)]), H (N or N//2+1,).
+
+    ``pairs`` (folded real FFTs, see :func:`pairs_ok`): ``x`` and ``y`` are the real rows viewed
+    as complex (B, L/2) arrays and ``step``/``halo`` count pairs; each register pair is one load.
+    ``flat`` (whole rows: one segment per row, no halo, ``L == N``; unfolded or ``pairs``): ``x``
+    and ``y`` are 1-D views of the rows and elements move without per-element bounds tests.
+    """
     n = fwd.size
     stride, fpb = fwd.stride, fwd.ffts_per_block_value
     s2 = 2 * fwd.storage_size
     in_ept, mid_ept, out_ept = fwd.input_ept, fwd.output_ept, inv.output_ept
     nfreq = fwd.output_length
     prec = fwd.precision_type
+    rzero, czero = np.dtype(prec).type(0), np.dtype(fwd.value_type).type(0)  # typed: no float64 detour
     folded = real and fwd.real_fft_options["real_mode"] == "folded"
+    n2 = n // 2
+    nthreads = fwd.block_dim[0] * fwd.block_dim[1] * fwd.block_dim[2]
+    cplx = pairs or not real  # registers load/store as complex values
+    rowlen = n2 if pairs else n  # elements per row of the flat views
+    exact_in, exact_out = in_ept * stride == rowlen, out_ept * stride == rowlen
 
-    @cuda.jit
+    @jit(nthreads, min_blocks)
     def kernel(x, h, y, nrows, nseg, step, halo):
         r = cuda.local.array(s2, dtype=prec, alignment=16)
         smem = cuda.shared.array(0, dtype=prec)
@@ -87,23 +119,39 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool):
         ok = row < nrows
         b = row // nseg
         start = (row - b * nseg) * step - halo
-        length = x.shape[1]
-        for i in range(in_ept):
-            j = tx + i * stride
-            if folded:  # complex index j holds the samples 2j and 2j + 1
-                for p in range(2):
-                    jj = 2 * j + p
-                    tt = start + jj
-                    r[2 * i + p] = x[b, tt].real if ok and jj < n and tt >= 0 and tt < length else 0
-                continue
-            t = start + j
-            inside = ok and j < n and t >= 0 and t < length
-            if real:
-                r[i] = x[b, t].real if inside else 0
-            else:
-                v = x[b, t] if inside else 0j
-                r[2 * i] = v.real
-                r[2 * i + 1] = v.imag
+        if flat:
+            base = row * rowlen + tx
+            for i in range(in_ept):
+                j = tx + i * stride
+                if cplx:
+                    v = x[base + i * stride] if ok and (exact_in or j < rowlen) else czero
+                    r[2 * i] = v.real
+                    r[2 * i + 1] = v.imag
+                else:
+                    r[i] = x[base + i * stride] if ok and (exact_in or j < rowlen) else rzero
+        else:
+            length = x.shape[1]
+            for i in range(in_ept):
+                j = tx + i * stride
+                if pairs:  # complex index j of x holds the samples 2j and 2j + 1
+                    t = start + j
+                    v = x[b, t] if ok and j < n2 and t >= 0 and t < length else czero
+                    r[2 * i] = v.real
+                    r[2 * i + 1] = v.imag
+                elif folded:  # complex index j holds the samples 2j and 2j + 1
+                    for p in range(2):
+                        jj = 2 * j + p
+                        tt = start + jj
+                        r[2 * i + p] = x[b, tt].real if ok and jj < n and tt >= 0 and tt < length else rzero
+                else:
+                    t = start + j
+                    inside = ok and j < n and t >= 0 and t < length
+                    if real:
+                        r[i] = x[b, t].real if inside else rzero
+                    else:
+                        v = x[b, t] if inside else czero
+                        r[2 * i] = v.real
+                        r[2 * i + 1] = v.imag
         fwd.execute(r, smem)
         for i in range(mid_ept):
             k = tx + i * stride
@@ -115,21 +163,35 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool):
                 r[2 * i + 1] = im
         cuda.syncthreads()
         inv.execute(r, smem)
-        if ok:
-            for i in range(out_ept):
-                j = tx + i * stride
-                t = start + j
-                if folded:
-                    for p in range(2):
-                        jj = 2 * j + p
-                        tt = start + jj
-                        if jj >= halo and jj < n and tt < length:
-                            y[b, tt] = r[2 * i + p]
-                elif j >= halo and j < n and t < length:
-                    if real:
-                        y[b, t] = r[i]
-                    else:
-                        y[b, t] = r[2 * i] + 1j * r[2 * i + 1]
+        if flat:
+            if ok:
+                for i in range(out_ept):
+                    j = tx + i * stride
+                    if exact_out or j < rowlen:
+                        if cplx:
+                            y[base + i * stride] = complex(r[2 * i], r[2 * i + 1])
+                        else:
+                            y[base + i * stride] = r[i]
+        else:
+            length = x.shape[1]
+            if ok:
+                for i in range(out_ept):
+                    j = tx + i * stride
+                    t = start + j
+                    if pairs:
+                        if j >= halo and j < n2 and t < length:
+                            y[b, t] = complex(r[2 * i], r[2 * i + 1])
+                    elif folded:
+                        for p in range(2):
+                            jj = 2 * j + p
+                            tt = start + jj
+                            if jj >= halo and jj < n and tt < length:
+                                y[b, tt] = r[2 * i + p]
+                    elif j >= halo and j < n and t < length:
+                        if real:
+                            y[b, t] = r[i]
+                        else:
+                            y[b, t] = complex(r[2 * i], r[2 * i + 1])
 
     return kernel
 

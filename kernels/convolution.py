@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._arrays import Operand, Output, resolve_stream, to_device_const
-from ._fused import can_fold, fft_pair, filter_kernel, launch_rows
+from ._fused import can_fold, fft_pair, filter_kernel, launch_rows, pairs_ok
 
 _REAL = (np.dtype(np.float32), np.dtype(np.float64))
 _COMPLEX = (np.dtype(np.complex64), np.dtype(np.complex128))
@@ -98,13 +98,22 @@ def fir_filter(x, taps, *, fft_size=None, stream=None):
 
 def _run(xo, taps, n, real, precision, *, halo, stream, conj):
     s = resolve_stream(stream, xo)
-    fwd, inv = fft_pair(n, precision, real, folded=real and can_fold(n))
+    folded = real and can_fold(n)
+    fwd, inv = fft_pair(n, precision, real, folded=folded)
     spec = to_device_const(_spectrum(taps, n, real, precision), s)
     x2 = xo.dev.reshape(1, xo.shape[0]) if len(xo.shape) == 1 else xo.dev
     batch, length = x2.shape
     step = n - halo
     nseg = -(-length // step)
     y = Output((batch, length), xo.dtype, xo, s)
-    kernel = filter_kernel(fwd, inv, real, conj)
-    launch_rows(kernel, fwd, batch * nseg, s, x2, spec, y.dev, batch * nseg, nseg, step, halo)
+    y2 = y.dev.reshape(batch, length)
+    pairs = pairs_ok(real, folded, n, length, step, halo, x2, y2)
+    if pairs:  # real rows as complex sample pairs; positions count pairs
+        cdt = np.complex64 if precision is np.float32 else np.complex128
+        x2, y2, step, halo = x2.view(cdt), y2.view(cdt), step // 2, halo // 2
+    flat = halo == 0 and nseg == 1 and length == n and (pairs or not folded)
+    if flat:  # whole rows: 1-D views, no per-element bounds tests
+        x2, y2 = x2.reshape(x2.size), y2.reshape(y2.size)
+    kernel = filter_kernel(fwd, inv, real, conj, pairs, None, flat)
+    launch_rows(kernel, fwd, batch * nseg, s, x2, spec, y2, batch * nseg, nseg, step, halo)
     return y.result(s, xo.shape)

@@ -23,6 +23,7 @@ def _matched_kernel(fwd: FFT, inv: FFT, keep: bool):
     bx = fwd.block_dim[0]
     ept, storage, vt = fwd.elements_per_thread_value, fwd.storage_size, fwd.value_type
     prec = fwd.precision_type
+    czero = np.dtype(vt).type(0)  # typed: a bare 0 would make the load complex128
 
     @cuda.jit
     def kernel(x, tspec, corr, peak_idx, peak_val, nrows):
@@ -35,7 +36,7 @@ def _matched_kernel(fwd: FFT, inv: FFT, keep: bool):
         ok = row < nrows
         for i in range(ept):
             j = tx + i * stride
-            td[i] = x[row, j] if ok and j < n else 0
+            td[i] = x[row, j] if ok and j < n else czero
         fwd.execute(td, smem)
         for i in range(ept):
             j = tx + i * stride
@@ -140,6 +141,7 @@ def _stft_kernel(fft: FFT):
     s2 = 2 * fft.storage_size
     in_ept, out_ept, nfreq = fft.input_ept, fft.output_ept, fft.output_length
     prec = fft.precision_type
+    rzero = np.dtype(prec).type(0)  # typed: a bare 0 would make the sum float64
 
     @cuda.jit
     def kernel(x, w, out, nrows, nframes, hop):
@@ -152,7 +154,7 @@ def _stft_kernel(fft: FFT):
         f = row - b * nframes
         for i in range(in_ept):
             j = tx + i * stride
-            r[i] = x[b, f * hop + j] * w[j] if ok and j < n else 0
+            r[i] = x[b, f * hop + j] * w[j] if ok and j < n else rzero
         fft.execute(r, smem)
         if ok:
             for i in range(out_ept):

@@ -32,6 +32,13 @@ def test_folded_real_filter_kernel_links():
           (types.float32[:, ::1], types.complex64[::1], types.float32[:, ::1], i64, i64, i64, i64), (r2c, c2r))
 
 
+def test_folded_real_pairs_filter_kernel_links():
+    """Real rows viewed as complex sample pairs (pairs=True): complex x/y, same FFT units."""
+    r2c, c2r = _pair_descriptors(64, np.float32, True, "suggested", "suggested", sm=90, folded=True)
+    _link(filter_kernel(r2c, c2r, True, False, True),
+          (types.complex64[:, ::1], types.complex64[::1], types.complex64[:, ::1], i64, i64, i64, i64), (r2c, c2r))
+
+
 def test_complex_filter_kernel_links():
     _link(filter_kernel(FWD, INV, False, True),
           (types.complex64[:, ::1], types.complex64[::1], types.complex64[:, ::1], i64, i64, i64, i64), (FWD, INV))
@@ -68,3 +75,31 @@ def test_beamform_kernel_links():
     assert smem >= mm.shared_memory_size + fft.shared_memory_size
     out = compile_kernel(kern.py_func, (types.complex64[:, ::1], types.complex64[:, :, ::1], types.complex64[:, :, ::1]), sm=90)
     assert out.linked == tuple(sorted([f"{mm.symbol}.ltoir", f"{fft.symbol}.ltoir", TWIDDLES_90]))
+
+
+def _f64_instructions(kernel, argtypes):
+    from numba import cuda
+
+    ptx, _ = cuda.compile_ptx(kernel.py_func, argtypes, cc=(9, 0))
+    return [ln for ln in ptx.splitlines() if ".f64" in ln]
+
+
+def test_float32_kernels_do_no_float64_math():
+    """A bare ``0``/``0j``/``1j`` in a float32 kernel promotes loads and stores to float64
+    (f32<->f64 conversions run at 1/4 or less of the float32 rate on the GPU): none may remain."""
+    r2c, c2r = _pair_descriptors(64, np.float32, True, "suggested", "suggested", sm=90, folded=True)
+    C, R, H = types.complex64[:, ::1], types.float32[:, ::1], types.complex64[::1]
+    C1, R1 = types.complex64[::1], types.float32[::1]
+    cases = {
+        "pairs": (filter_kernel(r2c, c2r, True, False, True), (C, H, C, i64, i64, i64, i64)),
+        "folded": (filter_kernel(r2c, c2r, True, False), (R, H, R, i64, i64, i64, i64)),
+        "real": (filter_kernel(R2C, C2R, True, False), (R, H, R, i64, i64, i64, i64)),
+        "c2c": (filter_kernel(FWD, INV, False, True), (C, H, C, i64, i64, i64, i64)),
+        "matched": (_matched_kernel(FWD, INV, True), (C, H, C, types.int32[::1], types.float32[::1], i64)),
+        "stft": (_stft_kernel(R2C), (R, types.float32[::1], types.float32[:, :, ::1], i64, i64, i64)),
+        "flat pairs": (filter_kernel(r2c, c2r, True, False, True, None, True), (C1, H, C1, i64, i64, i64, i64)),
+        "flat real": (filter_kernel(R2C, C2R, True, False, False, None, True), (R1, H, R1, i64, i64, i64, i64)),
+        "flat c2c": (filter_kernel(FWD, INV, False, False, False, None, True), (C1, H, C1, i64, i64, i64, i64)),
+    }
+    found = {name: _f64_instructions(k, sig)[:3] for name, (k, sig) in cases.items()}
+    assert not any(found.values()), found

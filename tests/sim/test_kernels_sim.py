@@ -73,6 +73,22 @@ def test_fir_filter_matches_lfilter(dtype):
     assert y.shape == x.shape and _rel(y, ref) < TOL[dtype]
 
 
+@pytest.mark.parametrize("ntaps, length, pairs", [(13, 300, True), (12, 300, False), (13, 301, False)])
+def test_fir_filter_real_pairs_and_scalar_paths(ntaps, length, pairs):
+    """Folded real FIR: sample pairs move as one complex access when every segment starts on an
+    even sample (odd tap count, even length); otherwise sample by sample. Both match lfilter."""
+    from scipy.signal import lfilter
+
+    from kernels._fused import pairs_ok
+
+    n = 64
+    assert pairs_ok(True, True, n, length, n - ntaps + 1, ntaps - 1) is pairs
+    x = _signal((2, length), np.float32)
+    taps = rng.standard_normal(ntaps)
+    y = kernels.fir_filter(x, taps, fft_size=n)
+    assert _rel(y, lfilter(taps, 1, x.astype(np.float64), axis=-1)) < TOL[np.float32]
+
+
 def test_matched_filter_finds_the_planted_template():
     n = 64
     t = rng.standard_normal(16) + 1j * rng.standard_normal(16)
