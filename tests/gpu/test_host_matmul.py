@@ -465,12 +465,15 @@ def fp8_steps(got, want, rtype):
     return float(np.max(np.abs(got - want) / 2.0 ** (e - mbits)))
 
 
-def check_fp8_result(torch, d, x, sd, rtype):
+def check_fp8_result(torch, d, x, sd, rtype, mag):
     """d (an FP8 tensor) against scale_d * x (float64, pre-scale result), saturated.
 
-    Every element within one FP8 step of the exact value, and (round to nearest, as the
-    float64 reference quantised through float32 like cuBLASLt's float32 accumulator) at least
-    99% of them bit-identical to it.
+    Hopper's FP8 tensor cores do not accumulate in full float32 (partial sums keep about 14
+    mantissa bits; DeepSeek-V3 report, sec. 3.3.2), so where the sum cancels the error is not
+    bounded by the result's FP8 spacing but by the size of the summed terms: every element is
+    within one FP8 step plus ``2**-10 * scale_d * (|a| @ |b|)`` (``mag``, the sum of the term
+    magnitudes) of the exact value, and at least 90% are bit-identical to the exact value
+    rounded to nearest (a wrong rounding mode or scale fails both).
     """
     tdt = getattr(torch, rtype)
     assert d.dtype == tdt and tuple(d.shape) == tuple(x.shape)
@@ -478,11 +481,17 @@ def check_fp8_result(torch, d, x, sd, rtype):
     want = (x * sd).clamp(-big, big)
     got = d.cpu()
     assert not torch.isnan(got.double()).any(), "NaN in the FP8 result"
-    steps = fp8_steps(got.double().numpy(), want.numpy(), rtype)
-    assert steps <= 1.0, steps
+    g, w = got.double().numpy(), want.numpy()
+    mbits, emin = FP8_BITS[rtype]
+    step = 2.0 ** (np.floor(np.log2(np.maximum(np.abs(w), 2.0**emin))) - mbits)
+    acc = 2.0**-10 * sd * mag.numpy()
+    excess = np.abs(g - w) - step
+    worst = float(np.max(excess / acc))
     want_q = want.float().to(tdt)
     same = (got.view(torch.uint8) == want_q.view(torch.uint8)).double().mean().item()
-    assert same >= 0.99, same
+    diag = f"steps={fp8_steps(g, w, rtype):.3g} acc-ratio={worst:.3g} same={same:.4f}"
+    assert worst <= 1.0, diag
+    assert same >= 0.90, diag
 
 
 FP8_RESULT_CASES = [  # (a, b, result): the combinations cuBLASLt's FP8 table allows
@@ -523,6 +532,7 @@ def test_fp8_result_d_scale_amax(atype, btype, rtype, amax):
     b = torch.randn(N, K, device="cuda").to(getattr(torch, btype)).T  # column-major (K, N)
     sa, sb = 0.5, 2.0
     x = (a.double().cpu() * sa) @ (b.double().cpu() * sb)
+    mag = (a.double().cpu().abs() * sa) @ (b.double().cpu().abs() * sb)
     sd = 0.5 * FP8_MAX[rtype] / x.abs().max().item()  # uses the range, never saturates
     out = matmul(
         a,
@@ -539,7 +549,7 @@ def test_fp8_result_d_scale_amax(atype, btype, rtype, amax):
         assert abs(got.item() - want) <= 1e-3 * want, (got.item(), want)
     else:
         d = out
-    check_fp8_result(torch, d, x, sd, rtype)
+    check_fp8_result(torch, d, x, sd, rtype, mag)
 
 
 def test_fp8_result_saturates():
@@ -549,6 +559,7 @@ def test_fp8_result_saturates():
     a = torch.randn(M, K, device="cuda").to(torch.float8_e4m3fn)
     b = torch.randn(N, K, device="cuda").to(torch.float8_e4m3fn).T
     x = a.double().cpu() @ b.double().cpu()
+    mag = a.double().cpu().abs() @ b.double().cpu().abs()
     sd = 4.0 * 448.0 / x.abs().max().item()
     d, aux = matmul(
         a,
@@ -556,7 +567,7 @@ def test_fp8_result_saturates():
         quantization_scales={"a": 1.0, "b": 1.0, "d": sd},
         options={"result_type": "float8_e4m3fn", "result_amax": True},
     )
-    check_fp8_result(torch, d, x, sd, "float8_e4m3fn")
+    check_fp8_result(torch, d, x, sd, "float8_e4m3fn", mag)
     assert d.double().abs().max().item() == 448.0
     assert abs(aux["result_amax"].item() - x.abs().max().item()) <= 1e-3 * x.abs().max().item()
 
@@ -572,6 +583,7 @@ def test_fp8_result_with_c_or_bias_autotune(case):
     b = torch.randn(N, K, device="cuda").to(torch.float8_e4m3fn).T
     sa, sb = 0.5, 2.0
     x = (a.double().cpu() * sa) @ (b.double().cpu() * sb)
+    mag = (a.double().cpu().abs() * sa) @ (b.double().cpu().abs() * sb)
     c, beta, epilog, inputs = None, None, None, None
     kind, dt = case.rsplit("_", 1)
     tdt = getattr(torch, dt)
@@ -579,11 +591,13 @@ def test_fp8_result_with_c_or_bias_autotune(case):
         c = torch.randn(M, N, device="cuda").to(tdt)
         beta = 0.5
         x = x + beta * c.double().cpu()
+        mag = mag + beta * c.double().cpu().abs()
     else:
         bias = torch.randn(N, device="cuda").to(tdt)
         epilog = E.RELU_BIAS if kind == "relu_bias" else E.BIAS
         inputs = {"bias": bias}
         x = x + bias.double().cpu()
+        mag = mag + bias.double().cpu().abs()
         if epilog == E.RELU_BIAS:
             x = x.clamp(min=0)
     sd = 0.5 * FP8_MAX[rtype] / x.abs().max().item()
@@ -600,7 +614,7 @@ def test_fp8_result_with_c_or_bias_autotune(case):
         mm.autotune(iterations=2)
         d, aux = mm.execute()
         torch.cuda.synchronize()
-    check_fp8_result(torch, d, x, sd, rtype)
+    check_fp8_result(torch, d, x, sd, rtype, mag)
     want = x.abs().max().item()
     assert abs(aux["result_amax"].item() - want) <= 1e-3 * want
 
