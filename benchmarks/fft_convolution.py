@@ -24,6 +24,8 @@ def conv_kernel(fwd, inv, n, ept, stride, fpb, storage, vt):
     """The fused kernel, written once for any pair of descriptors with ``execute(td, smem)``."""
     from numba import cuda
 
+    zero = np.dtype(vt).type(0)  # typed: a bare 0 would make every load a complex128 (f64 converts)
+
     @cuda.jit
     def conv(x, h, y, nrows):
         td = cuda.local.array(storage, dtype=vt)
@@ -32,7 +34,7 @@ def conv_kernel(fwd, inv, n, ept, stride, fpb, storage, vt):
         base = row * n + cuda.threadIdx.x
         ok = row < nrows
         for i in range(ept):
-            td[i] = x[base + i * stride] if ok else 0
+            td[i] = x[base + i * stride] if ok else zero
         fwd.execute(td, smem)
         for i in range(ept):
             if ok:
