@@ -1,0 +1,130 @@
+# SPDX-License-Identifier: Apache-2.0
+"""benchmarks/kernels.py without a GPU: argument parsing, the rows it builds from (fake) case
+results, the markdown table, the files it writes, and its exit status 2 when no GPU is usable."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(ROOT, "benchmarks", "kernels.py")
+
+
+@pytest.fixture(scope="module")
+def bk():
+    spec = importlib.util.spec_from_file_location("bench_kernels", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _fake(i):
+    """A case result as the case functions return it, with distinct numbers per case."""
+    return dict(shape=f"shape{i}", peer=f"peer{i}", bytes=4.3e9 * (i + 1), ms=2.0 + i, peer_ms=4.0 + 2 * i,
+                rel_err=1.5e-7 * (i + 1), ours_ref_err=2.5e-8, peer_ref_err=3.5e-8,
+                first_call_s=10.0 + i, peer_first_call_s=0.5)
+
+
+def test_parse_args(bk):
+    a = bk.parse_args([])
+    assert a.out == "bench_out" and a.mbytes == 512 and a.cases == list(bk.CASES)
+    a = bk.parse_args(["--out", "/tmp/x", "--mbytes", "64", "--cases", "fir", "gemm"])
+    assert (a.out, a.mbytes, a.cases) == ("/tmp/x", 64, ["fir", "gemm"])
+    for bad in (["--cases", "nope"], ["--mbytes", "0"]):
+        with pytest.raises(SystemExit):
+            bk.parse_args(bad)
+
+
+def test_every_case_has_a_runner(bk):
+    assert set(bk.RUNNERS) == set(bk.CASES)
+    assert set(bk.CASES) == {"conv_real", "conv_complex", "fir", "matched", "stft", "gemm", "beamform"}
+    assert all(callable(f) for f in bk.RUNNERS.values())
+
+
+def test_finish_row_floor_and_verdict(bk):
+    r = bk.finish_row("x", _fake(0))  # 4.3e9 bytes at 4.3e12 B/s: 1 ms floor
+    assert r["floor_ms"] == pytest.approx(1.0)
+    assert r["pct_floor"] == pytest.approx(50.0) and r["peer_pct_floor"] == pytest.approx(25.0)
+    assert r["speedup"] == pytest.approx(2.0) and r["ok"] is True
+    assert bk.finish_row("x", dict(_fake(0), rel_err=1e-3))["ok"] is False
+    # a case's own tolerance / verdict wins
+    assert bk.finish_row("x", dict(_fake(0), rel_err=5e-5, tol=1e-4))["ok"] is True
+    assert bk.finish_row("x", dict(_fake(0), ok=False))["ok"] is False
+
+
+def test_run_cases_records_errors_and_continues(bk):
+    def boom(K, mbytes):
+        raise RuntimeError("no | luck\nsecond line")
+
+    runners = {name: (lambda K, mb, i=i: _fake(i)) for i, name in enumerate(bk.CASES)}
+    runners["fir"] = boom
+    rows = bk.run_cases(bk.CASES, runners, K=None, mbytes=1, log=lambda s: None)
+    assert [r["case"] for r in rows] == list(bk.CASES)
+    fir = rows[bk.CASES.index("fir")]
+    assert fir == dict(case="fir", error="RuntimeError: no | luck\nsecond line")
+    assert all("ms" in r for r in rows if r["case"] != "fir")
+
+
+def test_table_one_row_per_case_with_the_numbers(bk):
+    runners = {name: (lambda K, mb, i=i: _fake(i)) for i, name in enumerate(bk.CASES)}
+    runners["matched"] = lambda K, mb: (_ for _ in ()).throw(ValueError("bad template"))
+    rows = bk.run_cases(bk.CASES, runners, K=None, mbytes=1, log=lambda s: None)
+    md = bk.format_table(rows, dict(device="Fake GPU", mbytes=1))
+    lines = md.splitlines()
+    assert "Fake GPU" in lines[0]
+    table = [ln for ln in lines if ln.startswith("|")]
+    header, body = table[:2], table[2:]
+    ncols = header[0].count("|")
+    assert all(ln.count("|") == ncols for ln in table), md
+    assert [ln.split("|")[1].strip() for ln in body] == list(bk.CASES)
+    for i, (name, ln) in enumerate(zip(bk.CASES, body)):
+        cells = [c.strip() for c in ln.split("|")[1:-1]]
+        if name == "matched":
+            assert cells[2] == "failed: ValueError: bad template" and cells[-1] == "FAILED"
+            continue
+        assert cells[1] == f"shape{i}" and cells[3] == f"peer{i}"
+        assert cells[2] == f"{2.0 + i:.3f}" and cells[4] == f"{4.0 + 2 * i:.3f}"
+        assert cells[5] == f"{(4.0 + 2 * i) / (2.0 + i):.2f}x"
+        assert cells[6] == f"{100 * (i + 1) / (2.0 + i):.0f}%"  # floor (i+1) ms / ours
+        assert cells[7] == f"{100 * (i + 1) / (4.0 + 2 * i):.0f}%"
+        assert cells[8] == f"{1.5e-7 * (i + 1):.1e}" and cells[9] == "2.5e-08" and cells[10] == "3.5e-08"
+        assert cells[11] == f"{10.0 + i:.2f}" and cells[12] == "ok"
+
+
+def test_error_with_pipes_keeps_the_table_shape(bk):
+    rows = [dict(case="fir", error="RuntimeError: a | b\nc")]
+    table = [ln for ln in bk.format_table(rows, {}).splitlines() if ln.startswith("|")]
+    assert table[2].count("|") == table[0].count("|")
+    assert "a / b c" in table[2]
+
+
+def test_write_results(bk, tmp_path):
+    rows = [bk.finish_row("gemm", _fake(0)), dict(case="fir", error="E: x")]
+    text = bk.write_results(str(tmp_path / "o"), rows, dict(device="D", mbytes=8))
+    assert (tmp_path / "o" / "kernels.md").read_text() == text
+    data = json.loads((tmp_path / "o" / "kernels.json").read_text())
+    assert data["meta"]["device"] == "D" and [r["case"] for r in data["rows"]] == ["gemm", "fir"]
+    assert data["rows"][0]["first_call_s"] == 10.0 and data["rows"][1]["error"] == "E: x"
+
+
+def test_import_kernels_gets_the_package_not_the_script(bk, monkeypatch):
+    monkeypatch.setattr(sys, "path", [os.path.dirname(SCRIPT)] + sys.path)
+    monkeypatch.delitem(sys.modules, "kernels", raising=False)
+    mod = bk.import_kernels()
+    assert hasattr(mod, "fft_convolve")
+    assert os.path.samefile(mod.__file__, os.path.join(ROOT, "kernels", "__init__.py"))
+
+
+@pytest.mark.parametrize("env", [{"NUMBA_ENABLE_CUDASIM": "1"},
+                                 {"NUMBA_ENABLE_CUDASIM": "0", "CUDA_VISIBLE_DEVICES": ""}])
+def test_exits_2_without_a_gpu(env, tmp_path):
+    out = tmp_path / "o"
+    p = subprocess.run([sys.executable, SCRIPT, "--out", str(out)], capture_output=True, text=True,
+                       env={**os.environ, **env}, timeout=120)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert "needs a CUDA GPU" in p.stderr and "Traceback" not in p.stderr
+    assert not out.exists()
