@@ -11,7 +11,15 @@ Scenarios (one c2c fp32 Block FFT in a ``@cuda.jit`` kernel):
 (b) the same again in a new process, caches warm; ours uses ``@cuda.jit(cache=True)``
     (nvmath-python cannot: numba issue #8888, so its (b) recompiles);
 (c) a new descriptor in a process that has already compiled another one (headers/PCH warm;
-    ours with NUMBA_MATHDX_PCH=1, and with NUMBA_MATHDX_PCH=0 for comparison).
+    ours with NUMBA_MATHDX_PCH=1, and with NUMBA_MATHDX_PCH=0 for comparison);
+(b-floor) the numba floor of (b): the same kernel with ``cache=True`` but no FFT (a plain copy,
+    same signature, loops and launch; numba-cuda alone, no descriptor), loaded from numba's
+    cache in a new process (a first, untimed process fills that cache). It is what any
+    numba-cuda ``cache=True`` kernel needs to its first result (on the H200 mostly numba-cuda's
+    target-context refresh on cache load, ``load_overload -> refresh ->
+    load_additional_registries``, which imports scipy.linalg). GPU mode only: in CPU mode no
+    kernel is loaded through numba's cache ((b-kernel) unpickles the library directly), so the
+    row says "skipped".
 
 GPU mode: the time ends when the kernel's output is back on the host (checked against NumPy).
 CPU mode (no GPU): the time ends at the linked sm_90 cubin (``nvmath_device.aot.compile_kernel``);
@@ -20,7 +28,9 @@ numba's serializer in (a) -- what ``cache=True`` stores -- and takes its cubin.
 
 Writes compile_latency.json and compile_latency.md into --out. Import time of numba and the
 library (``import_s``) and, on the GPU, the creation of the process's CUDA context
-(``context_s``, paid by any CUDA program) are measured separately and not included.
+(``context_s``, paid by any CUDA program) are measured separately and not included. ``cpu_s``
+is the CPU time of the process and of its child processes (ours compiles cuFFTDx's twiddle
+tables in a child process, alongside the FFT unit).
 """
 
 from __future__ import annotations
@@ -63,6 +73,30 @@ def kern(x, y, nrows):
             y[base + i * STRIDE] = td[i]
 '''
 
+# KERNEL without the FFT: the numba floor of scenario (b) (numba-cuda alone, no descriptor).
+FLOOR_KERNEL = r'''
+import numpy as np
+from numba import cuda
+
+COPY = True  # the output is the input
+EPT, FPB, N = {ept}, {fpb}, {size}
+STRIDE, STORAGE, VT = N // EPT, EPT, np.complex64
+BLOCK_DIM, SMEM = (N // EPT, FPB, 1), 0
+
+
+@cuda.jit(cache=True)
+def kern(x, y, nrows):
+    td = cuda.local.array(STORAGE, dtype=VT)
+    row = cuda.blockIdx.x * FPB + cuda.threadIdx.y
+    base = row * N + cuda.threadIdx.x
+    ok = row < nrows
+    for i in range(EPT):
+        td[i] = x[base + i * STRIDE] if ok else 0
+    if ok:
+        for i in range(EPT):
+            y[base + i * STRIDE] = td[i]
+'''
+
 SIZES = {"main": (128, 8, 2), "other": (256, 8, 2)}
 
 
@@ -70,7 +104,9 @@ SIZES = {"main": (128, 8, 2), "other": (256, 8, 2)}
 
 def _kernel_module(workdir, impl, which, cache, sm):
     size, ept, fpb = SIZES[which]
-    if impl == "ours":
+    if impl == "floor":
+        text = FLOOR_KERNEL.format(size=size, ept=ept, fpb=fpb)
+    elif impl == "ours":
         text = KERNEL.format(module="nvmath_device", size=size, ept=ept, fpb=fpb, cache=cache,
                              extra=f", sm={sm}" if sm else "", ept_attr="elements_per_thread_value",
                              fpb_attr="ffts_per_block_value")
@@ -98,7 +134,7 @@ def _first_result_gpu(mod):
     dx, dy = cuda.to_device(x.ravel()), cuda.device_array(nrows * mod.N, np.complex64)
     mod.kern[nrows // mod.FPB, mod.BLOCK_DIM, 0, mod.SMEM](dx, dy, nrows)
     y = dy.copy_to_host().reshape(nrows, mod.N)
-    ref = np.fft.fft(x.astype(np.complex128), axis=-1)
+    ref = x if getattr(mod, "COPY", False) else np.fft.fft(x.astype(np.complex128), axis=-1)
     return float(np.linalg.norm(y - ref) / np.linalg.norm(ref))
 
 
@@ -131,7 +167,7 @@ def child(args) -> dict:
     if args.impl == "ours":
         import nvmath_device  # noqa: F401
         from nvmath_device._codegen import toolchain
-    else:
+    elif args.impl == "nvmath":
         import nvmath.device  # noqa: F401
     import_s = time.perf_counter() - t
     gpu = args.mode == "gpu"
@@ -143,32 +179,38 @@ def child(args) -> dict:
     sm = None if gpu else 90
     run = _first_result_gpu if gpu else _first_result_cpu
     out = {"import_s": round(import_s, 3), "context_s": context_s}
-    cache = args.impl == "ours" and gpu
+    cache = args.impl in ("ours", "floor") and gpu
     if args.scenario == "c":  # warm headers/PCH with another descriptor first (untimed)
         run(_kernel_module(args.workdir, args.impl, "main", False, sm))
     if args.scenario == "b-kernel":
         import pickle
 
-        t0, c0 = time.perf_counter(), time.process_time()
+        t0, c0 = time.perf_counter(), _cpu_time()
         with open(os.path.join(args.workdir, "kernel_library.pkl"), "rb") as f:
             lib = pickle.loads(f.read())
         value = len(bytes(lib.get_cubin(cc=(9, 0)).code))
     else:
         which = "other" if args.scenario == "c" else "main"
-        t0, c0 = time.perf_counter(), time.process_time()
+        t0, c0 = time.perf_counter(), _cpu_time()
         mod = _kernel_module(args.workdir, args.impl, which, cache, sm)
         value = run(mod)
     out["first_result_s"] = round(time.perf_counter() - t0, 3)
-    out["cpu_s"] = round(time.process_time() - c0, 3)  # this process's CPU time (NVRTC/nvJitLink run in-process)
+    out["cpu_s"] = round(_cpu_time() - c0, 3)
     out["check"] = value  # GPU: relative error vs NumPy; CPU: cubin bytes
+    if gpu and cache:
+        out["numba_cache_hits"] = sum(mod.kern._cache_hits.values())
     if args.impl == "ours":
         out["nvrtc_compiles"] = toolchain.stats["nvrtc_compiles"]
         out["pch_used"] = toolchain.stats["pch_used"]
-        if gpu:
-            out["numba_cache_hits"] = sum(mod.kern._cache_hits.values())
-        elif args.scenario == "a":
+        if not gpu and args.scenario == "a":
             _pickle_library(mod, args.workdir)
     return out
+
+
+def _cpu_time():
+    """CPU time of this process and of its finished child processes (NVRTC runs in both)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 # --- parent side ----------------------------------------------------------------------------
@@ -229,12 +271,25 @@ def main(argv=None):
                 extra = {"NUMBA_MATHDX_PCH": pch} if pch else {}
                 label = "new descriptor, headers warm" + (f" (NUMBA_MATHDX_PCH={pch})" if pch else "")
                 plan.append(("c", label, fresh, extra))
+            if impl == "ours":
+                plan.append(("b-floor", "numba floor of (b): cache=True kernel without FFT, new process",
+                             caches, {}))
             for scenario, label, cenv, extra in plan:
-                r = _spawn(mode, impl, scenario, work, dict(cenv, **extra))
-                r.update(impl=impl, scenario=scenario, label=label, mode=mode)
+                who = impl
+                if scenario == "b-floor":
+                    who = "numba"
+                    if mode != "gpu":
+                        r = {"skipped": "GPU mode only (no kernel is loaded through numba's cache here)"}
+                    else:
+                        r = _spawn(mode, "floor", "b", work, cenv)  # fills numba's cache (untimed)
+                        if "error" not in r:
+                            r = _spawn(mode, "floor", "b", work, cenv)
+                else:
+                    r = _spawn(mode, impl, scenario, work, dict(cenv, **extra))
+                r.update(impl=who, scenario=scenario, label=label, mode=mode)
                 rows.append(r)
-                shown = r.get("first_result_s", r.get("error"))
-                print(f"{impl:7s} ({scenario}) {label:55s} {shown} (cpu {r.get('cpu_s')})", flush=True)
+                shown = r.get("first_result_s", r.get("error", r.get("skipped")))
+                print(f"{who:7s} ({scenario}) {label:55s} {shown} (cpu {r.get('cpu_s')})", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -247,12 +302,16 @@ def main(argv=None):
     lines = [f"# Compile latency ({mode}: descriptor creation -> {end})", "",
              f"{os.cpu_count()} CPUs; FFT c2c fp32 size {SIZES['main'][0]} ((c): size {SIZES['other'][0]}); "
              "each row a fresh process; import time and CUDA context creation (columns import s, "
-             "context s) not included; seconds = wall clock, CPU s = the process's CPU time "
-             "(steadier on a shared machine).", "",
+             "context s) not included; seconds = wall clock, CPU s = the CPU time of the process and "
+             "its child processes (steadier on a shared machine); (b-floor): the same kernel without "
+             "the FFT, numba-cuda alone (GPU mode only).", "",
              "| impl | scenario | seconds | CPU s | NVRTC compiles | PCH used | import s | context s | check |",
              "|---|---|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
-        sec = f"{r['first_result_s']:.2f}" if "first_result_s" in r else f"error: {r['error']}"
+        if "first_result_s" in r:
+            sec = f"{r['first_result_s']:.2f}"
+        else:
+            sec = f"skipped: {r['skipped']}" if "skipped" in r else f"error: {r['error']}"
         lines.append(f"| {r['impl']} | ({r['scenario']}) {r['label']} | {sec} | {r.get('cpu_s', '')} | "
                      f"{r.get('nvrtc_compiles', '')} | "
                      f"{r.get('pch_used', '')} | {r.get('import_s', '')} | {r.get('context_s') or ''} | "

@@ -9,9 +9,18 @@ import hashlib
 import json
 import logging
 import os
+import threading
+from concurrent.futures import Future
 
 from . import cache
-from .toolchain import compile_source, include_dirs, link_cubin, read_u32_arrays, toolchain_id
+from .toolchain import (
+    compile_source,
+    compile_source_in_child,
+    include_dirs,
+    link_cubin,
+    read_u32_arrays,
+    toolchain_id,
+)
 
 log = logging.getLogger("nvmath_device")
 
@@ -162,12 +171,14 @@ def _key(kind: str, what: str, *tail) -> str:
     return cache.make_key(kind, CODEGEN_VERSION, what, " ".join(FFT_OPTIONS), toolchain_id(), *tail)
 
 
-def _compile_cached(key: str, source: str, sm: int, name: str, *announce) -> bytes:
+def _compile_cached(key: str, source: str, sm: int, name: str, *announce, on_miss=None) -> bytes:
     """LTO-IR of ``source`` for ``sm``: from the disk cache, else compiled by NVRTC (announced
-    with the INFO line ``announce``: format and arguments) and cached."""
+    with the INFO line ``announce``: format and arguments; then ``on_miss()`` is called) and cached."""
     blob = cache.get(key)
     if blob is None:
         log.info(*announce)
+        if on_miss is not None:
+            on_miss()
         blob = compile_source(source, sm, "ltoir", name=name, extra_options=FFT_OPTIONS)
         cache.put(key, blob)
     return blob
@@ -232,7 +243,7 @@ def fft_ltoir(fft) -> bytes:
     return _compile_cached(
         _key("fft-ltoir", src, fft.sm), src, fft.sm, f"{fft_symbol(fft)}.cu",
         "numba-mathdx: compiling %s (FFT size %d %s) with NVRTC (~3 s; cached afterwards)",
-        fft_symbol(fft), fft.size, fft.fft_type)
+        fft_symbol(fft), fft.size, fft.fft_type, on_miss=lambda: _twiddle_job(fft.sm))
 
 
 _TWIDDLE_SOURCE = """#include <cufftdx.hpp>
@@ -245,13 +256,80 @@ namespace cufftdx { namespace database { namespace detail {
 """
 
 
+# A kernel with an FFT links the twiddle tables of its arch; with empty caches they are compiled
+# while the first FFT unit is (the unit's compile starts their job: _compile_cached's on_miss),
+# in a child process, since NVRTC runs the compiles of one process one after the other
+# (toolchain.compile_source_in_child). _twiddle_jobs holds each compile in flight, keyed like
+# the cache, so that everyone needing the tables waits on the same one. A job leaves it when
+# done (the tables then come from the cache), or, when it failed, once its error has been
+# raised to a caller needing the tables (the next call compiles again). The job's thread is not
+# a daemon: a process ending while it runs waits for it (the tables are then cached on disk).
+_twiddle_jobs: dict[str, Future] = {}
+_twiddle_lock = threading.Lock()
+
+
+def _forget_twiddle_jobs() -> None:
+    """In a forked child, the threads of the parent's jobs do not exist: start afresh."""
+    global _twiddle_lock
+    _twiddle_jobs.clear()
+    _twiddle_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_twiddle_jobs)
+
+
+def _twiddle_key(sm: int) -> str:
+    return _key("fft-twiddles", _TWIDDLE_SOURCE, sm)
+
+
+def _twiddle_job(sm: int) -> tuple[bytes | None, Future | None]:
+    """The tables of ``sm`` from the cache, else the job compiling them (started if none is)."""
+    key = _twiddle_key(sm)
+    with _twiddle_lock:
+        job = _twiddle_jobs.get(key)
+        if job is not None:
+            return None, job
+        blob = cache.get(key)
+        if blob is not None:
+            return blob, None
+        job = _twiddle_jobs[key] = Future()
+    try:
+        threading.Thread(target=_compile_twiddles, args=(key, sm, job), name=f"nvmathdx-twiddles-sm{sm}").start()
+    except RuntimeError:  # no new thread to be had (e.g. at interpreter shutdown): compile them now
+        _compile_twiddles(key, sm, job)
+    return None, job
+
+
+def _compile_twiddles(key: str, sm: int, job: Future) -> None:
+    try:
+        log.info("numba-mathdx: compiling cuFFTDx's twiddle tables for sm_%d with NVRTC (once per machine; "
+                 "cached afterwards)", sm)
+        blob = compile_source_in_child(_TWIDDLE_SOURCE, sm, "ltoir", name=f"nvmathdx_fft_twiddles_sm{sm}.cu",
+                                       extra_options=FFT_OPTIONS)
+        cache.put(key, blob)
+    except BaseException as e:  # raised to whoever needs the tables (the NVRTC log in it)
+        job.set_exception(e)
+    else:
+        with _twiddle_lock:
+            _twiddle_jobs.pop(key, None)
+        job.set_result(blob)
+
+
 def twiddle_ltoir(sm: int) -> bytes:
     """LTO-IR defining cuFFTDx's twiddle tables for ``sm`` (the units declare them ``extern``;
-    with SEPARATE_TWIDDLES the declarations come first, so these definitions link externally)."""
-    return _compile_cached(
-        _key("fft-twiddles", _TWIDDLE_SOURCE, sm), _TWIDDLE_SOURCE, sm, f"nvmathdx_fft_twiddles_sm{sm}.cu",
-        "numba-mathdx: compiling cuFFTDx's twiddle tables for sm_%d with NVRTC (once per machine; "
-        "cached afterwards)", sm)
+    with SEPARATE_TWIDDLES the declarations come first, so these definitions link externally):
+    from the disk cache, else from the compile in flight, else compiled now."""
+    blob, job = _twiddle_job(sm)
+    if job is None:
+        return blob
+    try:
+        return job.result()
+    except BaseException:
+        with _twiddle_lock:  # a failed job is reported once; the next call compiles again
+            if _twiddle_jobs.get(_twiddle_key(sm)) is job:
+                del _twiddle_jobs[_twiddle_key(sm)]
+        raise
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,10 +6,14 @@ Everything here works without a GPU or a driver: NVRTC and nvJitLink are plain l
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
+import pickle
 import re
+import subprocess
+import sys
 import threading
 import time
 
@@ -100,8 +104,41 @@ def _check_nvrtc(err, what):
         raise CompileError(f"{what} failed: {err!r}")
 
 
-# Statistics the tests and the cache use to prove what ran.
-stats = {"nvrtc_compiles": 0, "nvrtc_seconds": 0.0, "nvjitlink_links": 0, "pch_created": 0, "pch_used": 0}
+# Statistics the tests and the cache use to prove what ran. ``nvrtc_in_flight``: NVRTC compiles
+# started and not finished (in this process or in a child, see compile_source_in_child);
+# ``nvrtc_max_in_flight``: its highest value so far (2: two compiles overlapped);
+# ``nvrtc_child_compiles``: compiles run in a child process (failed ones too; ``nvrtc_compiles``
+# counts the successful ones, here and in children).
+stats = {"nvrtc_compiles": 0, "nvrtc_seconds": 0.0, "nvjitlink_links": 0, "pch_created": 0, "pch_used": 0,
+         "nvrtc_in_flight": 0, "nvrtc_max_in_flight": 0, "nvrtc_child_compiles": 0}
+_stats_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _in_flight(source: str, heavy: bool = True):
+    """Count one compile of ``source`` in flight (and, with ``heavy``, among the compiles of its
+    library for the PCH policy)."""
+    kind = _heavy_kind(source) if heavy else None
+    with _stats_lock:
+        if kind is not None:
+            _pch["heavy_compiles"][kind] += 1
+        stats["nvrtc_in_flight"] += 1
+        stats["nvrtc_max_in_flight"] = max(stats["nvrtc_max_in_flight"], stats["nvrtc_in_flight"])
+    try:
+        yield
+    finally:
+        with _stats_lock:
+            stats["nvrtc_in_flight"] -= 1
+
+
+def _count_compile(t0: float) -> float:
+    """Count one successful compile begun at ``t0``; returns its time."""
+    dt = time.perf_counter() - t0
+    with _stats_lock:
+        stats["nvrtc_compiles"] += 1
+        stats["nvrtc_seconds"] += dt
+    return dt
+
 
 # NVRTC automatic precompiled headers (-pch), measured on a 2-core machine with NVRTC 13.5 and
 # cuFFTDx: a compile that creates the PCH costs ~15-18 s CPU instead of ~11 s (it writes a
@@ -194,6 +231,23 @@ def base_options(sm: int, extra_include_dirs=()) -> list[str]:
     return opts
 
 
+def _options(sm: int, output: str, extra_include_dirs, extra_options) -> list[str]:
+    if output not in ("ltoir", "ptx"):
+        raise ValueError(f"output must be 'ltoir' or 'ptx', got {output!r}")
+    opts = base_options(sm, tuple(extra_include_dirs)) + list(extra_options)
+    if output == "ltoir":
+        opts.append("-dlto")
+    return opts
+
+
+def _compile_error(name: str, sm: int, err_name: str, opts, logtext: str, source: str) -> CompileError:
+    return CompileError(
+        f"NVRTC {'.'.join(map(str, nvrtc_version()))} failed to compile {name} for sm_{sm} "
+        f"({err_name}).\nOptions: {' '.join(opts)}\n--- NVRTC log ---\n{logtext}\n"
+        f"--- source ---\n{source}"
+    )
+
+
 def compile_source(source: str, sm: int, output: str, name: str = "nvmath_device_shim.cu",
                    extra_include_dirs=(), extra_options=()) -> bytes:
     """Compile CUDA C++ ``source`` with NVRTC to ``output`` ("ltoir" or "ptx") for ``sm``.
@@ -202,58 +256,126 @@ def compile_source(source: str, sm: int, output: str, name: str = "nvmath_device
     to put a CUTLASS-compatible CCCL first); ``extra_options`` are appended to the NVRTC options.
     Raises CompileError with the full NVRTC log on failure.
     """
+    return _compile_here(source, sm, output, name, _options(sm, output, extra_include_dirs, extra_options))
+
+
+def _compile_here(source: str, sm: int, output: str, name: str, opts: list[str], heavy: bool = True) -> bytes:
     from cuda.bindings import nvrtc
 
-    if output not in ("ltoir", "ptx"):
-        raise ValueError(f"output must be 'ltoir' or 'ptx', got {output!r}")
-    opts = base_options(sm, tuple(extra_include_dirs)) + list(extra_options)
-    if output == "ltoir":
-        opts.append("-dlto")
     t0 = time.perf_counter()
     with _nvrtc_lock:
         use_pch = _pch_wanted(source)
         if use_pch:
             _pch_prepare()
-            opts.append("-pch")
+            opts = opts + ["-pch"]
         bopts = [o.encode() for o in opts]
-        err, prog = nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
-        _check_nvrtc(err, "nvrtcCreateProgram")
-        try:
-            (err,) = nvrtc.nvrtcCompileProgram(prog, len(bopts), bopts)
-            lerr, size = nvrtc.nvrtcGetProgramLogSize(prog)
-            logbuf = bytearray(size)  # never b" " * size: for size 1 that is CPython's shared b" " object
-            nvrtc.nvrtcGetProgramLog(prog, logbuf)
-            logtext = logbuf.decode(errors="replace").rstrip("\x00 \n")
-            kind = _heavy_kind(source)
-            if kind is not None:
-                _pch["heavy_compiles"][kind] += 1
-            if use_pch:
-                _pch_after(prog, logtext)
-            if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-                raise CompileError(
-                    f"NVRTC {'.'.join(map(str, nvrtc_version()))} failed to compile {name} for sm_{sm} "
-                    f"({err.name}).\nOptions: {' '.join(opts)}\n--- NVRTC log ---\n{logtext}\n"
-                    f"--- source ---\n{source}"
-                )
-            if output == "ltoir":
-                err, size = nvrtc.nvrtcGetLTOIRSize(prog)
-                _check_nvrtc(err, "nvrtcGetLTOIRSize")
-                buf = bytearray(size)
-                (err,) = nvrtc.nvrtcGetLTOIR(prog, buf)
-                _check_nvrtc(err, "nvrtcGetLTOIR")
-            else:
-                err, size = nvrtc.nvrtcGetPTXSize(prog)
-                _check_nvrtc(err, "nvrtcGetPTXSize")
-                buf = bytearray(size)
-                (err,) = nvrtc.nvrtcGetPTX(prog, buf)
-                _check_nvrtc(err, "nvrtcGetPTX")
-        finally:
-            nvrtc.nvrtcDestroyProgram(prog)
-    dt = time.perf_counter() - t0
-    stats["nvrtc_compiles"] += 1
-    stats["nvrtc_seconds"] += dt
+        with _in_flight(source, heavy):
+            err, prog = nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
+            _check_nvrtc(err, "nvrtcCreateProgram")
+            try:
+                (err,) = nvrtc.nvrtcCompileProgram(prog, len(bopts), bopts)
+                lerr, size = nvrtc.nvrtcGetProgramLogSize(prog)
+                logbuf = bytearray(size)  # never b" " * size: for size 1 that is CPython's shared b" " object
+                nvrtc.nvrtcGetProgramLog(prog, logbuf)
+                logtext = logbuf.decode(errors="replace").rstrip("\x00 \n")
+                if use_pch:
+                    _pch_after(prog, logtext)
+                if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+                    raise _compile_error(name, sm, err.name, opts, logtext, source)
+                if output == "ltoir":
+                    err, size = nvrtc.nvrtcGetLTOIRSize(prog)
+                    _check_nvrtc(err, "nvrtcGetLTOIRSize")
+                    buf = bytearray(size)
+                    (err,) = nvrtc.nvrtcGetLTOIR(prog, buf)
+                    _check_nvrtc(err, "nvrtcGetLTOIR")
+                else:
+                    err, size = nvrtc.nvrtcGetPTXSize(prog)
+                    _check_nvrtc(err, "nvrtcGetPTXSize")
+                    buf = bytearray(size)
+                    (err,) = nvrtc.nvrtcGetPTX(prog, buf)
+                    _check_nvrtc(err, "nvrtcGetPTX")
+            finally:
+                nvrtc.nvrtcDestroyProgram(prog)
+            dt = _count_compile(t0)
     log.debug("NVRTC compiled %s for sm_%d to %s in %.1f s%s", name, sm, output, dt, " (-pch)" if use_pch else "")
     return bytes(buf)
+
+
+# NVRTC runs the compiles of one process one after the other: measured with NVRTC 13.5 on the
+# 2-core machine, a cuFFTDx unit (~3-4.5 s alone) and the twiddle tables (~5-7.5 s alone)
+# compiled by two threads took 9.5-11 s, as long as one after the other, with one core busy
+# (the GIL is released: a Python thread kept its full speed during a compile). Two processes
+# compile in parallel. compile_source_in_child runs one compile in a child Python process that
+# imports only cuda.bindings (~0.3 s to start), so that it overlaps a compile in this process.
+_CHILD = r"""
+import pickle, sys
+from cuda.bindings import nvrtc
+OK = nvrtc.nvrtcResult.NVRTC_SUCCESS
+source, name, opts, output = pickle.load(sys.stdin.buffer)
+err, major, minor = nvrtc.nvrtcVersion()
+err, prog = nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
+assert err == OK, err
+(err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
+_, size = nvrtc.nvrtcGetProgramLogSize(prog)
+logbuf = bytearray(size)
+nvrtc.nvrtcGetProgramLog(prog, logbuf)
+if err != OK:
+    result = ("error", (major, minor), err.name, logbuf.decode(errors="replace").rstrip("\x00 \n"))
+else:
+    get_size, get = ((nvrtc.nvrtcGetLTOIRSize, nvrtc.nvrtcGetLTOIR) if output == "ltoir"
+                     else (nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX))
+    e, size = get_size(prog)
+    buf = bytearray(size)
+    (e2,) = get(prog, buf)
+    assert e == e2 == OK, (e, e2)
+    result = ("ok", (major, minor), bytes(buf))
+nvrtc.nvrtcDestroyProgram(prog)
+sys.stdout.buffer.write(pickle.dumps(result))
+"""
+
+
+def _run_child(source: str, name: str, opts: list[str], output: str):
+    """``("ok", nvrtc version, bytes)`` or ``("error", nvrtc version, result name, log)`` from a
+    child process; None (logged) where the child could not compile with our NVRTC."""
+    try:
+        p = subprocess.run([sys.executable, "-c", _CHILD], input=pickle.dumps((source, name, opts, output)),
+                           capture_output=True, check=False)
+        if p.returncode == 0:
+            result = pickle.loads(p.stdout)
+            if tuple(result[1]) == nvrtc_version():
+                return result
+            why = f"it runs NVRTC {result[1]}"
+        else:
+            why = f"exit code {p.returncode}: {p.stderr.decode(errors='replace').strip()[-2000:]}"
+    except Exception as e:  # could not start it, or garbled output
+        why = repr(e)
+    log.debug("NVRTC: no child process could compile %s (%s); compiling it in this process", name, why)
+    return None
+
+
+def compile_source_in_child(source: str, sm: int, output: str, name: str = "nvmath_device_shim.cu",
+                            extra_include_dirs=(), extra_options=()) -> bytes:
+    """:func:`compile_source` in a child Python process (without ``-pch``), so that it can run
+    while this process compiles something else (see ``_CHILD``): same result, same
+    ``CompileError`` with the NVRTC log. Where no child can do it (a frozen application, no
+    interpreter, a crash, another NVRTC version) the compile runs in this process instead.
+    """
+    opts = _options(sm, output, extra_include_dirs, extra_options)
+    if sys.executable and not getattr(sys, "frozen", False):
+        t0 = time.perf_counter()
+        with _in_flight(source):
+            result = _run_child(source, name, opts, output)
+            if result is not None:
+                with _stats_lock:
+                    stats["nvrtc_child_compiles"] += 1
+                if result[0] == "error":
+                    raise _compile_error(name, sm, result[2], opts, result[3], source)
+                dt = _count_compile(t0)
+        if result is not None:
+            log.debug("NVRTC compiled %s for sm_%d to %s in %.1f s (child process)", name, sm, output, dt)
+            return result[2]
+        return _compile_here(source, sm, output, name, opts, heavy=False)  # counted above
+    return _compile_here(source, sm, output, name, opts)
 
 
 def link_cubin(items: list[tuple[str, bytes, str]], sm: int, extra: list[str] | None = None) -> bytes:

@@ -32,6 +32,12 @@ def cdir(tmp_path, monkeypatch):
     return d
 
 
+@pytest.fixture
+def no_twiddle_job(monkeypatch):
+    """For tests faking the unit compile: a unit miss starts no (real) twiddle-table compile."""
+    monkeypatch.setattr(fft_codegen, "_twiddle_job", lambda sm: (None, None))
+
+
 def _delta(before):
     return {k: cache.stats[k] - before[k] for k in before}
 
@@ -105,7 +111,7 @@ def test_other_format_versions(cdir):
         assert cache.get(key) is None
 
 
-def test_corrupted_ltoir_is_rebuilt_never_used(cdir, monkeypatch, caplog):
+def test_corrupted_ltoir_is_rebuilt_never_used(cdir, no_twiddle_job, monkeypatch, caplog):
     """Through the FFT codegen: a damaged LTO-IR entry is recompiled, not handed to a link."""
     calls = []
 
@@ -127,7 +133,7 @@ def test_corrupted_ltoir_is_rebuilt_never_used(cdir, monkeypatch, caplog):
     assert fft_codegen.fft_ltoir(fft) == good and len(calls) == 2  # the rebuilt entry is used
 
 
-def test_compile_logs_one_info_line_before_a_miss_only(cdir, monkeypatch, caplog):
+def test_compile_logs_one_info_line_before_a_miss_only(cdir, no_twiddle_job, monkeypatch, caplog):
     monkeypatch.setattr(fft_codegen, "compile_source", lambda *a, **k: b"x")
     fft = FFT(size=16, precision=np.float32, fft_type="c2c", direction="forward", sm=90)
     with caplog.at_level(logging.INFO, logger="nvmath_device"):
@@ -140,7 +146,7 @@ def test_compile_logs_one_info_line_before_a_miss_only(cdir, monkeypatch, caplog
 
 # --- what the key covers ----------------------------------------------------------------------
 
-def test_key_changes_with_nvrtc_version_and_arch(cdir, monkeypatch):
+def test_key_changes_with_nvrtc_version_and_arch(cdir, no_twiddle_job, monkeypatch):
     calls = []
     monkeypatch.setattr(fft_codegen, "compile_source", lambda src, sm, *a, **k: calls.append(sm) or b"x%d" % len(calls))
     kw = dict(size=64, precision=np.float32, fft_type="c2c", direction="forward", elements_per_thread=8)
@@ -172,6 +178,75 @@ def test_real_nvrtc_output_is_cached_under_a_toolchain_key(cdir):
     _fresh_process()
     assert cache.get(key) == blob and toolchain.stats["nvrtc_compiles"] == n + 1
     assert cache.make_key("test-tiny", src, toolchain.toolchain_id(), 80) != key
+
+
+# --- the twiddle tables compile alongside the first unit ------------------------------------
+
+def child_unit_then_twiddles() -> None:
+    """In a fresh process with an empty cache: one FFT unit, then the twiddle tables twice."""
+    import logging
+
+    messages = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            messages.append(record.getMessage())
+
+    logger = logging.getLogger("nvmath_device")
+    logger.addHandler(Keep())
+    logger.setLevel(logging.INFO)
+    fft = FFT(size=16, precision=np.float32, fft_type="c2c", direction="forward", sm=90)
+    fft_codegen.fft_ltoir(fft)
+    after_unit = dict(toolchain.stats)
+    first = fft_codegen.twiddle_ltoir(90)
+    again = fft_codegen.TwiddleTables(90).ltoir()
+    print("RESULT " + json.dumps({"after_unit": after_unit, "end": toolchain.stats, "same": first == again,
+                                  "cached": cache.get(fft_codegen._twiddle_key(90)) == first,
+                                  "jobs_left": len(fft_codegen._twiddle_jobs), "messages": messages}))
+
+
+def test_twiddles_compile_alongside_the_first_unit_once(cdir):
+    env = dict(os.environ, **{cache.ENV_DIR: str(cdir)})
+    code = f"import sys; sys.path.insert(0, {HERE!r}); import test_cache_disk as t; t.child_unit_then_twiddles()"
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = json.loads([ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")][-1][7:])
+    after_unit, end = r["after_unit"], r["end"]
+    # the unit's compile started the twiddle job, which compiled in a child process while the
+    # unit compiled here: two compiles were in flight at once
+    assert after_unit["nvrtc_max_in_flight"] == 2, after_unit
+    assert end["nvrtc_child_compiles"] == 1 and end["nvrtc_max_in_flight"] == 2, end
+    # exactly two compiles in all: the unit and the tables (waited on, then from the cache)
+    assert end["nvrtc_compiles"] == 2 and end["nvrtc_in_flight"] == 0, end
+    assert r["same"] and r["cached"] and r["jobs_left"] == 0, r
+    infos = [m for m in r["messages"] if "compiling" in m]
+    assert len(infos) == 2, infos  # the INFO lines as before: one for the unit, one for the tables
+    assert sum("twiddle tables for sm_90" in m for m in infos) == 1, infos
+
+
+def test_a_failed_twiddle_compile_reaches_the_caller_with_the_nvrtc_log(cdir, monkeypatch):
+    from nvmath_device import CompileError
+
+    bad = "#include <cufftdx.hpp>\nnmdx_not_a_type nmdx_broken_tables;\n"
+    monkeypatch.setattr(fft_codegen, "_TWIDDLE_SOURCE", bad)
+    monkeypatch.setattr(fft_codegen, "compile_source", lambda *a, **k: b"unit")  # the unit compiles
+    n = toolchain.stats["nvrtc_child_compiles"]
+    fft = FFT(size=8, precision=np.float32, fft_type="c2c", direction="forward", sm=90)
+    assert fft_codegen.fft_ltoir(fft) == b"unit"  # started the twiddle job; its failure is not the unit's
+    with pytest.raises(CompileError) as failed:
+        fft_codegen.TwiddleTables(90).ltoir()
+    assert toolchain.stats["nvrtc_child_compiles"] == n + 1  # one compile, its error handed over
+    # the usual error: the same message as the compile in this process raises, NVRTC log and all
+    with pytest.raises(CompileError) as here:
+        toolchain.compile_source(bad, 90, "ltoir", name="nvmathdx_fft_twiddles_sm90.cu",
+                                 extra_options=fft_codegen.FFT_OPTIONS)
+    assert str(failed.value) == str(here.value)
+    assert "--- NVRTC log ---" in str(failed.value) and "nmdx_not_a_type" in str(failed.value)
+    assert fft_codegen._twiddle_jobs == {}  # reported once; the next call compiles again
+    with pytest.raises(CompileError, match="nmdx_not_a_type"):
+        fft_codegen.twiddle_ltoir(90)
+    assert toolchain.stats["nvrtc_child_compiles"] == n + 2
+    assert cache.get(fft_codegen._twiddle_key(90)) is None
 
 
 # --- environment ------------------------------------------------------------------------------

@@ -1,12 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
-"""NVRTC wrapper: a compile must leave the Python interpreter's shared objects alone."""
+"""NVRTC wrapper: a compile must leave the Python interpreter's shared objects alone; compiles
+in a child process give what a compile here gives."""
 
 import io
+import logging
 import subprocess
 import sys
 
 import numpy as np
+import pytest
 
+from nvmath_device import CompileError
 from nvmath_device._codegen import toolchain
 
 
@@ -37,3 +41,43 @@ def test_compile_output_and_log_are_independent_buffers():
     np.save(f, np.arange(4.0))
     f.seek(0)
     assert (np.load(f) == np.arange(4.0)).all()
+
+
+# --- compiles in a child process (they overlap a compile in this one; NVRTC serializes its own) --
+
+TINY_K = 'extern "C" __global__ void k_child(){}'
+
+
+def test_child_compile_gives_the_same_output_and_the_same_error():
+    n = dict(toolchain.stats)
+    assert toolchain.compile_source_in_child(TINY_K, 90, "ptx") == toolchain.compile_source(TINY_K, 90, "ptx")
+    assert toolchain.compile_source_in_child(TINY_K, 90, "ltoir") == toolchain.compile_source(TINY_K, 90, "ltoir")
+    assert toolchain.stats["nvrtc_child_compiles"] == n["nvrtc_child_compiles"] + 2
+    assert toolchain.stats["nvrtc_compiles"] == n["nvrtc_compiles"] + 4
+    assert toolchain.stats["nvrtc_in_flight"] == 0
+    errors = []
+    for compile_ in (toolchain.compile_source_in_child, toolchain.compile_source):
+        with pytest.raises(CompileError) as e:
+            compile_("nmdx_not_a_type x;", 90, "ltoir", name="bad.cu")
+        errors.append(str(e.value))
+    assert errors[0] == errors[1] and "--- NVRTC log ---" in errors[0] and "nmdx_not_a_type" in errors[0]
+    assert toolchain.stats["nvrtc_child_compiles"] == n["nvrtc_child_compiles"] + 3
+
+
+@pytest.mark.parametrize("how", ["no-interpreter", "child-crashes", "other-nvrtc"])
+def test_child_compile_falls_back_to_this_process(monkeypatch, caplog, how):
+    if how == "no-interpreter":
+        monkeypatch.setattr(toolchain.sys, "executable", "")
+    elif how == "child-crashes":
+        monkeypatch.setattr(toolchain, "_CHILD", "import sys; sys.exit('boom')")
+    else:
+        real = toolchain.nvrtc_version()
+        monkeypatch.setattr(toolchain, "nvrtc_version", lambda: (real[0] + 1, 0))
+    n = dict(toolchain.stats)
+    with caplog.at_level(logging.DEBUG, logger="nvmath_device"):
+        out = toolchain.compile_source_in_child(TINY_K, 90, "ptx")
+    assert b".entry k_child" in out
+    assert toolchain.stats["nvrtc_child_compiles"] == n["nvrtc_child_compiles"]
+    assert toolchain.stats["nvrtc_compiles"] == n["nvrtc_compiles"] + 1
+    if how != "no-interpreter":
+        assert any("compiling it in this process" in r.getMessage() for r in caplog.records)
