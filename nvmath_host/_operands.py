@@ -11,6 +11,7 @@ never imported here: an array of that package existing means the package is alre
 
 from __future__ import annotations
 
+import operator
 import sys
 from dataclasses import dataclass
 
@@ -88,13 +89,26 @@ class Operand:
         return (self.package, self.shape, self.strides, self.dtype.name, self.device)
 
 
+_PACKAGE_OF_TYPE: dict = {}  # type -> package name or None (a function of the type alone)
+_UNSEEN = object()
+
+
 def _package_of(obj) -> str | None:
-    mod = type(obj).__module__.split(".", 1)[0]
+    t = type(obj)
+    try:
+        return _PACKAGE_OF_TYPE[t]
+    except KeyError:
+        pass
+    mod = t.__module__.split(".", 1)[0]
     if isinstance(obj, np.ndarray):
-        return "numpy"
-    if mod in ("torch", "cupy", "numba"):
-        return mod
-    return None
+        name = "numpy"
+    elif mod in ("torch", "cupy", "numba"):
+        name = mod
+    else:
+        name = None
+    if len(_PACKAGE_OF_TYPE) < 256:
+        _PACKAGE_OF_TYPE[t] = name
+    return name
 
 
 def _prod(shape):
@@ -162,7 +176,9 @@ def wrap(obj, what: str) -> Operand:
 
     Raises ``TypeError`` naming ``what`` for anything else.
     """
-    package = _package_of(obj)
+    package = _PACKAGE_OF_TYPE.get(type(obj), _UNSEEN)
+    if package is _UNSEEN:
+        package = _package_of(obj)
     if package == "numpy":
         dt = _dtype_name_from_numpy(obj.dtype, what)
         strides = _byte_strides_to_elements(obj.strides, dt.itemsize, what)
@@ -298,6 +314,22 @@ class Package:
         """
         raise NotImplementedError
 
+    def current_stream_getter(self):
+        """A callable ``f(device)`` doing :meth:`current_stream` (read at each call; for the
+        execute path, which looks the current stream up once per call)."""
+        return self.current_stream
+
+    def allocator(self, dtype: DType, shape, strides, nelems: int, device: int):
+        """A callable ``f(stream, current=False)`` doing
+        ``self.empty(dtype, shape, strides, nelems, device, stream, current)``, with what does
+        not depend on the stream looked up once (for the execute path)."""
+        empty = self.empty
+
+        def alloc(stream, current=False):
+            return empty(dtype, shape, strides, nelems, device, stream, current)
+
+        return alloc
+
     @staticmethod
     def ptr(arr) -> int:
         """Device address of an array of this package."""
@@ -324,9 +356,7 @@ class _CuPy(Package):
             ctx = self._ext[stream] = self.cp.cuda.ExternalStream(stream)
         return ctx
 
-    @staticmethod
-    def ptr(arr):
-        return arr.data.ptr
+    ptr = operator.attrgetter("data.ptr")  # (C-level) ``arr.data.ptr``
 
     def empty(self, dtype, shape, strides, nelems, device, stream, current=False):
         cp = self.cp
@@ -338,6 +368,26 @@ class _CuPy(Package):
                 mem = cp.cuda.alloc(nbytes)
         isz = dtype.itemsize
         return cp.ndarray(shape, dtype.storage, memptr=mem, strides=tuple(s * isz for s in strides))
+
+    def allocator(self, dtype, shape, strides, nelems, device):
+        cp = self.cp
+        nbytes = max(nelems, 1) * dtype.itemsize
+        storage = dtype.storage
+        bstrides = tuple(s * dtype.itemsize for s in strides)
+        shape = tuple(shape)
+        cuda = cp.cuda
+        ndarray = cp.ndarray
+        stream_ctx = self._stream_ctx
+
+        def alloc(stream, current=False):  # as empty()
+            if current or stream == cuda.get_current_stream().ptr:
+                mem = cuda.alloc(nbytes)
+            else:
+                with stream_ctx(stream):
+                    mem = cuda.alloc(nbytes)
+            return ndarray(shape, storage, memptr=mem, strides=bstrides)
+
+        return alloc
 
     def scalar_array(self, value, device):
         with self.cp.cuda.Device(device):
@@ -377,9 +427,10 @@ class _Torch(Package):
     def current_stream(self, device):
         return self._raw_stream(device)
 
-    @staticmethod
-    def ptr(arr):
-        return arr.data_ptr()
+    def current_stream_getter(self):
+        return self._raw_stream  # torch._C._cuda_getCurrentRawStream: no Python frame
+
+    ptr = operator.methodcaller("data_ptr")  # (C-level) ``arr.data_ptr()``
 
     def empty(self, dtype, shape, strides, nelems, device, stream, current=False):
         t = self.torch
@@ -396,6 +447,42 @@ class _Torch(Package):
             s = self._ext[stream] = t.cuda.ExternalStream(stream, device=dev)
         with t.cuda.stream(s):
             return self._alloc(t, shape, strides, nelems, tdt, dev)
+
+    def allocator(self, dtype, shape, strides, nelems, device):
+        t = self.torch
+        tdt = self._dtypes.get(dtype.name)
+        if tdt is None:
+            tdt = self._dtypes[dtype.name] = getattr(t, dtype.name)
+        dev = self._devices.get(device)
+        if dev is None:
+            dev = self._devices[device] = t.device("cuda", device)
+        raw_stream = self._raw_stream
+        shape, strides = tuple(shape), tuple(strides)
+        alloc_here = self._alloc
+
+        def on(stream):  # another stream than the current one: allocate in its order
+            s = self._ext.get(stream)
+            if s is None:
+                s = self._ext[stream] = t.cuda.ExternalStream(stream, device=dev)
+            with t.cuda.stream(s):
+                return alloc_here(t, shape, strides, nelems, tdt, dev)
+
+        if nelems == _prod(shape):  # dense: one call, no Python frame in between
+            empty_strided = t.empty_strided
+
+            def alloc(stream, current=False):  # as empty()
+                if current or stream == raw_stream(device):
+                    return empty_strided(shape, strides, dtype=tdt, device=dev)
+                return on(stream)
+
+        else:
+
+            def alloc(stream, current=False):  # as empty()
+                if current or stream == raw_stream(device):
+                    return alloc_here(t, shape, strides, nelems, tdt, dev)
+                return on(stream)
+
+        return alloc
 
     @staticmethod
     def _alloc(t, shape, strides, nelems, tdt, dev):

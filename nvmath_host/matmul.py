@@ -816,10 +816,11 @@ def _device_count() -> int:
 
 def _alignment(ptr: int) -> int:
     """Alignment of ``ptr`` in bytes, capped at 16 (the most any cuBLASLt kernel needs)."""
-    a = 16
-    while a > 1 and ptr % a:
-        a //= 2
-    return a
+    return _ALIGN16[ptr & 15]
+
+
+# _alignment by the pointer's 4 low bits: 16 (all zero), 1, 2, 1, 4, 1, 2, 1, 8, 1, 2, ...
+_ALIGN16 = (16,) + tuple(i & -i for i in range(1, 16))
 
 
 def _rt():
@@ -856,6 +857,16 @@ class _DeviceScope:
         if self.prev is not None:
             _rt().cudaSetDevice(self.prev)
             self.prev = None
+
+
+def _out_attr(name: str) -> int:
+    """The descriptor attribute that takes the pointer of the auxiliary output ``name``."""
+    A = lt.MatmulDescAttribute
+    if name == "bgrad":
+        return int(A.BIAS_POINTER)
+    if name == "result_amax":
+        return int(A.AMAX_D_POINTER)
+    return int(A.EPILOGUE_AUX_POINTER)
 
 
 # --------------------------------------------------------------------------- Matmul
@@ -1204,6 +1215,7 @@ class Matmul:
         self._beta_buf = np.array([self.beta if ops["c"] is not None else 0], dtype=sc)
         self._algo_index = 0
         self._build_args()
+        self._prepare_execute()
 
     def _scale_array(self, v, k):
         if isinstance(v, (int, float, np.floating)):
@@ -1259,6 +1271,24 @@ class Matmul:
         self._rt = _rt()
         self._one_device = _device_count() == 1
         self._c_is_d = p.inplace
+
+    def _prepare_execute(self):
+        """What execute() needs, looked up once per plan: allocators of the result and of the
+        auxiliary outputs (shape, dtype, device resolved), the descriptor attributes of the
+        latter, the package's pointer and current-stream functions (the stream itself is
+        still read at each call)."""
+        p, pkg, dev = self._problem, self._pkg, self.device
+        o = p.d_out
+        self._alloc_d = (
+            pkg.allocator(o.dtype, o.shape, o.strides, o.nelems, dev) if o is not None else None
+        )
+        self._alloc_outs = tuple(
+            (o.name, pkg.allocator(o.dtype, o.shape, o.strides, o.nelems, dev), _out_attr(o.name))
+            for o in p.outputs
+        )
+        self._ptr = pkg.ptr
+        self._get_stream = pkg.current_stream_getter()
+        self._has_outputs = bool(p.outputs)
 
     # ------------------------------------------------------------------ autotune
     def autotune(self, iterations: int = 10, prune: int | None = None) -> list[Algorithm]:
@@ -1376,15 +1406,9 @@ class Matmul:
             raise lt.CublasLtError("cublasLtMatmul", st)
 
     def _set_output_pointers(self, outs):
-        A, ptr, desc = lt.MatmulDescAttribute, self._pkg.ptr, self._desc
+        ptr, desc = self._pkg.ptr, self._desc
         for name, arr in outs.items():
-            p = ptr(arr)
-            if name == "bgrad":
-                desc.set_pointer(A.BIAS_POINTER, p)
-            elif name == "result_amax":
-                desc.set_pointer(A.AMAX_D_POINTER, p)
-            else:
-                desc.set_pointer(A.EPILOGUE_AUX_POINTER, p)
+            desc.set_pointer(_out_attr(name), ptr(arr))
 
     def execute(self, stream: Any = None):
         """Run the planned matmul (plans with no epilog first if :meth:`plan` was not called).
@@ -1403,9 +1427,10 @@ class Matmul:
             some: the epilog's (``"relu_aux"``, ``"gelu_aux"``, ``"bgrad"``) and, with
             ``options.result_amax``, ``"result_amax"`` (one-element float32 array).
         """
+        # The hot path: everything that does not change between calls was looked up by
+        # _build_args (see there); the stream is resolved at each call.
         if not self._planned:
             self._check_planned()
-        p = self._problem
         if self._cpu:
             return self._execute_cpu()
         current = False
@@ -1414,22 +1439,48 @@ class Matmul:
         elif self._stream is not None:
             s = self._stream
         else:
-            s = self._pkg.current_stream(self.device)
+            s = self._get_stream(self.device)
             current = True
         if s != self._ws_stream:
             self._foreign_stream = True
-        if self._one_device or self._rt.cudaGetDevice()[1] == self.device:
-            d, outs = self._alloc_outputs(s, current)
-            self._launch(d, outs, s)
-        else:
-            with _DeviceScope(self.device):
-                d, outs = self._alloc_outputs(s, current)
-                self._launch(d, outs, s)
+        # (as `with _DeviceScope(...)` around the block, only when another device is current)
+        scope = None
+        if not self._one_device and self._rt.cudaGetDevice()[1] != self.device:
+            scope = _DeviceScope(self.device)
+            scope.__enter__()
+        try:
+            # the result and auxiliary outputs, then their pointers, then the launch
+            args = self._args
+            alloc_d = self._alloc_d
+            d = alloc_d(s, current) if alloc_d is not None else None
+            outs = {}
+            alloc_outs = self._alloc_outs
+            if alloc_outs:
+                for name, alloc, _ in alloc_outs:
+                    outs[name] = alloc(s, current)
+            if d is not None:
+                d_ptr = self._ptr(d)
+                args[10] = d_ptr
+                if self._c_from_d:
+                    args[8] = d_ptr
+            else:
+                args[10] = args[8]
+            if alloc_outs:
+                ptr, set_pointer = self._ptr, self._desc.set_pointer
+                for name, _, attr in alloc_outs:
+                    set_pointer(attr, ptr(outs[name]))
+            args[15] = s
+            st = self._fn(*args)
+            if st:
+                raise lt.CublasLtError("cublasLtMatmul", st)
+        finally:
+            if scope is not None:
+                scope.__exit__(None, None, None)
         if d is None:
             d = self._user["c"].obj if not self._host else self._ops["c"].obj
         if self._host:
             return self._to_host(d, outs, s)
-        return (d, outs) if p.outputs else d
+        return (d, outs) if self._has_outputs else d
 
     def _to_host(self, d, outs, stream):
         import cupy as cp
@@ -1727,30 +1778,36 @@ def clear_plan_cache() -> None:
         _plan_cache.clear()
 
 
+_OPTION_FIELDS = tuple(f.name for f in dataclasses.fields(MatmulOptions))
+
+
 def _options_key(options):
     if options is None:
         return None
-    if isinstance(options, MatmulOptions):
-        return dataclasses.astuple(options)
+    if isinstance(options, MatmulOptions):  # (dataclasses.astuple, without its deep copy)
+        return tuple([getattr(options, f) for f in _OPTION_FIELDS])
     if isinstance(options, dict):
         return tuple(sorted(options.items()))
     return ("invalid", id(options))
 
 
 def _key_of(oa, ob, oc, epilog, inputs, options, qscales, alpha, beta) -> tuple:
+    al = _ALIGN16  # _alignment(ptr) == al[ptr & 15], inlined: this runs at every matmul()
     return (
         oa.signature(),
         ob.signature(),
         oc.signature() if oc is not None else None,
         None if epilog is None else int(epilog),
-        tuple((k, v.signature(), _alignment(v.ptr)) for k, v in sorted(inputs.items())),
-        _options_key(options),
+        tuple([(k, v.signature(), al[v.ptr & 15]) for k, v in sorted(inputs.items())])
+        if inputs
+        else (),
+        None if options is None else _options_key(options),
         tuple(sorted(qscales)) if qscales else None,
         alpha is None,
         beta is None,
-        _alignment(oa.ptr),
-        _alignment(ob.ptr),
-        _alignment(oc.ptr) if oc is not None else None,
+        al[oa.ptr & 15],
+        al[ob.ptr & 15],
+        al[oc.ptr & 15] if oc is not None else None,
     )
 
 
@@ -1762,9 +1819,13 @@ def _wrap_all(a, b, c, epilog_inputs):
         if not isinstance(epilog_inputs, dict):
             raise TypeError(f"epilog_inputs: expected a dict; got {type(epilog_inputs).__name__}")
         for k, v in epilog_inputs.items():
-            what = f"epilog_inputs[{k!r}]"
+            what = _INPUT_WHAT.get(k) or f"epilog_inputs[{k!r}]"
             inputs[k] = _wrap_aux(v, what) if k == "relu_aux" else wrap(v, what)
     return oa, ob, oc, inputs
+
+
+# the ``what`` of the usual epilog inputs, made once (matmul() wraps them at each call)
+_INPUT_WHAT = {k: f"epilog_inputs[{k!r}]" for k in ("bias", "relu_aux", "gelu_aux")}
 
 
 def _cache_key(a, b, c, alpha, beta, epilog, epilog_inputs, options, qscales) -> tuple:
