@@ -101,19 +101,18 @@ def _run(xo, taps, n, real, precision, *, halo, stream, conj):
     folded = real and can_fold(n)
     fwd, inv = fft_pair(n, precision, real, folded=folded)
     spec = to_device_const(_spectrum(taps, n, real, precision), s)
-    x2 = xo.dev.reshape(1, xo.shape[0]) if len(xo.shape) == 1 else xo.dev
-    batch, length = x2.shape
+    batch, length = (1, xo.shape[0]) if len(xo.shape) == 1 else xo.shape
     step = n - halo
     nseg = -(-length // step)
     y = Output((batch, length), xo.dtype, xo, s)
-    y2 = y.dev.reshape(batch, length)
-    pairs = pairs_ok(real, folded, n, length, step, halo, x2, y2)
-    if pairs:  # real rows as complex sample pairs; positions count pairs
+    xd, yd, cols = xo.dev, y.dev, length
+    pairs = pairs_ok(real, folded, n, length, step, halo, xd, yd)
+    if pairs:  # real rows as complex sample pairs (viewed before any reshape); positions count pairs
         cdt = np.complex64 if precision is np.float32 else np.complex128
-        x2, y2, step, halo = x2.view(cdt), y2.view(cdt), step // 2, halo // 2
+        xd, yd, step, halo, cols = xd.view(cdt), yd.view(cdt), step // 2, halo // 2, length // 2
     flat = halo == 0 and nseg == 1 and length == n and (pairs or not folded)
-    if flat:  # whole rows: 1-D views, no per-element bounds tests
-        x2, y2 = x2.reshape(x2.size), y2.reshape(y2.size)
+    # flat (whole rows): 1-D views, no per-element bounds tests
+    x2, y2 = (xd.reshape(xd.size), yd.reshape(yd.size)) if flat else (xd.reshape(batch, cols), yd.reshape(batch, cols))
     kernel = filter_kernel(fwd, inv, real, conj, pairs, None, flat)
     launch_rows(kernel, fwd, batch * nseg, s, x2, spec, y2, batch * nseg, nseg, step, halo)
     return y.result(s, xo.shape)
