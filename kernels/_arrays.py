@@ -15,6 +15,13 @@ def simulator() -> bool:
     return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
 
 
+def canonical(arr: np.ndarray) -> np.ndarray:
+    """C-contiguous with the canonical strides: NumPy calls ``x[None, :]`` (strides (0, 4))
+    C-contiguous, numba's device arrays do not, and then refuse views of another dtype."""
+    arr = np.ascontiguousarray(arr)
+    return arr.reshape(-1).reshape(arr.shape)
+
+
 class Operand:
     """One input array on the device plus what is needed to hand results back."""
 
@@ -47,7 +54,7 @@ class Operand:
         if simulator():
             self.dev = np.ascontiguousarray(arr) if self.kind == "numpy" else arr
         elif self.kind == "numpy":
-            self.dev = cuda.to_device(np.ascontiguousarray(arr), stream=stream)
+            self.dev = cuda.to_device(canonical(arr), stream=stream)
         else:
             # sync=False: numba would otherwise synchronise the host with the producer's stream on
             # every call; the kernel runs on the caller's (by default the producer's) stream instead

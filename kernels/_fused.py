@@ -78,12 +78,13 @@ def jit(nthreads: int, min_blocks: int | None = None):
 def pairs_ok(real: bool, folded: bool, n: int, length: int, step: int, halo: int, *arrays) -> bool:
     """Whether a folded real kernel can move samples as complex pairs (one 8/16-byte access per
     pair): every segment starts on an even sample, rows have even length, and the arrays are
-    aligned to a pair."""
+    C-contiguous (as numba sees it) and aligned to a pair."""
     if not (real and folded) or n % 2 or length % 2 or step % 2 or halo % 2:
         return False
     if simulator():
         return True
-    return all((a.device_ctypes_pointer.value or 0) % (2 * a.dtype.itemsize) == 0 for a in arrays)
+    return all(a.is_c_contiguous() and (a.device_ctypes_pointer.value or 0) % (2 * a.dtype.itemsize) == 0
+               for a in arrays)
 
 
 @functools.cache

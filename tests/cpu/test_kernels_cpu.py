@@ -103,3 +103,31 @@ def test_float32_kernels_do_no_float64_math():
     }
     found = {name: _f64_instructions(k, sig)[:3] for name, (k, sig) in cases.items()}
     assert not any(found.values()), found
+
+
+def test_numpy_rows_get_canonical_strides_and_pairs_need_them():
+    """``x[None, :]`` has strides (0, 4): NumPy calls it C-contiguous, a numba device array with
+    those strides is not and cannot be viewed as complex pairs (found on the H200 with a (1, L)
+    signal). Host copies get canonical strides; pairs_ok refuses arrays numba calls
+    non-contiguous instead of crashing later."""
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+    from kernels._arrays import canonical
+    from kernels._fused import pairs_ok
+
+    import ctypes
+
+    class _NoMemory:  # metadata only: no GPU needed
+        device_ctypes_pointer = ctypes.c_void_p(256)
+
+    odd = np.ascontiguousarray(np.arange(8, dtype=np.float32)[None, :])
+    assert odd.strides == (0, 4) and odd.flags.c_contiguous
+    fixed = canonical(odd)
+    assert fixed.strides == (32, 4) and np.array_equal(fixed, odd)
+
+    def dev(a):
+        return DeviceNDArray(a.shape, a.strides, a.dtype, gpu_data=_NoMemory())
+
+    assert not pairs_ok(True, True, 8, 8, 8, 0, dev(odd), dev(fixed))
+    assert pairs_ok(True, True, 8, 8, 8, 0, dev(fixed), dev(fixed))
+    dev(fixed).view(np.complex64)  # what the pairs path does
