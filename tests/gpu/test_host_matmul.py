@@ -619,6 +619,27 @@ def test_fp8_result_with_c_or_bias_autotune(case):
     assert abs(aux["result_amax"].item() - want) <= 1e-3 * want
 
 
+@pytest.mark.parametrize("order", ["w.T", "fortran"])
+def test_fp8_numpy_operands_keep_their_layout(order):
+    """NumPy FP8 operands (ml_dtypes) on a GPU are mirrored in their own memory order: a
+    column-major ``b`` stays column-major (cuBLASLt's FP8 kernels need A row-major, B
+    column-major), and the result comes back as a NumPy array."""
+    ml = pytest.importorskip("ml_dtypes")
+    _fp8_torch()  # compute capability >= 8.9
+    rng = np.random.default_rng(11)
+    M, K, N = 64, 128, 96
+    a = rng.standard_normal((M, K)).astype(ml.float8_e4m3fn)
+    w = rng.standard_normal((N, K)).astype(ml.float8_e4m3fn)
+    b = w.T if order == "w.T" else np.asfortranarray(w.T)
+    assert b.flags.f_contiguous and not b.flags.c_contiguous
+    sa, sb = 0.5, 2.0
+    d = matmul(a, b, quantization_scales={"a": sa, "b": sb})
+    assert isinstance(d, np.ndarray) and d.dtype.name == "bfloat16" and d.shape == (M, N)
+    x = (a.astype(np.float64) * sa) @ (b.astype(np.float64) * sb)
+    err = float(np.abs(d.astype(np.float64) - x).max() / np.abs(x).max())
+    assert err < 1e-2, err
+
+
 def test_numba_chain_one_stream_no_host_sync():
     """Numba kernel -> matmul -> Numba kernel on one non-default stream, no host sync."""
     from cuda.bindings import driver
