@@ -432,7 +432,8 @@ class _Torch(Package):
 
     ptr = operator.methodcaller("data_ptr")  # (C-level) ``arr.data_ptr()``
 
-    def empty(self, dtype, shape, strides, nelems, device, stream, current=False):
+    def _torch_dtype_device(self, dtype, device):
+        """torch dtype and device objects for ``dtype``/``device``, made once and reused."""
         t = self.torch
         tdt = self._dtypes.get(dtype.name)
         if tdt is None:
@@ -440,6 +441,10 @@ class _Torch(Package):
         dev = self._devices.get(device)
         if dev is None:
             dev = self._devices[device] = t.device("cuda", device)
+        return t, tdt, dev
+
+    def empty(self, dtype, shape, strides, nelems, device, stream, current=False):
+        t, tdt, dev = self._torch_dtype_device(dtype, device)
         if current or stream == self._raw_stream(device):
             return self._alloc(t, shape, strides, nelems, tdt, dev)
         s = self._ext.get(stream)
@@ -449,13 +454,7 @@ class _Torch(Package):
             return self._alloc(t, shape, strides, nelems, tdt, dev)
 
     def allocator(self, dtype, shape, strides, nelems, device):
-        t = self.torch
-        tdt = self._dtypes.get(dtype.name)
-        if tdt is None:
-            tdt = self._dtypes[dtype.name] = getattr(t, dtype.name)
-        dev = self._devices.get(device)
-        if dev is None:
-            dev = self._devices[device] = t.device("cuda", device)
+        t, tdt, dev = self._torch_dtype_device(dtype, device)
         raw_stream = self._raw_stream
         shape, strides = tuple(shape), tuple(strides)
         alloc_here = self._alloc
