@@ -118,10 +118,13 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
         tx = cuda.threadIdx.x
         row = cuda.blockIdx.x * fpb + cuda.threadIdx.y
         ok = row < nrows
-        b = row // nseg
-        start = (row - b * nseg) * step - halo
         if flat:
             base = row * rowlen + tx
+        else:  # the segment: signal b, first sample start (64-bit division: not in flat kernels)
+            b = row // nseg
+            start = (row - b * nseg) * step - halo
+            length = x.shape[1]
+        if flat:
             for i in range(in_ept):
                 j = tx + i * stride
                 if cplx:
@@ -131,7 +134,6 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
                 else:
                     r[i] = x[base + i * stride] if ok and (exact_in or j < rowlen) else rzero
         else:
-            length = x.shape[1]
             for i in range(in_ept):
                 j = tx + i * stride
                 if pairs:  # complex index j of x holds the samples 2j and 2j + 1
@@ -174,7 +176,6 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
                         else:
                             y[base + i * stride] = r[i]
         else:
-            length = x.shape[1]
             if ok:
                 for i in range(out_ept):
                     j = tx + i * stride

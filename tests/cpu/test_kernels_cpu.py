@@ -131,3 +131,19 @@ def test_numpy_rows_get_canonical_strides_and_pairs_need_them():
     assert not pairs_ok(True, True, 8, 8, 8, 0, dev(odd), dev(fixed))
     assert pairs_ok(True, True, 8, 8, 8, 0, dev(fixed), dev(fixed))
     dev(fixed).view(np.complex64)  # what the pairs path does
+
+
+def test_flat_kernels_do_no_64bit_division():
+    """Whole-row (flat) kernels skip the segment arithmetic (``row // nseg``, a 64-bit division
+    of ~100 instructions per thread); segmented kernels need it."""
+    from numba import cuda
+
+    C, C1, H = types.complex64[:, ::1], types.complex64[::1], types.complex64[::1]
+
+    def divisions(flat, x):
+        k = filter_kernel(FWD, INV, False, False, False, None, flat)
+        ptx, _ = cuda.compile_ptx(k.py_func, (x, H, x, i64, i64, i64, i64), cc=(9, 0))
+        return sum(1 for ln in ptx.splitlines() if "div.s64" in ln or "div.u64" in ln)
+
+    assert divisions(True, C1) == 0
+    assert divisions(False, C) >= 1
