@@ -110,12 +110,12 @@ def test_numpy_rows_get_canonical_strides_and_pairs_need_them():
     those strides is not and cannot be viewed as complex pairs (found on the H200 with a (1, L)
     signal). Host copies get canonical strides; pairs_ok refuses arrays numba calls
     non-contiguous instead of crashing later."""
+    import ctypes
+
     from numba.cuda.cudadrv.devicearray import DeviceNDArray
 
     from kernels._arrays import canonical
     from kernels._fused import pairs_ok
-
-    import ctypes
 
     class _NoMemory:  # metadata only: no GPU needed
         device_ctypes_pointer = ctypes.c_void_p(256)
