@@ -11,7 +11,7 @@ from numba import cuda
 from nvmath_device import FFT
 
 from ._arrays import Operand, Output, resolve_stream, simulator, to_device_const
-from ._fused import fft_pair, launch_rows
+from ._fused import can_fold, fft_pair, jit, launch_rows, pairs_ok
 
 _REAL = (np.dtype(np.float32), np.dtype(np.float64))
 _COMPLEX = (np.dtype(np.complex64), np.dtype(np.complex128))
@@ -136,14 +136,22 @@ def _promote(x, y):
 
 
 @functools.cache
-def _stft_kernel(fft: FFT):
+def _stft_kernel(fft: FFT, pairs: bool = False):
+    """x (B, L) -> out (B, frames, nfft // 2 + 1): |rfft(frame * w)|^2.
+
+    Folded descriptors load the frame as sample pairs: with ``pairs`` (see
+    :func:`kernels._fused.pairs_ok`) ``x`` and ``w`` are viewed as complex (B, L/2) and (nfft/2,)
+    and ``hop`` counts pairs, else the pairs are read sample by sample.
+    """
     n, stride, fpb = fft.size, fft.stride, fft.ffts_per_block_value
     s2 = 2 * fft.storage_size
     in_ept, out_ept, nfreq = fft.input_ept, fft.output_ept, fft.output_length
     prec = fft.precision_type
     rzero = np.dtype(prec).type(0)  # typed: a bare 0 would make the sum float64
+    folded = fft.real_fft_options["real_mode"] == "folded"
+    n2 = n // 2
 
-    @cuda.jit
+    @jit(fft.block_dim[0] * fft.block_dim[1] * fft.block_dim[2])
     def kernel(x, w, out, nrows, nframes, hop):
         r = cuda.local.array(s2, dtype=prec, alignment=16)
         smem = cuda.shared.array(0, dtype=prec)
@@ -154,7 +162,21 @@ def _stft_kernel(fft: FFT):
         f = row - b * nframes
         for i in range(in_ept):
             j = tx + i * stride
-            r[i] = x[b, f * hop + j] * w[j] if ok and j < n else rzero
+            if pairs:  # complex index j holds the samples 2j and 2j + 1 (frame and window)
+                if ok and j < n2:
+                    v = x[b, f * hop + j]
+                    wv = w[j]
+                    r[2 * i] = v.real * wv.real
+                    r[2 * i + 1] = v.imag * wv.imag
+                else:
+                    r[2 * i] = rzero
+                    r[2 * i + 1] = rzero
+            elif folded:
+                for p in range(2):
+                    jj = 2 * j + p
+                    r[2 * i + p] = x[b, f * hop + jj] * w[jj] if ok and jj < n else rzero
+            else:
+                r[i] = x[b, f * hop + j] * w[j] if ok and j < n else rzero
         fft.execute(r, smem)
         if ok:
             for i in range(out_ept):
@@ -193,11 +215,18 @@ def stft_power(x, window, hop, *, stream=None):
     if length < nfft:
         raise ValueError(f"x has {length} samples, fewer than one frame of len(window) = {nfft}")
     precision = np.float32 if xo.dtype == np.dtype(np.float32) else np.float64
-    fft, _ = fft_pair(nfft, precision, real=True)
-    nframes = 1 + (length - nfft) // int(hop)
-    x2 = xo.dev.reshape(1, length) if len(xo.shape) == 1 else xo.dev
-    batch = x2.shape[0]
+    folded = can_fold(nfft)
+    fft, _ = fft_pair(nfft, precision, real=True, folded=folded)
+    hop = int(hop)
+    nframes = 1 + (length - nfft) // hop
+    batch = 1 if len(xo.shape) == 1 else xo.shape[0]
     out = Output((batch, nframes, nfft // 2 + 1), xo.dtype, xo, s)
-    wd = to_device_const(w.astype(xo.dtype), s)
-    launch_rows(_stft_kernel(fft), fft, batch * nframes, s, x2, wd, out.dev, batch * nframes, nframes, int(hop))
+    xd, wh, cols = xo.dev, w.astype(xo.dtype), length
+    pairs = pairs_ok(True, folded, nfft, length, hop, 0, xd)
+    if pairs:  # frames as complex sample pairs (viewed before the reshape), window likewise
+        cdt = np.complex64 if precision is np.float32 else np.complex128
+        xd, wh, hop, cols = xd.view(cdt), wh.view(cdt), hop // 2, length // 2
+    wd = to_device_const(wh, s)
+    launch_rows(_stft_kernel(fft, pairs), fft, batch * nframes, s, xd.reshape(batch, cols), wd, out.dev,
+                batch * nframes, nframes, hop)
     return out.result(s, (nframes, nfft // 2 + 1) if len(xo.shape) == 1 else None)

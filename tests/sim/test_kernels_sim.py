@@ -112,20 +112,92 @@ def test_matched_filter_real_input():
     assert idx[0] == 5
 
 
-def test_stft_power():
-    x = _signal((2, 300), np.float32)
-    w = np.hanning(64)
-    p = kernels.stft_power(x, w, hop=32)
-    frames = 1 + (300 - 64) // 32
+@pytest.mark.parametrize(
+    "nfft, hop, length, path",
+    [(64, 32, 300, "pairs"), (64, 33, 300, "folded"), (64, 32, 301, "folded"), (100, 30, 300, "normal")],
+)
+def test_stft_power(nfft, hop, length, path):
+    """Folded real FFTs load frame and window as sample pairs when hop and length are even,
+    sample by sample otherwise; other sizes run cuFFTDx's normal real FFT. All match NumPy."""
+    from kernels._fused import can_fold, pairs_ok
+
+    assert ("normal" if not can_fold(nfft) else "pairs" if pairs_ok(True, True, nfft, length, hop, 0)
+            else "folded") == path
+    x = _signal((2, length), np.float32)
+    w = np.hanning(nfft)
+    p = kernels.stft_power(x, w, hop=hop)
+    frames = 1 + (length - nfft) // hop
     ref = (
         np.abs(
             np.fft.rfft(
-                np.stack([x[:, f * 32 : f * 32 + 64] * w for f in range(frames)], axis=1), axis=-1
+                np.stack([x[:, f * hop : f * hop + nfft] * w for f in range(frames)], axis=1), axis=-1
             )
         )
         ** 2
     )
-    assert p.shape == (2, frames, 33) and _rel(p, ref) < 1e-5
+    assert p.shape == (2, frames, nfft // 2 + 1) and _rel(p, ref) < 1e-5
+    p1 = kernels.stft_power(x[1], w, hop=hop)  # a 1-D signal
+    assert p1.shape == (frames, nfft // 2 + 1) and _rel(p1, ref[1]) < 1e-5
+
+
+GEMM_CASES = [(np.float32, (16, 16, 16)), (np.complex64, (16, 16, 16)), (np.float64, (16, 16, 16)),
+              (np.complex128, (8, 8, 8))]
+
+
+def _gemm_operands(dtype, size, batch):
+    m, n, k = size
+    return _signal((batch, m, k), dtype), _signal((batch, k, n), dtype), _signal((batch, m, n), dtype)
+
+
+@pytest.mark.parametrize("pipeline", [True, False], ids=["pipe", "smem"])
+@pytest.mark.parametrize("with_c", [False, True], ids=["ab", "abc"])
+@pytest.mark.parametrize("dtype,size", GEMM_CASES, ids=[np.dtype(d).name for d, _ in GEMM_CASES])
+def test_batched_gemm_both_kernels(dtype, size, with_c, pipeline):
+    """Both kernels of batched_gemm (the persistent pipelined one and the shared-memory one,
+    forced) against NumPy float64; batch 5 is not a multiple of the simulator's persistent
+    grid x GEMMs per block (2 x 1), so the last pass has an idle slot. C is not modified."""
+    from kernels.gemm import _SIM_GRID, _batched_gemm
+
+    batch = 5
+    assert batch % _SIM_GRID
+    a, b, c = _gemm_operands(dtype, size, batch)
+    c0 = c.copy()
+    cplx = np.dtype(dtype).kind == "c"
+    alpha = (1.5 - 0.25j) if cplx else 1.5
+    beta = (-0.5 + 0.75j) if cplx else -0.5
+    d, path = _batched_gemm(a, b, c if with_c else None, alpha, beta if with_c else 0.0, None, pipeline=pipeline)
+    assert path == ("pipe" if pipeline else "smem")
+    ref = alpha * (a.astype(np.complex128) @ b) + (beta * c.astype(np.complex128) if with_c else 0)
+    ref = ref if cplx else ref.real
+    assert d.dtype == np.dtype(dtype) and d.shape == (batch,) + size[:2]
+    assert _rel(d, ref) < TOL[dtype]
+    np.testing.assert_array_equal(c, c0)
+
+
+@pytest.mark.parametrize("pipeline", [True, False], ids=["pipe", "smem"])
+def test_batched_gemm_several_per_block_and_c_with_zero_beta(pipeline):
+    """Two GEMMs per block of the pipelined kernel (threadIdx.y slots; batch 7 over a stride
+    of 4: one slot idle in the second pass); c given with beta == 0 is ignored."""
+    from kernels.gemm import _batched_gemm
+
+    a, b, c = _gemm_operands(np.float32, (16, 16, 16), 7)
+    d, path = _batched_gemm(a, b, c, 2.0, 0.0, None, pipeline=pipeline, per_block=2)
+    assert path == ("pipe" if pipeline else "smem")
+    assert _rel(d, 2.0 * (a.astype(np.float64) @ b)) < TOL[np.float32]
+
+
+def test_batched_gemm_falls_back_when_tiles_do_not_split():
+    """(16, 24, 8) complex64: A is 64 16-byte vectors over 128 threads: the shared-memory kernel."""
+    from kernels.gemm import _batched_gemm, _gemm_descriptor, _pipe_kernel
+
+    mm = _gemm_descriptor(16, 24, 8, np.complex64, alignment=(16, 16, 16))
+    assert _pipe_kernel(mm, 1, True) is None
+    a, b, c = _gemm_operands(np.complex64, (16, 24, 8), 3)
+    d, path = _batched_gemm(a, b, c, 1.0, 1.0, None)
+    assert path == "smem"
+    assert _rel(d, a.astype(np.complex128) @ b + c) < TOL[np.complex64]
+    d2 = kernels.batched_gemm(a, b, c=c, beta=1.0)  # the public entry point, same kernel
+    np.testing.assert_array_equal(d2, d)
 
 
 BAD = [
