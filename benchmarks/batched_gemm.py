@@ -7,7 +7,9 @@ C[i] = A[i] @ B[i] for i < batch, stacked row-major arrays. Our kernels:
 - ``smem``: several GEMMs per block (``threadIdx.y`` picks one), A and B copied global->shared
   as flat 16-byte vectors (the shared tiles use the global row-major layout), ``MM.execute(1, a,
   b, 0, c)`` in shared memory, C stored back as flat 16-byte vectors;
-- ``rmem``: the same loads, the register-accumulator form, C stored from registers.
+- ``rmem``: the same loads, the register-accumulator form, C stored from registers;
+- ``pipe``: the library's kernel (what ``kernels.batched_gemm`` runs when it applies):
+  persistent blocks, the next GEMM's A and B loaded into registers while the current one runs.
 
 Memory floor: bytes that C = A @ B must move (A and B read, C written) at 4.3e12 B/s; the
 ``floor4`` column also counts reading C (the ``beta != 0`` form), as the task defines it.
@@ -140,71 +142,14 @@ def make_rmem_kernel(MM, G):
 
 
 def make_pipe_kernel(MM, G):
-    """Persistent blocks, G GEMMs per block, software-pipelined: the next GEMM's A and B are
-    loaded into registers (16-byte vectors) while the register-accumulator GEMM of the current
-    one runs; C is stored from registers. Returns None when the tiles do not split evenly."""
-    from numba import cuda
+    """The library's kernel (``kernels.gemm._pipe_kernel``): persistent blocks, G GEMMs per
+    block, software-pipelined (the next GEMM's A and B loaded into registers as 16-byte vectors
+    while the register-accumulator GEMM of the current one runs), C stored from registers.
+    Called as ``kernel(A16, B16, C, D, alpha, beta, batch)`` with ``D = alpha * A @ B`` here
+    (no C operand). Returns None when the tiles do not split evenly."""
+    from kernels.gemm import _pipe_kernel
 
-    m, n, k = MM.size
-    v = 16 // MM.a_value_type.itemsize
-    a_vec, b_vec = m * k // v, k * n // v
-    nt = MM.max_threads_per_block
-    if a_vec % nt or b_vec % nt:
-        return None
-    NA, NB = a_vec // nt, b_vec // nt
-    per = (MM.shared_memory_size_ab + 15) // 16 * 16
-    per_v = per // 16
-    b_off_v = MM.b_shared_memory_offset // 16
-    dt = MM.a_value_type
-
-    @cuda.jit(fastmath=True)
-    def kernel(A, B, C, batch):
-        tx = cuda.threadIdx.x
-        y = cuda.threadIdx.y
-        s16 = cuda.shared.array(0, dtype=np.complex128)
-        sv = cuda.shared.array(0, dtype=dt)
-        base = y * per_v
-        b0 = base * v
-        sa = sv[b0:b0 + MM.a_size]
-        sb = sv[b0 + b_off_v * v:b0 + b_off_v * v + MM.b_size]
-        ra = cuda.local.array(NA, dtype=np.complex128)
-        rb = cuda.local.array(NB, dtype=np.complex128)
-        acc = cuda.local.array(MM.accumulator_size, dtype=dt)
-        rows = cuda.local.array(MM.accumulator_size, dtype=np.int32)
-        cols = cuda.local.array(MM.accumulator_size, dtype=np.int32)
-        MM.fragment_coordinates(rows, cols)
-        stride = cuda.gridDim.x * G
-        g = cuda.blockIdx.x * G + y
-        if g < batch:
-            for j in range(NA):
-                ra[j] = A[g, tx + j * nt]
-            for j in range(NB):
-                rb[j] = B[g, tx + j * nt]
-        ntiles = (batch + stride - 1) // stride
-        for _ in range(ntiles):
-            cuda.syncthreads()
-            for j in range(NA):
-                s16[base + tx + j * nt] = ra[j]
-            for j in range(NB):
-                s16[base + b_off_v + tx + j * nt] = rb[j]
-            cuda.syncthreads()
-            gn = g + stride
-            if gn < batch:  # issue the next loads now; they land while the GEMM runs
-                for j in range(NA):
-                    ra[j] = A[gn, tx + j * nt]
-                for j in range(NB):
-                    rb[j] = B[gn, tx + j * nt]
-            for i in range(MM.accumulator_size):
-                acc[i] = 0
-            MM.execute(sa, sb, acc)
-            if g < batch:
-                for i in range(MM.accumulator_size):
-                    r = rows[i]
-                    if r >= 0:
-                        C[g, r * n + cols[i]] = acc[i]
-            g = gn
-
-    return kernel, per * G
+    return _pipe_kernel(MM, G, False)
 
 
 def make_nvmath_kernel(size, dtype, sm):
@@ -303,7 +248,10 @@ def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev, peers=Tru
                 bx, by, bz = MM.block_dim
                 if bx * by * bz * G > 1024 or by * bz != 1:
                     continue
-                args = (nA16, nB16, nC16 if variant == "smem" else nC, batch)
+                if variant == "pipe":  # the library kernel: D = alpha * A @ B (+ beta * C, unused)
+                    args = (nA16, nB16, nC, nC, dt.type(1), dt.type(0), batch)
+                else:
+                    args = (nA16, nB16, nC16 if variant == "smem" else nC, batch)
                 opt_in_dynamic_shared_memory(kernel, args, smem)
                 from numba import typeof
 

@@ -54,6 +54,15 @@ def test_stft_kernel_links():
     _link(_stft_kernel(R2C), (types.float32[:, ::1], types.float32[::1], types.float32[:, :, ::1], i64, i64, i64), (R2C,))
 
 
+def test_folded_stft_kernels_link():
+    """Folded real FFT: frames as complex sample pairs (complex x and window) or sample by sample."""
+    r2c, _ = _pair_descriptors(64, np.float32, True, "suggested", "suggested", sm=90, folded=True)
+    _link(_stft_kernel(r2c, True),
+          (types.complex64[:, ::1], types.complex64[::1], types.float32[:, :, ::1], i64, i64, i64), (r2c,))
+    _link(_stft_kernel(r2c),
+          (types.float32[:, ::1], types.float32[::1], types.float32[:, :, ::1], i64, i64, i64), (r2c,))
+
+
 def test_batched_gemm_kernel_links():
     from kernels.gemm import _batched_kernel, _gemm_descriptor
 
@@ -62,6 +71,40 @@ def test_batched_gemm_kernel_links():
     a3 = types.float32[:, :, ::1]
     out = compile_kernel(kern.py_func, (a3, a3, a3, a3, types.float32, types.float32, i64), sm=90)
     assert out.linked == (f"{mm.symbol}.ltoir",)
+
+
+def test_pipelined_batched_gemm_kernel_links():
+    """The persistent pipelined kernel of batched_gemm, with and without the beta * C term:
+    A and B as 16-byte (complex128) vectors, C and D as (batch, m*n) values."""
+    from kernels.gemm import _gemm_descriptor, _pipe_kernel
+
+    mm = _gemm_descriptor(16, 16, 16, np.float32, sm=90, alignment=(16, 16, 16))
+    v16, f2 = types.complex128[:, ::1], types.float32[:, ::1]
+    for use_c in (False, True):
+        kern, smem = _pipe_kernel(mm, 1, use_c)
+        assert smem == mm.shared_memory_size_ab  # A and B only: the accumulator is in registers
+        out = compile_kernel(kern.py_func, (v16, v16, f2, f2, types.float32, types.float32, i64), sm=90)
+        assert out.cubin[:4] == b"\x7fELF"
+        assert out.linked == (f"{mm.symbol}.ltoir",)
+
+
+def test_pipelined_batched_gemm_needs_aligned_operands():
+    """The pipelined kernel loads 16-byte vectors: operands at an address that is not a multiple
+    of 16 (e.g. a CuPy slice a[1:] of 4-byte values) take the shared-memory kernel."""
+    import ctypes
+
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+    from kernels.gemm import _vectors_ok
+
+    def dev(address):
+        class _NoMemory:  # metadata only: no GPU needed
+            device_ctypes_pointer = ctypes.c_void_p(address)
+
+        return DeviceNDArray((2, 4, 4), (64, 16, 4), np.dtype(np.float32), gpu_data=_NoMemory())
+
+    assert _vectors_ok(dev(256)) and _vectors_ok(dev(272))
+    assert not _vectors_ok(dev(260)) and not _vectors_ok(dev(264))
 
 
 def test_beamform_kernel_links():
@@ -97,6 +140,8 @@ def test_float32_kernels_do_no_float64_math():
         "c2c": (filter_kernel(FWD, INV, False, True), (C, H, C, i64, i64, i64, i64)),
         "matched": (_matched_kernel(FWD, INV, True), (C, H, C, types.int32[::1], types.float32[::1], i64)),
         "stft": (_stft_kernel(R2C), (R, types.float32[::1], types.float32[:, :, ::1], i64, i64, i64)),
+        "stft folded": (_stft_kernel(r2c), (R, types.float32[::1], types.float32[:, :, ::1], i64, i64, i64)),
+        "stft pairs": (_stft_kernel(r2c, True), (C, H, types.float32[:, :, ::1], i64, i64, i64)),
         "flat pairs": (filter_kernel(r2c, c2r, True, False, True, None, True), (C1, H, C1, i64, i64, i64, i64)),
         "flat real": (filter_kernel(R2C, C2R, True, False, False, None, True), (R1, H, R1, i64, i64, i64, i64)),
         "flat c2c": (filter_kernel(FWD, INV, False, False, False, None, True), (C1, H, C1, i64, i64, i64, i64)),
