@@ -107,6 +107,45 @@ def test_batched_gemm(dtype, size):
     assert _rel(_host(d), ref) < (1e-5 if np.dtype(dtype).itemsize <= 8 and dtype != np.float64 else 1e-12)
 
 
+@pytest.mark.parametrize("kind", ["cupy", "numba", "torch"])
+@pytest.mark.parametrize("dtype,size,with_c", [(np.complex64, (16, 16, 16), True), (np.complex128, (8, 8, 8), False),
+                                               (np.float32, (32, 32, 32), False)])
+def test_batched_gemm_pipelined(kind, dtype, size, with_c):
+    """The persistent pipelined kernel (real and complex, with and without beta * C) on every
+    device-array kind (their 16-byte alignment is read from the device pointer); batch 70001
+    is not a multiple of the persistent grid. C is not modified."""
+    from kernels.gemm import _batched_gemm
+
+    m, n, k = size
+    batch = 70001
+    a, b, c = _signal3((batch, m, k), dtype), _signal3((batch, k, n), dtype), _signal3((batch, m, n), dtype)
+    alpha, beta = (1.5 - 0.5j, 0.25 + 1j) if np.dtype(dtype).kind == "c" else (1.5, 0.0)
+    cd = _as(kind, c)
+    d, path = _batched_gemm(_as(kind, a), _as(kind, b), cd if with_c else None, alpha, beta if with_c else 0.0, None)
+    assert path == "pipe"
+    ref = alpha * (a.astype(np.complex128) @ b) + (beta * c if with_c else 0)
+    ref = ref if np.dtype(dtype).kind == "c" else ref.real
+    assert _rel(_host(d), ref) < (1e-12 if dtype == np.complex128 else 1e-5)
+    np.testing.assert_array_equal(_host(cd), c)
+
+
+def test_batched_gemm_unaligned_operands_take_the_fallback():
+    """A CuPy slice starting 4 bytes into a buffer cannot be loaded as 16-byte vectors."""
+    import cupy
+
+    from kernels.gemm import _batched_gemm
+
+    a = _signal3((101, 16, 16), np.float32)
+    b = _signal3((101, 16, 16), np.float32)
+    flat = cupy.asarray(np.concatenate([[0.0], a.ravel()]).astype(np.float32))
+    au = flat[1:].reshape(a.shape)  # 4 bytes past a 256-byte aligned allocation
+    d, path = _batched_gemm(au, cupy.asarray(b), None, 1.0, 0.0, None)
+    assert path == "smem"
+    assert _rel(_host(d), a.astype(np.float64) @ b) < 1e-5
+    d, path = _batched_gemm(cupy.asarray(a), cupy.asarray(b), None, 1.0, 0.0, None)
+    assert path == "pipe"
+
+
 def test_beamform_spectra():
     x = _signal3((50, 16, 256), np.complex64)
     w = _signal3((8, 16), np.complex64)

@@ -144,6 +144,16 @@ GEMM_CASES = [(np.float32, (16, 16, 16)), (np.complex64, (16, 16, 16)), (np.floa
               (np.complex128, (8, 8, 8))]
 
 
+@pytest.fixture(scope="module")
+def _gemm_tables():
+    """The simulator's register-fragment tables of every pipelined GEMM here, in one NVRTC run
+    (compiled on first use otherwise, one descriptor at a time, by the first simulated thread)."""
+    from kernels.gemm import _gemm_descriptor
+    from nvmath_device._codegen.gemm_sim_tables import prefetch_fragment_tables
+
+    prefetch_fragment_tables([_gemm_descriptor(*size, d, alignment=(16, 16, 16)) for d, size in GEMM_CASES])
+
+
 def _gemm_operands(dtype, size, batch):
     m, n, k = size
     return _signal((batch, m, k), dtype), _signal((batch, k, n), dtype), _signal((batch, m, n), dtype)
@@ -152,7 +162,7 @@ def _gemm_operands(dtype, size, batch):
 @pytest.mark.parametrize("pipeline", [True, False], ids=["pipe", "smem"])
 @pytest.mark.parametrize("with_c", [False, True], ids=["ab", "abc"])
 @pytest.mark.parametrize("dtype,size", GEMM_CASES, ids=[np.dtype(d).name for d, _ in GEMM_CASES])
-def test_batched_gemm_both_kernels(dtype, size, with_c, pipeline):
+def test_batched_gemm_both_kernels(dtype, size, with_c, pipeline, _gemm_tables):
     """Both kernels of batched_gemm (the persistent pipelined one and the shared-memory one,
     forced) against NumPy float64; batch 5 is not a multiple of the simulator's persistent
     grid x GEMMs per block (2 x 1), so the last pass has an idle slot. C is not modified."""
@@ -175,7 +185,7 @@ def test_batched_gemm_both_kernels(dtype, size, with_c, pipeline):
 
 
 @pytest.mark.parametrize("pipeline", [True, False], ids=["pipe", "smem"])
-def test_batched_gemm_several_per_block_and_c_with_zero_beta(pipeline):
+def test_batched_gemm_several_per_block_and_c_with_zero_beta(pipeline, _gemm_tables):
     """Two GEMMs per block of the pipelined kernel (threadIdx.y slots; batch 7 over a stride
     of 4: one slot idle in the second pass); c given with beta == 0 is ignored."""
     from kernels.gemm import _batched_gemm
