@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import numbers
+import threading
 
 import numpy as np
 
@@ -68,13 +69,18 @@ class _Plan:
         self.rank = 3 if bz != 1 else (2 if by != 1 else 1)
         self.nthreads = bx * by * bz
         self._table = None
+        self._table_lock = threading.Lock()
 
     @property
     def table(self) -> np.ndarray:
+        # Every simulated thread of the block asks at once: one compiles (NVRTC, seconds), the
+        # others wait for it instead of each compiling the same table.
         if self._table is None:
-            from .._codegen.gemm_sim_tables import fragment_table
+            with self._table_lock:
+                if self._table is None:
+                    from .._codegen.gemm_sim_tables import fragment_table
 
-            self._table = fragment_table(self.mm)[0]
+                    self._table = fragment_table(self.mm)[0]
         return self._table
 
     @property

@@ -556,3 +556,30 @@ def test_bfloat16_user_spellings():
     np.testing.assert_allclose(C.astype(np.float64), ref, rtol=2**-8, atol=2**-8 * np.abs(ref).max())
     with pytest.raises(TypeError, match=r"load_a: the global array \(1st argument\) must hold bfloat16, got float32"):
         _launch(kernel, 1, MM.block_dim, MM.c_size * 2, A.astype(np.float32), B, C, 1.0)
+
+
+def test_fragment_table_is_compiled_once_for_all_simulated_threads(monkeypatch):
+    """Every simulated thread of a block asks for the register-fragment table at once; one of
+    them compiles it (NVRTC, seconds), the others wait. Without that, each of the block's threads
+    compiled the same table, one after another (more than 10 minutes for a 64-thread block)."""
+    import time
+
+    from nvmath_device._codegen import gemm_sim_tables
+    from nvmath_device._sim.gemm import _Plan
+
+    calls = []
+
+    def slow_table(mm):
+        calls.append(mm)
+        time.sleep(0.2)  # long enough for every thread to arrive while the first one compiles
+        return np.zeros((4, 1, 2), dtype=np.int32), {}
+
+    monkeypatch.setattr(gemm_sim_tables, "fragment_table", slow_table)
+    plan = _Plan(Matmul(size=(8, 8, 8), precision=np.float32, data_type="real", sm=90))
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(plan.table)) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and len(got) == 16 and all(g is got[0] for g in got)
