@@ -119,6 +119,12 @@ def _rel(a, b):
     return float(cp.linalg.norm((a - b).ravel()) / cp.linalg.norm(b.ravel()))
 
 
+def _errors(yo, yp, ref):
+    """Ours vs the peer (whole output), and each vs the float64 reference (first REF_ROWS rows)."""
+    return dict(rel_err=_rel(yo, yp), ours_ref_err=_rel(yo[:REF_ROWS], ref),
+                peer_ref_err=_rel(yp[:REF_ROWS], ref))
+
+
 def _sync():
     import cupy as cp
 
@@ -173,8 +179,7 @@ def case_conv_real(K, mbytes):
     def check(yo, yp):
         xs = x[:REF_ROWS].astype(cp.float64)
         ref = cp.fft.irfft(cp.fft.rfft(xs, axis=-1) * cp.asarray(np.fft.rfft(h, n)), n=n, axis=-1)
-        return dict(rel_err=_rel(yo, yp), ours_ref_err=_rel(yo[:REF_ROWS], ref),
-                    peer_ref_err=_rel(yp[:REF_ROWS], ref))
+        return _errors(yo, yp, ref)
 
     res = _measure(lambda: K.fft_convolve(x, h), peer, check)
     return dict(shape=f"{rows}x{n} f32, {ntaps} taps", peer="CuPy rfft * H -> irfft",
@@ -198,8 +203,7 @@ def case_conv_complex(K, mbytes):
     def check(yo, yp):
         xs = x[:REF_ROWS].astype(cp.complex128)
         ref = cp.fft.ifft(cp.fft.fft(xs, axis=-1) * cp.asarray(np.fft.fft(h, n)), axis=-1)
-        return dict(rel_err=_rel(yo, yp), ours_ref_err=_rel(yo[:REF_ROWS], ref),
-                    peer_ref_err=_rel(yp[:REF_ROWS], ref))
+        return _errors(yo, yp, ref)
 
     res = _measure(lambda: K.fft_convolve(x, h), peer, check)
     return dict(shape=f"{rows}x{n} c64, {ntaps} taps", peer="CuPy fft * H -> ifft",
@@ -226,8 +230,7 @@ def case_fir(K, mbytes):
         xs = x[:REF_ROWS].astype(cp.float64)
         spec = cp.fft.rfft(xs, n=nfft, axis=-1) * cp.asarray(np.fft.rfft(taps, nfft))
         ref = cp.fft.irfft(spec, n=nfft, axis=-1)[:, :length]
-        return dict(rel_err=_rel(yo, yp), ours_ref_err=_rel(yo[:REF_ROWS], ref),
-                    peer_ref_err=_rel(yp[:REF_ROWS], ref), peer_dtype=str(yp.dtype))
+        return dict(_errors(yo, yp, ref), peer_dtype=str(yp.dtype))
 
     res = _measure(lambda: K.fir_filter(x, taps), peer, check)
     return dict(shape=f"{rows}x{length} f32, {ntaps} taps", peer="cupyx oaconvolve(axes=-1)[:, :L]",
@@ -296,8 +299,7 @@ def case_stft(K, mbytes):
     def check(yo, yp):
         xs = cp.ascontiguousarray(x[:REF_ROWS]).astype(cp.float64)
         ref = cp.abs(cp.fft.rfft(frames(xs) * cp.asarray(w), axis=-1)) ** 2
-        return dict(rel_err=_rel(yo, yp), ours_ref_err=_rel(yo[:REF_ROWS], ref),
-                    peer_ref_err=_rel(yp[:REF_ROWS], ref))
+        return _errors(yo, yp, ref)
 
     res = _measure(lambda: K.stft_power(x, w, hop), peer, check)
     return dict(shape=f"{batch}x{length} f32, nfft {nfft}, hop {hop}", peer="CuPy strided frames * w -> rfft -> abs^2",
@@ -315,8 +317,7 @@ def case_gemm(K, mbytes):
 
     def check(yo, yp):
         ref = cp.matmul(a[:REF_ROWS].astype(cp.float64), b[:REF_ROWS].astype(cp.float64))
-        return dict(rel_err=_rel(yo, yp), ours_ref_err=_rel(yo[:REF_ROWS], ref),
-                    peer_ref_err=_rel(yp[:REF_ROWS], ref))
+        return _errors(yo, yp, ref)
 
     res = _measure(lambda: K.batched_gemm(a, b), lambda: cp.matmul(a, b), check)
     return dict(shape=f"{batch} x ({m}x{k} @ {k}x{n}) f32", peer="cupy.matmul (cuBLAS batched)",
@@ -339,8 +340,7 @@ def case_beamform(K, mbytes):
 
     def check(yo, yp):
         ref = cp.fft.fft(cp.matmul(cp.asarray(w, cp.complex128), x[:REF_ROWS].astype(cp.complex128)), axis=-1)
-        return dict(rel_err=_rel(yo, yp), ours_ref_err=_rel(yo[:REF_ROWS], ref),
-                    peer_ref_err=_rel(yp[:REF_ROWS], ref))
+        return _errors(yo, yp, ref)
 
     res = _measure(lambda: K.beamform_spectra(x, w), peer, check)
     return dict(shape=f"{batch}x{channels}x{nsamp} c64, {beams} beams", peer="cupy.matmul(W, x) -> cupy.fft.fft",
