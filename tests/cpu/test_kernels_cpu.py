@@ -192,3 +192,36 @@ def test_flat_kernels_do_no_64bit_division():
 
     assert divisions(True, C1) == 0
     assert divisions(False, C) >= 1
+
+
+def test_persistent_grid_from_the_occupancy_query(monkeypatch):
+    """The pipelined batched GEMM's grid: numba's occupancy query (blocks per SM x SMs) once per
+    kernel/types/block/shared memory/device, capped by the work; 4 x SMs when the query is
+    missing; never 0 blocks. A fake device and kernel: the query needs a GPU."""
+    from types import SimpleNamespace
+
+    import numba.cuda
+
+    from kernels import gemm
+
+    monkeypatch.setattr(numba.cuda, "get_current_device", lambda: SimpleNamespace(id=0, MULTIPROCESSOR_COUNT=132))
+    monkeypatch.setattr(gemm, "_GRIDS", {})
+    queries = []
+
+    class Kernel:
+        def __init__(self, per_sm):
+            self.per_sm = per_sm
+
+        def compile(self, argtypes):
+            if self.per_sm is None:
+                return SimpleNamespace()  # an older numba-cuda: no occupancy query
+            return SimpleNamespace(max_cooperative_grid_blocks=lambda block, smem: queries.append(smem) or
+                                   self.per_sm * 132)
+
+    args = (np.zeros((4, 16), np.complex128), np.float32(1), 4)
+    k = Kernel(3)
+    assert gemm._persistent_grid(k, args, (64, 1, 1), 4096, 10**6) == 396
+    assert gemm._persistent_grid(k, args, (64, 1, 1), 4096, 10**6) == 396 and queries == [4096]  # cached
+    assert gemm._persistent_grid(k, args, (64, 1, 1), 4096, 100) == 100  # no more blocks than work
+    assert gemm._persistent_grid(Kernel(0), args, (64, 1, 1), 70000, 10**6) == 1  # query said 0: still runs
+    assert gemm._persistent_grid(Kernel(None), args, (64, 1, 1), 4096, 10**6) == 4 * 132
