@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import functools
 import math
 import threading
 import warnings
@@ -859,6 +860,7 @@ class _DeviceScope:
             self.prev = None
 
 
+@functools.cache  # on execute's path: one dict lookup instead of the enum lookups
 def _out_attr(name: str) -> int:
     """The descriptor attribute that takes the pointer of the auxiliary output ``name``."""
     A = lt.MatmulDescAttribute
@@ -1274,21 +1276,17 @@ class Matmul:
 
     def _prepare_execute(self):
         """What execute() needs, looked up once per plan: allocators of the result and of the
-        auxiliary outputs (shape, dtype, device resolved), the descriptor attributes of the
-        latter, the package's pointer and current-stream functions (the stream itself is
-        still read at each call)."""
+        auxiliary outputs (shape, dtype, device resolved) and the package's current-stream
+        function (the stream itself is still read at each call)."""
         p, pkg, dev = self._problem, self._pkg, self.device
         o = p.d_out
         self._alloc_d = (
             pkg.allocator(o.dtype, o.shape, o.strides, o.nelems, dev) if o is not None else None
         )
         self._alloc_outs = tuple(
-            (o.name, pkg.allocator(o.dtype, o.shape, o.strides, o.nelems, dev), _out_attr(o.name))
-            for o in p.outputs
+            (o.name, pkg.allocator(o.dtype, o.shape, o.strides, o.nelems, dev)) for o in p.outputs
         )
-        self._ptr = pkg.ptr
         self._get_stream = pkg.current_stream_getter()
-        self._has_outputs = bool(p.outputs)
 
     # ------------------------------------------------------------------ autotune
     def autotune(self, iterations: int = 10, prune: int | None = None) -> list[Algorithm]:
@@ -1449,30 +1447,13 @@ class Matmul:
             scope = _DeviceScope(self.device)
             scope.__enter__()
         try:
-            # the result and auxiliary outputs, then their pointers, then the launch
-            args = self._args
+            # the result and auxiliary outputs (allocators prepared per plan), then the launch
             alloc_d = self._alloc_d
             d = alloc_d(s, current) if alloc_d is not None else None
             outs = {}
-            alloc_outs = self._alloc_outs
-            if alloc_outs:
-                for name, alloc, _ in alloc_outs:
-                    outs[name] = alloc(s, current)
-            if d is not None:
-                d_ptr = self._ptr(d)
-                args[10] = d_ptr
-                if self._c_from_d:
-                    args[8] = d_ptr
-            else:
-                args[10] = args[8]
-            if alloc_outs:
-                ptr, set_pointer = self._ptr, self._desc.set_pointer
-                for name, _, attr in alloc_outs:
-                    set_pointer(attr, ptr(outs[name]))
-            args[15] = s
-            st = self._fn(*args)
-            if st:
-                raise lt.CublasLtError("cublasLtMatmul", st)
+            for name, alloc in self._alloc_outs:
+                outs[name] = alloc(s, current)
+            self._launch(d, outs, s)
         finally:
             if scope is not None:
                 scope.__exit__(None, None, None)
@@ -1480,7 +1461,7 @@ class Matmul:
             d = self._user["c"].obj if not self._host else self._ops["c"].obj
         if self._host:
             return self._to_host(d, outs, s)
-        return (d, outs) if self._has_outputs else d
+        return (d, outs) if self._alloc_outs else d
 
     def _to_host(self, d, outs, stream):
         import cupy as cp
