@@ -67,12 +67,12 @@ def fft_pair(n: int, precision, real: bool, ept="suggested", fpb="suggested", fo
     return fwd, inv
 
 
-def jit(nthreads: int, min_blocks: int | None = None):
-    """``cuda.jit`` with launch bounds: at most ``nthreads`` per block (and, if given, registers
-    capped so ``min_blocks`` blocks fit on one SM). The simulator takes no launch bounds."""
+def jit(nthreads: int):
+    """``cuda.jit`` with launch bounds: at most ``nthreads`` per block (a register budget that
+    always launches). The simulator takes no launch bounds."""
     if simulator():
         return cuda.jit
-    return cuda.jit(launch_bounds=(nthreads, min_blocks) if min_blocks else nthreads)
+    return cuda.jit(launch_bounds=nthreads)
 
 
 def pairs_ok(real: bool, folded: bool, n: int, length: int, step: int, halo: int, *arrays) -> bool:
@@ -88,8 +88,7 @@ def pairs_ok(real: bool, folded: bool, n: int, length: int, step: int, halo: int
 
 
 @functools.cache
-def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = False, min_blocks=None,
-                  flat: bool = False):
+def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = False, flat: bool = False):
     """x (B, L) -> y (B, L): y = segments of IFFT(FFT(segment) * H[(conj)]), H (N or N//2+1,).
 
     ``pairs`` (folded real FFTs, see :func:`pairs_ok`): ``x`` and ``y`` are the real rows viewed
@@ -111,7 +110,7 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
     rowlen = n2 if pairs else n  # elements per row of the flat views
     exact_in, exact_out = in_ept * stride == rowlen, out_ept * stride == rowlen
 
-    @jit(nthreads, min_blocks)
+    @jit(nthreads)
     def kernel(x, h, y, nrows, nseg, step, halo):
         r = cuda.local.array(s2, dtype=prec, alignment=16)
         smem = cuda.shared.array(0, dtype=prec)

@@ -113,6 +113,6 @@ def _run(xo, taps, n, real, precision, *, halo, stream, conj):
     flat = halo == 0 and nseg == 1 and length == n and (pairs or not folded)
     # flat (whole rows): 1-D views, no per-element bounds tests
     x2, y2 = (xd.reshape(xd.size), yd.reshape(yd.size)) if flat else (xd.reshape(batch, cols), yd.reshape(batch, cols))
-    kernel = filter_kernel(fwd, inv, real, conj, pairs, None, flat)
+    kernel = filter_kernel(fwd, inv, real, conj, pairs, flat)
     launch_rows(kernel, fwd, batch * nseg, s, x2, spec, y2, batch * nseg, nseg, step, halo)
     return y.result(s, xo.shape)

@@ -142,9 +142,9 @@ def test_float32_kernels_do_no_float64_math():
         "stft": (_stft_kernel(R2C), (R, types.float32[::1], types.float32[:, :, ::1], i64, i64, i64)),
         "stft folded": (_stft_kernel(r2c), (R, types.float32[::1], types.float32[:, :, ::1], i64, i64, i64)),
         "stft pairs": (_stft_kernel(r2c, True), (C, H, types.float32[:, :, ::1], i64, i64, i64)),
-        "flat pairs": (filter_kernel(r2c, c2r, True, False, True, None, True), (C1, H, C1, i64, i64, i64, i64)),
-        "flat real": (filter_kernel(R2C, C2R, True, False, False, None, True), (R1, H, R1, i64, i64, i64, i64)),
-        "flat c2c": (filter_kernel(FWD, INV, False, False, False, None, True), (C1, H, C1, i64, i64, i64, i64)),
+        "flat pairs": (filter_kernel(r2c, c2r, True, False, True, True), (C1, H, C1, i64, i64, i64, i64)),
+        "flat real": (filter_kernel(R2C, C2R, True, False, False, True), (R1, H, R1, i64, i64, i64, i64)),
+        "flat c2c": (filter_kernel(FWD, INV, False, False, False, True), (C1, H, C1, i64, i64, i64, i64)),
     }
     found = {name: _f64_instructions(k, sig)[:3] for name, (k, sig) in cases.items()}
     assert not any(found.values()), found
@@ -186,7 +186,7 @@ def test_flat_kernels_do_no_64bit_division():
     C, C1, H = types.complex64[:, ::1], types.complex64[::1], types.complex64[::1]
 
     def divisions(flat, x):
-        k = filter_kernel(FWD, INV, False, False, False, None, flat)
+        k = filter_kernel(FWD, INV, False, False, False, flat)
         ptx, _ = cuda.compile_ptx(k.py_func, (x, H, x, i64, i64, i64, i64), cc=(9, 0))
         return sum(1 for ln in ptx.splitlines() if "div.s64" in ln or "div.u64" in ln)
 
