@@ -306,7 +306,7 @@ def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev, peers=Tru
     return rows
 
 
-def run(out_dir, batch=65536, check=True, peers=True):
+def run(out_dir, batch=65536, check=True, peers=True, sweep=False, sizes=None):
     import cupy as cp
     from numba import cuda
 
@@ -322,11 +322,17 @@ def run(out_dir, batch=65536, check=True, peers=True):
     DESC_CHOICES = (("suggested", (16, 16, 16)), (256, (16, 16, 16)))
     KERNEL_CHOICES = {"suggested": (("smem", 2), ("rmem", 4), ("pipe", 1), ("pipe", 2), ("pipe", 4)),
                       256: (("pipe", 1),)}
+    if sweep:  # --sweep: more block sizes and GEMMs per block (a longer run, for tuning)
+        DESC_CHOICES = (("suggested", (16, 16, 16)), (32, (16, 16, 16)), (128, (16, 16, 16)),
+                        (256, (16, 16, 16)))
+        every = tuple((v, g) for v in ("smem", "rmem", "pipe") for g in (1, 2, 4, 8))
+        KERNEL_CHOICES = {bd: every for bd, _ in DESC_CHOICES}
+    cases = [c for c in CASES if sizes is None or c[0][0] in sizes]
 
     descs = {}
-    for size, dtype in CASES:
+    for size, dtype in cases:
         for bd, al in DESC_CHOICES:
-            if bd == 256 and size[0] < 64:
+            if bd == 256 and size[0] < 64 and not sweep:
                 continue
             descs[(size, np.dtype(dtype).name, bd, al)] = Matmul(
                 size=size, precision=dtype, arrangement=("row_major",) * 3,
@@ -336,7 +342,7 @@ def run(out_dir, batch=65536, check=True, peers=True):
     print(f"# LTO-IR for {len(descs)} descriptors ready in {time.perf_counter() - t0:.0f} s", flush=True)
 
     rows = []
-    for size, dtype in CASES:
+    for size, dtype in cases:
         rows += _bench_case(size, dtype, batch, check, descs, KERNEL_CHOICES, dev, peers)
         cp.get_default_memory_pool().free_all_blocks()
 
@@ -369,8 +375,10 @@ def main(argv=None):
     p.add_argument("--batch", type=int, default=65536)
     p.add_argument("--no-check", action="store_true")
     p.add_argument("--skip-peers", action="store_true", help="do not run nvmath-python")
+    p.add_argument("--sweep", action="store_true", help="try more block sizes and GEMMs per block")
+    p.add_argument("--sizes", type=int, nargs="+", help="only these m (=n=k) cases, e.g. 32")
     a = p.parse_args(argv)
-    run(a.out, batch=a.batch, check=not a.no_check, peers=not a.skip_peers)
+    run(a.out, batch=a.batch, check=not a.no_check, peers=not a.skip_peers, sweep=a.sweep, sizes=a.sizes)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ Scenarios (one c2c fp32 Block FFT in a ``@cuda.jit`` kernel):
 
 (a) empty caches (ours: fresh NUMBA_MATHDX_CACHE_DIR and NUMBA_CACHE_DIR);
 (b) the same again in a new process, caches warm; ours uses ``@cuda.jit(cache=True)``
-    (nvmath-python cannot: numba issue #8888, so its (b) recompiles);
+    (nvmath-python cannot: numba issue #8888, so its (b) recompiles); ``--repeat N`` fresh
+    processes (default 5), the median reported with the range;
 (c) a new descriptor in a process that has already compiled another one (headers/PCH warm;
     ours with NUMBA_MATHDX_PCH=1, and with NUMBA_MATHDX_PCH=0 for comparison);
 (b-floor) the numba floor of (b): the same kernel with ``cache=True`` but no FFT (a plain copy,
@@ -225,6 +226,20 @@ def _spawn(mode, impl, scenario, workdir, env_extra):
     return json.loads([ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")][-1][7:])
 
 
+def _repeat(n, *spawn_args):
+    """``n`` runs of a warm scenario (``_spawn(*spawn_args)``): the median run's fields, plus
+    every run's seconds."""
+    runs = [_spawn(*spawn_args) for _ in range(max(1, n))]
+    ok = [r for r in runs if "first_result_s" in r]
+    if not ok:
+        return runs[0]
+    ok.sort(key=lambda r: r["first_result_s"])
+    r = dict(ok[(len(ok) - 1) // 2])  # the median (the lower one of an even count)
+    if n > 1:
+        r["runs_s"] = [x.get("first_result_s") for x in runs]
+    return r
+
+
 def _importable(name):
     try:
         return importlib.util.find_spec(name) is not None
@@ -242,6 +257,8 @@ def main(argv=None):
     ap.add_argument("--out", default="bench_out")
     ap.add_argument("--mode", choices=("auto", "gpu", "cpu"), default="auto")
     ap.add_argument("--skip-nvmath", action="store_true")
+    ap.add_argument("--repeat", type=int, default=5,
+                    help="fresh processes per warm scenario ((b), (b-floor)); the median is reported")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--impl", default="ours", help=argparse.SUPPRESS)
     ap.add_argument("--scenario", default="a", help=argparse.SUPPRESS)
@@ -283,7 +300,10 @@ def main(argv=None):
                     else:
                         r = _spawn(mode, "floor", "b", work, cenv)  # fills numba's cache (untimed)
                         if "error" not in r:
-                            r = _spawn(mode, "floor", "b", work, cenv)
+                            r = _repeat(args.repeat, mode, "floor", "b", work, cenv)
+                elif scenario == "b":  # warm: every run finds the same caches, so it can repeat
+                    n = args.repeat if impl == "ours" else 1  # nvmath-python's (b) recompiles: once
+                    r = _repeat(n, mode, impl, "b", work, dict(cenv, **extra))
                 else:
                     r = _spawn(mode, impl, scenario, work, dict(cenv, **extra))
                 r.update(impl=who, scenario=scenario, label=label, mode=mode)
@@ -309,7 +329,10 @@ def main(argv=None):
              "|---|---|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         if "first_result_s" in r:
-            sec = f"{r['first_result_s']:.2f}"
+            sec = f"{r['first_result_s']:.3f}"
+            if r.get("runs_s"):
+                got = [x for x in r["runs_s"] if x is not None]
+                sec += f" (median of {len(r['runs_s'])}: {min(got):.3f}-{max(got):.3f})"
         else:
             sec = f"skipped: {r['skipped']}" if "skipped" in r else f"error: {r['error']}"
         lines.append(f"| {r['impl']} | ({r['scenario']}) {r['label']} | {sec} | {r.get('cpu_s', '')} | "

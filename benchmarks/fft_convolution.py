@@ -20,8 +20,10 @@ import numpy as np
 PEAK_BPS = 4.3e12
 
 
-def conv_kernel(fwd, inv, n, ept, stride, fpb, storage, vt):
-    """The fused kernel, written once for any pair of descriptors with ``execute(td, smem)``."""
+def conv_kernel(fwd, inv, n, ept, stride, fpb, storage, vt, prefetch=False):
+    """The fused kernel, written once for any pair of descriptors with ``execute(td, smem)``.
+    ``prefetch``: h is loaded into registers with x, before the forward FFT (its loads are in
+    flight during the FFT instead of after it)."""
     from numba import cuda
 
     zero = np.dtype(vt).type(0)  # typed: a bare 0 would make every load a complex128 (f64 converts)
@@ -29,16 +31,19 @@ def conv_kernel(fwd, inv, n, ept, stride, fpb, storage, vt):
     @cuda.jit
     def conv(x, h, y, nrows):
         td = cuda.local.array(storage, dtype=vt)
+        hv = cuda.local.array(ept, dtype=vt)
         smem = cuda.shared.array(0, dtype=vt)
         row = cuda.blockIdx.x * fpb + cuda.threadIdx.y
         base = row * n + cuda.threadIdx.x
         ok = row < nrows
         for i in range(ept):
             td[i] = x[base + i * stride] if ok else zero
+            if prefetch:
+                hv[i] = h[base + i * stride] if ok else zero
         fwd.execute(td, smem)
         for i in range(ept):
             if ok:
-                td[i] = td[i] * h[base + i * stride]
+                td[i] = td[i] * (hv[i] if prefetch else h[base + i * stride])
         cuda.syncthreads()
         inv.execute(td, smem)
         if ok:
@@ -48,14 +53,14 @@ def conv_kernel(fwd, inv, n, ept, stride, fpb, storage, vt):
     return conv
 
 
-def ours_kernel(size, ept, fpb):
+def ours_kernel(size, ept, fpb, prefetch=False):
     from nvmath_device import FFT
 
     kw = dict(size=size, precision=np.float32, elements_per_thread=ept, ffts_per_block=fpb)
     fwd, inv = FFT(direction="forward", **kw), FFT(direction="inverse", **kw)
     e, f = fwd.elements_per_thread_value, fwd.ffts_per_block_value
-    k = conv_kernel(fwd, inv, size, e, fwd.stride, f, fwd.storage_size, fwd.value_type)
-    return k, fwd.block_dim, fwd.shared_memory_size, f, f"ept={e} fpb={f}"
+    k = conv_kernel(fwd, inv, size, e, fwd.stride, f, fwd.storage_size, fwd.value_type, prefetch)
+    return k, fwd.block_dim, fwd.shared_memory_size, f, f"ept={e} fpb={f}" + (" h prefetched" if prefetch else "")
 
 
 def nvmath_kernel(size, ept, fpb):
@@ -110,11 +115,13 @@ def main():
         impls = [("numba-mathdx (ours)", ours_kernel)]
         if not args.no_peer:
             impls.append(("nvmath-python device FFT", nvmath_kernel))
+        ours_cfgs = [("suggested", "suggested", False), ("suggested", 1, False),
+                     ("suggested", "suggested", True), ("suggested", 1, True)]
         for name, build in impls:
-            for ept, fpb in [("suggested", "suggested"), ("suggested", 1)] if name.startswith("numba") else [("suggested", "suggested")]:
+            for ept, fpb, pre in ours_cfgs if name.startswith("numba") else [("suggested", "suggested", False)]:
                 try:
                     t0 = time.perf_counter()
-                    kern, block, smem, fpb_v, cfg = build(size, ept, fpb)
+                    kern, block, smem, fpb_v, cfg = build(size, ept, fpb, pre) if pre else build(size, ept, fpb)
                     y = cp.full_like(x, cp.nan)
                     y_nb = cuda.as_cuda_array(y.ravel())
                     grid = (nrows + fpb_v - 1) // fpb_v
@@ -125,7 +132,9 @@ def main():
                     launch = kern[grid, block, 0, smem]
                     ms = do_bench(lambda launch=launch, a=(x_nb, h_nb, y_nb, nrows): launch(*a),
                                   warmup=50, rep=300, return_mode="median")
-                    rows_out.append(dict(size=size, impl=name, config=cfg, ms=ms, rel_err=err,
+                    regs = kern.get_regs_per_thread()
+                    regs = next(iter(regs.values())) if isinstance(regs, dict) else regs
+                    rows_out.append(dict(size=size, impl=name, config=f"{cfg} regs={regs}", ms=ms, rel_err=err,
                                          first_call_s=round(first_s, 2)))
                 except Exception as e:  # report, don't hide
                     rows_out.append(dict(size=size, impl=name, config=f"{ept}/{fpb}", ms=None,

@@ -3,8 +3,8 @@
 
 numba-mathdx compiles each FFT/GEMM descriptor once per machine with NVRTC and keeps the
 LTO-IR and traits in a content-addressed disk cache (the key covers the generated source,
-the compile flags, the NVRTC/nvJitLink versions, the cuFFTDx/cuBLASDx header versions and
-the target architecture).
+the compile flags, the NVRTC version, the cuFFTDx/cuBLASDx header versions and the target
+architecture; not the nvJitLink version: LTO-IR links with any nvJitLink at least as new).
 
 Environment variables
 ---------------------

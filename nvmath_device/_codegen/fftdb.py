@@ -8,8 +8,8 @@ record runs without a workspace; a size without one needs cuFFTDx's Bluestein wo
 from __future__ import annotations
 
 import functools
-import json
 import os
+import re
 
 from .toolchain import mathdx_root
 
@@ -33,17 +33,29 @@ def block_max_size(sm: int, prec: str) -> int:
     return _BLOCK_MAX[sm][_PREC_INDEX[prec]]
 
 
+# The records hold one object per (size, blob); only each size's elements_per_thread values are
+# used. Scanning the text for them (instead of json.load) keeps the ~1000 parsed objects off the
+# heap of a process that has just imported numba: building them set off a full garbage
+# collection (~90 ms on the 2-core CI machine) in the middle of a warm-cache kernel load.
+_SIZE = re.compile(r'"size"\s*:\s*(\d+)')
+_EPT = re.compile(r'"ept"\s*:\s*(\d+)')
+
+
 @functools.cache
-def records(sm: int, prec: str) -> dict[int, tuple[dict, ...]]:
-    """{size: (blob, ...)} for sm and precision ('fp16'|'fp32'|'fp64'); blob keys: ept, fpb, smem, storage."""
+def records(sm: int, prec: str) -> dict[int, tuple[int, ...]]:
+    """{size: sorted elements_per_thread values} of cuFFTDx's records for sm and precision
+    ('fp16'|'fp32'|'fp64'); a size without a record needs a workspace."""
     arch = _RECORD_ARCH[sm]
     path = os.path.join(mathdx_root(), "include", "cufftdx", "database", "records", str(arch),
                         f"database_{prec}_fwd.json")
     with open(path) as f:
-        data = json.load(f)
-    return {int(r["size"]): tuple(r["blobs"]) for r in data["database"]}
+        text = f.read()
+    starts = [(m.start(), int(m.group(1))) for m in _SIZE.finditer(text)]
+    ends = [pos for pos, _ in starts[1:]] + [len(text)]
+    return {size: tuple(sorted({int(e) for e in _EPT.findall(text, pos, end)}))
+            for (pos, size), end in zip(starts, ends)}
 
 
 def valid_epts(sm: int, prec: str, size: int) -> tuple[int, ...]:
     """Sorted elements_per_thread values cuFFTDx implements for this C2C size (empty: Bluestein)."""
-    return tuple(sorted({int(b["ept"]) for b in records(sm, prec).get(size, ())}))
+    return records(sm, prec).get(size, ())

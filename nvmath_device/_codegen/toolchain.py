@@ -90,11 +90,13 @@ def nvjitlink_version() -> tuple[int, int]:
 
 
 def toolchain_id() -> str:
-    """Everything that changes generated code besides the source: part of every cache key."""
-    return (
-        f"nvrtc{'.'.join(map(str, nvrtc_version()))}-nvjitlink{'.'.join(map(str, nvjitlink_version()))}"
-        f"-{mathdx_version()}"
-    )
+    """Everything that changes generated code besides the source: part of every cache key.
+
+    The NVRTC version and the headers' versions. Not nvJitLink's: the cache holds what NVRTC
+    makes (LTO-IR, and traits read from it); any nvJitLink at least as new links that LTO-IR,
+    and linked cubins are kept by numba's own cache. Leaving it out also keeps nvJitLink
+    unloaded when a process only reads the cache (~12 ms of dlopen on the CI machine)."""
+    return f"nvrtc{'.'.join(map(str, nvrtc_version()))}-{mathdx_version()}"
 
 
 def _check_nvrtc(err, what):

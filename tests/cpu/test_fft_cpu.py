@@ -105,6 +105,25 @@ BAD = [
 ]
 
 
+@pytest.mark.parametrize("prec", ["fp16", "fp32", "fp64"])
+def test_record_scan_matches_the_json(prec):
+    """fftdb reads cuFFTDx's records by scanning the text; it must agree with a JSON parse of
+    every architecture's file."""
+    import json
+    import os
+
+    from nvmath_device._codegen import fftdb
+
+    for sm, arch in fftdb._RECORD_ARCH.items():
+        fftdb.records.cache_clear()
+        path = os.path.join(toolchain.mathdx_root(), "include", "cufftdx", "database", "records",
+                            str(arch), f"database_{prec}_fwd.json")
+        with open(path) as f:
+            data = json.load(f)["database"]
+        want = {int(r["size"]): tuple(sorted({int(b["ept"]) for b in r["blobs"]})) for r in data}
+        assert len(want) > 50 and fftdb.records(sm, prec) == want, (sm, prec)
+
+
 @pytest.mark.parametrize("kw,exc,match", BAD, ids=[m for _, _, m in BAD])
 def test_bad_arguments_fail_before_nvrtc(kw, exc, match):
     kw = {"direction": "forward", "sm": 90, **kw}
