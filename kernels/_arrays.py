@@ -157,17 +157,18 @@ class Output:
 _consts: dict = {}
 
 
-def to_device_const(arr, stream):
-    """A small host array (filter spectrum, window) on the device; kept for reuse (32 most recent)."""
+def to_device_const(arr, stream, make=None):
+    """A small host array (filter spectrum, window) on the device, kept for reuse (the 32 most
+    recent). With ``make``, ``arr`` is only the key (e.g. the taps) and ``make(arr)`` computes the
+    array on a miss: a repeated call skips the host computation too."""
     from numba import cuda
 
     arr = np.ascontiguousarray(arr)
-    if simulator():
-        return arr
-    key = (arr.tobytes(), arr.dtype.str, arr.shape)
+    key = (arr.tobytes(), arr.dtype.str, arr.shape, make)
     dev = _consts.pop(key, None)
     if dev is None:
-        dev = cuda.to_device(arr, stream=stream)
+        value = np.ascontiguousarray(make(arr)) if make is not None else arr
+        dev = value if simulator() else cuda.to_device(value, stream=stream)
         if len(_consts) >= 32:
             _consts.pop(next(iter(_consts)))
     _consts[key] = dev

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ._arrays import Operand, Output, resolve_stream, to_device_const
@@ -20,6 +22,13 @@ def _spectrum(taps, n, real, precision):
     """Filter spectrum scaled by 1/n (cuFFTDx's inverse is unnormalised), computed once on the host."""
     spec = np.fft.rfft(taps, n=n) if real else np.fft.fft(taps, n=n)
     return (spec / n).astype(np.complex64 if precision is np.float32 else np.complex128)
+
+
+@functools.cache
+def _spectrum_maker(n, real, precision):
+    """``taps -> _spectrum(taps, ...)`` for one (n, real, precision): one function object per
+    shape, so the device-constant cache can key on it."""
+    return functools.partial(_spectrum, n=n, real=real, precision=precision)
 
 
 def _taps(name, h, real, precision, max_len):
@@ -100,7 +109,7 @@ def _run(xo, taps, n, real, precision, *, halo, stream, conj):
     s = resolve_stream(stream, xo)
     folded = real and can_fold(n)
     fwd, inv = fft_pair(n, precision, real, folded=folded)
-    spec = to_device_const(_spectrum(taps, n, real, precision), s)
+    spec = to_device_const(taps, s, _spectrum_maker(n, real, precision))
     batch, length = (1, xo.shape[0]) if len(xo.shape) == 1 else xo.shape
     step = n - halo
     nseg = -(-length // step)

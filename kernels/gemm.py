@@ -19,6 +19,7 @@ def _sm():
     return 90 if simulator() else None
 
 
+@functools.cache  # descriptors are immutable: validate and resolve each shape once per process
 def _gemm_descriptor(m, n, k, dtype, block_dim="suggested", sm=None, alignment=None):
     dtype = np.dtype(dtype)
     single = dtype in (np.dtype(np.float32), np.dtype(np.complex64))
@@ -294,6 +295,17 @@ def _batched_gemm(a, b, c, alpha, beta, stream, pipeline=True, per_block=None):
 
 
 @functools.cache
+def _beamform_plan(beams, nsamp, channels, prec, sm):
+    """(kernel, shared memory bytes, block) of one beamforming shape: the FFT (one per beam) and
+    the GEMM sharing its block."""
+    fft = FFT(size=nsamp, precision=prec, direction="forward", elements_per_thread=8 if nsamp >= 256 else 4,
+              ffts_per_block=beams, sm=sm)
+    mm = Matmul(size=(beams, nsamp, channels), precision=prec, data_type="complex",
+                arrangement=("row_major", "row_major", "row_major"), block_dim=fft.block_dim, sm=sm)
+    return (*_beamform_kernel(mm, fft), fft.block_dim)
+
+
+@functools.cache
 def _beamform_kernel(mm: Matmul, fft: FFT):
     beams, nsamp, _ = mm.size
     isz = mm.c_value_type.itemsize
@@ -353,14 +365,10 @@ def beamform_spectra(x, weights, *, stream=None):
         raise ValueError(f"x must have a power-of-2 number of samples from 32 to 1024, got {nsamp}")
     s = resolve_stream(stream, xo)
     prec = np.float32 if xo.dtype == np.dtype(np.complex64) else np.float64
-    fft = FFT(size=nsamp, precision=prec, direction="forward", elements_per_thread=8 if nsamp >= 256 else 4,
-              ffts_per_block=beams, sm=_sm())
-    mm = Matmul(size=(beams, nsamp, channels), precision=prec, data_type="complex",
-                arrangement=("row_major", "row_major", "row_major"), block_dim=fft.block_dim, sm=_sm())
-    kernel, smem = _beamform_kernel(mm, fft)
+    kernel, smem, block = _beamform_plan(beams, nsamp, channels, prec, _sm())
     from ._arrays import to_device_const
 
     wd = to_device_const(w, s)
     out = Output((batch, beams, nsamp), xo.dtype, xo, s)
-    kernel[batch, fft.block_dim, s, smem](wd, xo.dev, out.dev)
+    kernel[batch, block, s, smem](wd, xo.dev, out.dev)
     return out.result(s)

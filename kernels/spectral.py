@@ -73,6 +73,12 @@ def _matched_kernel(fwd: FFT, inv: FFT, keep: bool):
     return kernel
 
 
+@functools.cache
+def _template_spectrum(n, cdt):
+    """``template -> fft(template, n) / n`` as ``cdt`` (one function per shape: a cache key)."""
+    return lambda t: (np.fft.fft(t, n) / n).astype(cdt)
+
+
 def matched_filter(x, template, *, return_correlation=False, stream=None):
     """Circular cross-correlation of each row of ``x`` with ``template`` and its peak, fused.
 
@@ -107,7 +113,7 @@ def matched_filter(x, template, *, return_correlation=False, stream=None):
     if xo.dtype in _REAL:  # promote on the device side of the copy: one extra pass, documented
         x2 = _to_complex(x2, cdt, s)
     fwd, inv = fft_pair(n, precision, real=False)
-    tspec = to_device_const((np.fft.fft(t, n) / n).astype(cdt), s)
+    tspec = to_device_const(t, s, _template_spectrum(n, np.dtype(cdt)))
     batch = x2.shape[0]
     corr = Output((batch, n) if return_correlation else (1, 1), cdt, xo, s)
     pidx = Output((batch,), np.int32, xo, s)

@@ -234,9 +234,15 @@ class FFT:
     # ------------------------------------------------------------------ traits
     @property
     def _traits(self) -> dict:
-        from ._codegen.fft_codegen import fft_traits
+        # kept on the instance: every trait property reads it, and a cache lookup renders the
+        # shim source and hashes it (~10 us); kernel launchers read several traits per call
+        t = self.__dict__.get("_traits_memo")
+        if t is None:
+            from ._codegen.fft_codegen import fft_traits
 
-        return fft_traits(self)
+            t = fft_traits(self)
+            object.__setattr__(self, "_traits_memo", t)
+        return t
 
     @property
     def value_type(self) -> np.dtype:

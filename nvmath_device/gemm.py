@@ -462,9 +462,15 @@ class Matmul:
     # ------------------------------------------------------------------ traits read from cuBLASDx
     @property
     def _traits(self) -> dict:
-        from ._codegen.gemm_codegen import gemm_traits
+        # kept on the instance: every trait property reads it, and a cache lookup renders the
+        # shim source and hashes it (~10 us); kernel launchers read several traits per call
+        t = self.__dict__.get("_traits_memo")
+        if t is None:
+            from ._codegen.gemm_codegen import gemm_traits
 
-        return gemm_traits(self)
+            t = gemm_traits(self)
+            object.__setattr__(self, "_traits_memo", t)
+        return t
 
     @property
     def block_dim(self) -> tuple[int, int, int]:

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""benchmarks/kernels.py without a GPU: argument parsing, the rows it builds from (fake) case
+"""benchmarks/fused_kernels.py without a GPU: argument parsing, the rows it builds from (fake) case
 results, the markdown table, the files it writes, and its exit status 2 when no GPU is usable."""
 
 import importlib.util
@@ -11,7 +11,7 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCRIPT = os.path.join(ROOT, "benchmarks", "kernels.py")
+SCRIPT = os.path.join(ROOT, "benchmarks", "fused_kernels.py")
 
 
 @pytest.fixture(scope="module")
@@ -117,6 +117,14 @@ def test_import_kernels_gets_the_package_not_the_script(bk, monkeypatch):
     mod = bk.import_kernels()
     assert hasattr(mod, "fft_convolve")
     assert os.path.samefile(mod.__file__, os.path.join(ROOT, "kernels", "__init__.py"))
+
+
+def test_no_benchmark_shadows_a_package():
+    """``python benchmarks/X.py`` puts benchmarks/ first on sys.path: a benchmarks/kernels.py
+    made ``import kernels`` in every other benchmark load the script instead of the package."""
+    packages = {"kernels", "nvmath_device", "nvmath_host"}
+    names = {os.path.splitext(f)[0] for f in os.listdir(os.path.join(ROOT, "benchmarks"))}
+    assert not names & packages
 
 
 @pytest.mark.parametrize("env", [{"NUMBA_ENABLE_CUDASIM": "1"},

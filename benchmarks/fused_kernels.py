@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The fused kernel library (``kernels/``) against the natural CuPy peer, same data, same process.
 
-    python benchmarks/kernels.py --out bench_out [--mbytes 512] [--cases conv_real fir ...]
+    python benchmarks/fused_kernels.py --out bench_out [--mbytes 512] [--cases conv_real fir ...]
 
 Cases (CuPy arrays in, each function called exactly as a user would, on CuPy's current stream):
 
@@ -35,7 +35,6 @@ when no GPU is usable.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import sys
@@ -49,8 +48,7 @@ CASES = ("conv_real", "conv_complex", "fir", "matched", "stft", "gemm", "beamfor
 REF_ROWS = 2  # rows (batch entries) checked against the float64 reference
 TOL = 1e-5  # relative error ours vs peer above which a row says MISMATCH (matched: 1e-4, see there)
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-_ROOT = os.path.dirname(_HERE)
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def parse_args(argv=None):
@@ -93,19 +91,13 @@ def no_gpu_reason():
 
 
 def import_kernels():
-    """The ``kernels`` package of this repository, not this script (also named kernels.py, and its
-    folder is sys.path[0] when run as ``python benchmarks/kernels.py``)."""
-    mod = sys.modules.get("kernels")
-    if mod is not None and hasattr(mod, "fft_convolve"):
-        return mod
-    sys.modules.pop("kernels", None)
-    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-    if _ROOT not in sys.path:
-        sys.path.insert(0, _ROOT)
-    mod = importlib.import_module("kernels")
-    if not hasattr(mod, "fft_convolve"):
-        raise ImportError(f"imported {mod.__file__!r} instead of the kernels package")
-    return mod
+    """The ``kernels`` package of this repository (this script was once named kernels.py and
+    shadowed it; no file in benchmarks/ may be named after a package of the project)."""
+    if _ROOT not in sys.path:  # run from a checkout without installing it
+        sys.path.append(_ROOT)
+    import kernels
+
+    return kernels
 
 
 # ----------------------------------------------------------------------------------------------
@@ -426,14 +418,14 @@ def main(argv=None):
     args = parse_args(argv)
     why = no_gpu_reason()
     if why:
-        print(f"benchmarks/kernels.py needs a CUDA GPU (with CuPy and triton): {why}", file=sys.stderr)
+        print(f"benchmarks/fused_kernels.py needs a CUDA GPU (with CuPy and triton): {why}", file=sys.stderr)
         return 2
     import cupy as cp
 
     K = import_kernels()
     meta = dict(device=cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode(),
                 mbytes=args.mbytes, peak_bps=PEAK_BPS, ref_rows=REF_ROWS, cupy=cp.__version__,
-                command="python benchmarks/kernels.py " + " ".join(sys.argv[1:] if argv is None else argv))
+                command="python benchmarks/fused_kernels.py " + " ".join(sys.argv[1:] if argv is None else argv))
     rows = run_cases(args.cases, RUNNERS, K, args.mbytes)
     print(write_results(args.out, rows, meta))
     return 0
