@@ -141,6 +141,62 @@ def make_rmem_kernel(MM, G):
     return kernel, per * G
 
 
+def make_rpad_kernel(MM, G):
+    """``rmem`` for a descriptor with padded leading dimensions (cuBLASDx's suggested ones, e.g.
+    36 for 32x32 fp32 tiles: rows of a row-major tile no longer fall on the same shared-memory
+    banks): each 16-byte vector of a global row goes to its row's place in the padded tile."""
+    from numba import cuda
+
+    m, n, k = MM.size
+    it = MM.a_value_type.itemsize
+    v = 16 // it
+    lda, ldb, _ = MM.leading_dimension
+    if (k % v or n % v or lda % v or ldb % v or MM.b_shared_memory_offset % 16
+            or tuple(MM.arrangement) != ("row_major",) * 3):
+        return None
+    ka, kb, la, lb = k // v, n // v, lda // v, ldb // v  # vectors per row: global, shared
+    a_vec, b_vec = m * ka, k * kb
+    per_v = (MM.shared_memory_size_ab + 15) // 16
+    b_off_v = MM.b_shared_memory_offset // 16
+    nt = MM.max_threads_per_block
+    dt = MM.a_value_type
+    acc_n = MM.accumulator_size
+
+    @cuda.jit(fastmath=True)
+    def kernel(A, B, C, batch):
+        tx = cuda.threadIdx.x
+        y = cuda.threadIdx.y
+        g = cuda.blockIdx.x * G + y
+        s16 = cuda.shared.array(0, dtype=np.complex128)
+        sv = cuda.shared.array(0, dtype=dt)
+        base = y * per_v
+        if g < batch:
+            for i in range(tx, a_vec, nt):
+                r = i // ka
+                s16[base + r * la + i - r * ka] = A[g, i]
+            for i in range(tx, b_vec, nt):
+                r = i // kb
+                s16[base + b_off_v + r * lb + i - r * kb] = B[g, i]
+        cuda.syncthreads()
+        b0 = base * v
+        sa = sv[b0:b0 + MM.a_size]
+        sb = sv[b0 + b_off_v * v:b0 + b_off_v * v + MM.b_size]
+        acc = cuda.local.array(acc_n, dtype=dt)
+        rows = cuda.local.array(acc_n, dtype=np.int32)
+        cols = cuda.local.array(acc_n, dtype=np.int32)
+        for i in range(acc_n):
+            acc[i] = 0
+        MM.execute(sa, sb, acc)
+        MM.fragment_coordinates(rows, cols)
+        if g < batch:
+            for i in range(acc_n):
+                r = rows[i]
+                if r >= 0:
+                    C[g, r * n + cols[i]] = acc[i]
+
+    return kernel, per_v * 16 * G
+
+
 def make_pipe_kernel(MM, G):
     """The library's kernel (``kernels.gemm._pipe_kernel``): persistent blocks, G GEMMs per
     block, software-pipelined (the next GEMM's A and B loaded into registers as 16-byte vectors
@@ -233,11 +289,12 @@ def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev, peers=Tru
 
     # ours: every descriptor x variant x GEMMs per block
     best = None
-    for (sz, pname, bd, _al), MM in descs.items():
+    for (sz, pname, bd, _al, _ld), MM in descs.items():
         if sz != size or pname != dt.name:
             continue
-        for variant, G in kernel_choices[bd]:
-            maker = {"smem": make_smem_kernel, "rmem": make_rmem_kernel, "pipe": make_pipe_kernel}[variant]
+        for variant, G in kernel_choices[(bd, _ld)]:
+            maker = {"smem": make_smem_kernel, "rmem": make_rmem_kernel, "pipe": make_pipe_kernel,
+                     "rpad": make_rpad_kernel}[variant]
             try:
                 made = maker(MM, G)
                 if made is None:
@@ -318,24 +375,29 @@ def run(out_dir, batch=65536, check=True, peers=True, sweep=False, sizes=None):
     sm = cc[0] * 10 + cc[1]
     dev = cuda.get_current_device()
     gpu = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
-    # (block_dim, alignment) per case; (variant, GEMMs per block) per descriptor
-    DESC_CHOICES = (("suggested", (16, 16, 16)), (256, (16, 16, 16)))
-    KERNEL_CHOICES = {"suggested": (("smem", 2), ("rmem", 4), ("pipe", 1), ("pipe", 2), ("pipe", 4)),
-                      256: (("pipe", 1),)}
+    # (block_dim, alignment, leading_dimension) per case; (variant, GEMMs per block) per descriptor
+    al = (16, 16, 16)
+    DESC_CHOICES = (("suggested", al, None), (256, al, None), ("suggested", al, "suggested"),
+                    (128, al, "suggested"))
+    KERNEL_CHOICES = {("suggested", None): (("smem", 2), ("rmem", 4), ("pipe", 1), ("pipe", 2), ("pipe", 4)),
+                      (256, None): (("pipe", 1),),
+                      ("suggested", "suggested"): (("rpad", 1), ("rpad", 2)),
+                      (128, "suggested"): (("rpad", 1), ("rpad", 2))}
     if sweep:  # --sweep: more block sizes and GEMMs per block (a longer run, for tuning)
-        DESC_CHOICES = (("suggested", (16, 16, 16)), (32, (16, 16, 16)), (128, (16, 16, 16)),
-                        (256, (16, 16, 16)))
-        every = tuple((v, g) for v in ("smem", "rmem", "pipe") for g in (1, 2, 4, 8))
-        KERNEL_CHOICES = {bd: every for bd, _ in DESC_CHOICES}
+        DESC_CHOICES = tuple((bd, al, ld) for bd in ("suggested", 128, 256) for ld in (None, "suggested"))
+        KERNEL_CHOICES = {(bd, ld): tuple((v, g) for v in (("rpad",) if ld else ("rmem", "pipe")) for g in (1, 2, 4))
+                          for bd, _, ld in DESC_CHOICES}
     cases = [c for c in CASES if sizes is None or c[0][0] in sizes]
 
     descs = {}
     for size, dtype in cases:
-        for bd, al in DESC_CHOICES:
+        for bd, al, ld in DESC_CHOICES:
             if bd == 256 and size[0] < 64 and not sweep:
                 continue
-            descs[(size, np.dtype(dtype).name, bd, al)] = Matmul(
-                size=size, precision=dtype, arrangement=("row_major",) * 3,
+            if bd == 128 and size[0] >= 64:
+                continue
+            descs[(size, np.dtype(dtype).name, bd, al, ld)] = Matmul(
+                size=size, precision=dtype, arrangement=("row_major",) * 3, leading_dimension=ld,
                 block_dim=bd, alignment=al, sm=sm)
     t0 = time.perf_counter()
     gemm_codegen.prefetch_ltoir(list(descs.values()))
