@@ -197,6 +197,70 @@ def make_rpad_kernel(MM, G):
     return kernel, per_v * 16 * G
 
 
+def make_rpadc_kernel(MM, G):
+    """``rpad`` with C staged through shared memory (in A's slot, at the padded ldc) and stored
+    as 16-byte vectors. Called with C as (batch, m*n*itemsize/16) complex128."""
+    from numba import cuda
+
+    m, n, k = MM.size
+    it = MM.a_value_type.itemsize
+    v = 16 // it
+    lda, ldb, ldc = MM.leading_dimension
+    if (k % v or n % v or lda % v or ldb % v or MM.b_shared_memory_offset % 16
+            or tuple(MM.arrangement) != ("row_major",) * 3):
+        return None
+    ka, kb, la, lb = k // v, n // v, lda // v, ldb // v  # vectors per row: global, shared
+    if ldc % v or m * ldc > lda * m:
+        return None
+    lc = ldc // v
+    c_vec = m * kb
+    a_vec, b_vec = m * ka, k * kb
+    per_v = (MM.shared_memory_size_ab + 15) // 16
+    b_off_v = MM.b_shared_memory_offset // 16
+    nt = MM.max_threads_per_block
+    dt = MM.a_value_type
+    acc_n = MM.accumulator_size
+
+    @cuda.jit(fastmath=True)
+    def kernel(A, B, C, batch):
+        tx = cuda.threadIdx.x
+        y = cuda.threadIdx.y
+        g = cuda.blockIdx.x * G + y
+        s16 = cuda.shared.array(0, dtype=np.complex128)
+        sv = cuda.shared.array(0, dtype=dt)
+        base = y * per_v
+        if g < batch:
+            for i in range(tx, a_vec, nt):
+                r = i // ka
+                s16[base + r * la + i - r * ka] = A[g, i]
+            for i in range(tx, b_vec, nt):
+                r = i // kb
+                s16[base + b_off_v + r * lb + i - r * kb] = B[g, i]
+        cuda.syncthreads()
+        b0 = base * v
+        sa = sv[b0:b0 + MM.a_size]
+        sb = sv[b0 + b_off_v * v:b0 + b_off_v * v + MM.b_size]
+        acc = cuda.local.array(acc_n, dtype=dt)
+        rows = cuda.local.array(acc_n, dtype=np.int32)
+        cols = cuda.local.array(acc_n, dtype=np.int32)
+        for i in range(acc_n):
+            acc[i] = 0
+        MM.execute(sa, sb, acc)
+        MM.fragment_coordinates(rows, cols)
+        cuda.syncthreads()  # every thread is done reading A: its slot takes C
+        for i in range(acc_n):
+            r = rows[i]
+            if r >= 0:
+                sv[b0 + r * ldc + cols[i]] = acc[i]
+        cuda.syncthreads()
+        if g < batch:
+            for i in range(tx, c_vec, nt):
+                r = i // kb
+                C[g, i] = s16[base + r * lc + i - r * kb]
+
+    return kernel, per_v * 16 * G
+
+
 def make_pipe_kernel(MM, G):
     """The library's kernel (``kernels.gemm._pipe_kernel``): persistent blocks, G GEMMs per
     block, software-pipelined (the next GEMM's A and B loaded into registers as 16-byte vectors
@@ -294,7 +358,7 @@ def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev, peers=Tru
             continue
         for variant, G in kernel_choices[(bd, _ld)]:
             maker = {"smem": make_smem_kernel, "rmem": make_rmem_kernel, "pipe": make_pipe_kernel,
-                     "rpad": make_rpad_kernel}[variant]
+                     "rpad": make_rpad_kernel, "rpadc": make_rpadc_kernel}[variant]
             try:
                 made = maker(MM, G)
                 if made is None:
@@ -308,7 +372,7 @@ def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev, peers=Tru
                 if variant == "pipe":  # the library kernel: D = alpha * A @ B (+ beta * C, unused)
                     args = (nA16, nB16, nC, nC, dt.type(1), dt.type(0), batch)
                 else:
-                    args = (nA16, nB16, nC16 if variant == "smem" else nC, batch)
+                    args = (nA16, nB16, nC16 if variant in ("smem", "rpadc") else nC, batch)
                 opt_in_dynamic_shared_memory(kernel, args, smem)
                 from numba import typeof
 
@@ -381,11 +445,11 @@ def run(out_dir, batch=65536, check=True, peers=True, sweep=False, sizes=None):
                     (128, al, "suggested"))
     KERNEL_CHOICES = {("suggested", None): (("smem", 2), ("rmem", 4), ("pipe", 1), ("pipe", 2), ("pipe", 4)),
                       (256, None): (("pipe", 1),),
-                      ("suggested", "suggested"): (("rpad", 1), ("rpad", 2)),
-                      (128, "suggested"): (("rpad", 1), ("rpad", 2))}
+                      ("suggested", "suggested"): (("rpad", 1), ("rpad", 2), ("rpadc", 1), ("rpadc", 2)),
+                      (128, "suggested"): (("rpad", 1), ("rpad", 2), ("rpadc", 1), ("rpadc", 2))}
     if sweep:  # --sweep: more block sizes and GEMMs per block (a longer run, for tuning)
-        DESC_CHOICES = tuple((bd, al, ld) for bd in ("suggested", 128, 256) for ld in (None, "suggested"))
-        KERNEL_CHOICES = {(bd, ld): tuple((v, g) for v in (("rpad",) if ld else ("rmem", "pipe")) for g in (1, 2, 4))
+        DESC_CHOICES = tuple((bd, al, "suggested") for bd in ("suggested", 128, 256))
+        KERNEL_CHOICES = {(bd, ld): tuple((v, g) for v in ("rpad", "rpadc") for g in (1, 2))
                           for bd, _, ld in DESC_CHOICES}
     cases = [c for c in CASES if sizes is None or c[0][0] in sizes]
 
