@@ -8,8 +8,10 @@ C[i] = A[i] @ B[i] for i < batch, stacked row-major arrays. Our kernels:
   as flat 16-byte vectors (the shared tiles use the global row-major layout), ``MM.execute(1, a,
   b, 0, c)`` in shared memory, C stored back as flat 16-byte vectors;
 - ``rmem``: the same loads, the register-accumulator form, C stored from registers;
-- ``pipe``: the library's kernel (what ``kernels.batched_gemm`` runs when it applies):
-  persistent blocks, the next GEMM's A and B loaded into registers while the current one runs.
+- ``rpad``: ``rmem`` on cuBLASDx's padded tiles (its suggested leading dimensions);
+- ``rpadc``: ``rpad`` with C staged through shared memory and stored as 16-byte vectors;
+- ``lib``: the library's kernel (what ``kernels.batched_gemm`` runs when it applies): ``rpadc``
+  with the alpha/beta/C epilogue.
 
 Memory floor: bytes that C = A @ B must move (A and B read, C written) at 4.3e12 B/s; the
 ``floor4`` column also counts reading C (the ``beta != 0`` form), as the task defines it.
@@ -261,15 +263,13 @@ def make_rpadc_kernel(MM, G):
     return kernel, per_v * 16 * G
 
 
-def make_pipe_kernel(MM, G):
-    """The library's kernel (``kernels.gemm._pipe_kernel``): persistent blocks, G GEMMs per
-    block, software-pipelined (the next GEMM's A and B loaded into registers as 16-byte vectors
-    while the register-accumulator GEMM of the current one runs), C stored from registers.
-    Called as ``kernel(A16, B16, C, D, alpha, beta, batch)`` with ``D = alpha * A @ B`` here
-    (no C operand). Returns None when the tiles do not split evenly."""
-    from kernels.gemm import _pipe_kernel
+def make_lib_kernel(MM, G):
+    """The library's kernel (``kernels.gemm._vector_kernel``, what ``kernels.batched_gemm``
+    runs): ``rpadc`` with alpha/beta/C. Called as ``kernel(A16, B16, C16, D16, alpha, beta,
+    batch)`` with ``D = alpha * A @ B`` here (no C operand). None when the tiles do not fit."""
+    from kernels.gemm import _vector_kernel
 
-    return _pipe_kernel(MM, G, False)
+    return _vector_kernel(MM, G, False)
 
 
 def make_nvmath_kernel(size, dtype, sm):
@@ -357,7 +357,7 @@ def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev, peers=Tru
         if sz != size or pname != dt.name:
             continue
         for variant, G in kernel_choices[(bd, _ld)]:
-            maker = {"smem": make_smem_kernel, "rmem": make_rmem_kernel, "pipe": make_pipe_kernel,
+            maker = {"smem": make_smem_kernel, "rmem": make_rmem_kernel, "lib": make_lib_kernel,
                      "rpad": make_rpad_kernel, "rpadc": make_rpadc_kernel}[variant]
             try:
                 made = maker(MM, G)
@@ -369,8 +369,8 @@ def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev, peers=Tru
                 bx, by, bz = MM.block_dim
                 if bx * by * bz * G > 1024 or by * bz != 1:
                     continue
-                if variant == "pipe":  # the library kernel: D = alpha * A @ B (+ beta * C, unused)
-                    args = (nA16, nB16, nC, nC, dt.type(1), dt.type(0), batch)
+                if variant == "lib":  # the library kernel: D = alpha * A @ B (+ beta * C, unused)
+                    args = (nA16, nB16, nC16, nC16, dt.type(1), dt.type(0), batch)
                 else:
                     args = (nA16, nB16, nC16 if variant in ("smem", "rpadc") else nC, batch)
                 opt_in_dynamic_shared_memory(kernel, args, smem)
@@ -378,10 +378,7 @@ def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev, peers=Tru
 
                 kern = kernel.compile(tuple(typeof(a) for a in args))
                 attrs = kern._codelibrary.get_cufunc().attrs
-                if variant == "pipe":  # persistent: as many blocks as fit at once
-                    grid = min(kern.max_cooperative_grid_blocks((bx, G), smem), (batch + G - 1) // G)
-                else:
-                    grid = (batch + G - 1) // G
+                grid = (batch + G - 1) // G
                 cfg = kernel[grid, (bx, G), 0, smem]
                 C.fill(cp.nan)
                 cfg(*args)
@@ -441,15 +438,13 @@ def run(out_dir, batch=65536, check=True, peers=True, sweep=False, sizes=None):
     gpu = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
     # (block_dim, alignment, leading_dimension) per case; (variant, GEMMs per block) per descriptor
     al = (16, 16, 16)
-    DESC_CHOICES = (("suggested", al, None), (256, al, None), ("suggested", al, "suggested"),
-                    (128, al, "suggested"))
-    KERNEL_CHOICES = {("suggested", None): (("smem", 2), ("rmem", 4), ("pipe", 1), ("pipe", 2), ("pipe", 4)),
-                      (256, None): (("pipe", 1),),
-                      ("suggested", "suggested"): (("rpad", 1), ("rpad", 2), ("rpadc", 1), ("rpadc", 2)),
-                      (128, "suggested"): (("rpad", 1), ("rpad", 2), ("rpadc", 1), ("rpadc", 2))}
+    DESC_CHOICES = (("suggested", al, None), ("suggested", al, "suggested"), (32, al, "suggested"))
+    KERNEL_CHOICES = {("suggested", None): (("smem", 2), ("rmem", 4)),
+                      ("suggested", "suggested"): (("rpad", 1), ("rpadc", 2), ("lib", 1), ("lib", 2), ("lib", 4)),
+                      (32, "suggested"): (("lib", 2), ("lib", 4))}
     if sweep:  # --sweep: more block sizes and GEMMs per block (a longer run, for tuning)
         DESC_CHOICES = tuple((bd, al, "suggested") for bd in ("suggested", 128, 256))
-        KERNEL_CHOICES = {(bd, ld): tuple((v, g) for v in ("rpad", "rpadc") for g in (1, 2))
+        KERNEL_CHOICES = {(bd, ld): tuple((v, g) for v in ("rpad", "rpadc", "lib") for g in (1, 2))
                           for bd, _, ld in DESC_CHOICES}
     cases = [c for c in CASES if sizes is None or c[0][0] in sizes]
 
@@ -458,7 +453,7 @@ def run(out_dir, batch=65536, check=True, peers=True, sweep=False, sizes=None):
         for bd, al, ld in DESC_CHOICES:
             if bd == 256 and size[0] < 64 and not sweep:
                 continue
-            if bd == 128 and size[0] >= 64:
+            if bd in (32, 128) and size[0] >= 64:
                 continue
             descs[(size, np.dtype(dtype).name, bd, al, ld)] = Matmul(
                 size=size, precision=dtype, arrangement=("row_major",) * 3, leading_dimension=ld,

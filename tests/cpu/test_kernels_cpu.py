@@ -73,23 +73,32 @@ def test_batched_gemm_kernel_links():
     assert out.linked == (f"{mm.symbol}.ltoir",)
 
 
-def test_pipelined_batched_gemm_kernel_links():
-    """The persistent pipelined kernel of batched_gemm, with and without the beta * C term:
-    A and B as 16-byte (complex128) vectors, C and D as (batch, m*n) values."""
-    from kernels.gemm import _gemm_descriptor, _pipe_kernel
+def test_vector_batched_gemm_kernel_links():
+    """The vector kernel of batched_gemm, with and without the beta * C term, on cuBLASDx's
+    padded tiles: A, B, C and D as 16-byte (complex128) vectors; a slot holds A and B, and
+    then the result at the padded ldc."""
+    from kernels.gemm import _gemm_descriptor, _vector_kernel
 
-    mm = _gemm_descriptor(16, 16, 16, np.float32, sm=90, alignment=(16, 16, 16))
-    v16, f2 = types.complex128[:, ::1], types.float32[:, ::1]
-    for use_c in (False, True):
-        kern, smem = _pipe_kernel(mm, 1, use_c)
-        assert smem == mm.shared_memory_size_ab  # A and B only: the accumulator is in registers
-        out = compile_kernel(kern.py_func, (v16, v16, f2, f2, types.float32, types.float32, i64), sm=90)
-        assert out.cubin[:4] == b"\x7fELF"
-        assert out.linked == (f"{mm.symbol}.ltoir",)
+    v16 = types.complex128[:, ::1]
+    for size, dt, scal in (((16, 16, 16), np.float32, types.float32), ((32, 32, 32), np.float32, types.float32),
+                           ((8, 8, 8), np.complex128, types.complex128)):
+        mm = _gemm_descriptor(*size, dt, sm=90, alignment=(16, 16, 16), leading_dimension="suggested")
+        m, n, _ = size
+        ldc = mm.leading_dimension[2]
+        for use_c in (False, True):
+            kern, smem = _vector_kernel(mm, 2, use_c)
+            slot = smem // 2
+            assert slot % 16 == 0 and slot >= mm.shared_memory_size_ab
+            assert slot >= ((m - 1) * ldc + n) * np.dtype(dt).itemsize
+            out = compile_kernel(kern.py_func, (v16, v16, v16, v16, scal, scal, i64), sm=90)
+            assert out.cubin[:4] == b"\x7fELF"
+            assert out.linked == (f"{mm.symbol}.ltoir",)
+    mm = _gemm_descriptor(32, 32, 32, np.float32, sm=90, alignment=(16, 16, 16), leading_dimension="suggested")
+    assert mm.leading_dimension == (36, 36, 36)  # padded: what the vector kernel was measured with
 
 
-def test_pipelined_batched_gemm_needs_aligned_operands():
-    """The pipelined kernel loads 16-byte vectors: operands at an address that is not a multiple
+def test_vector_batched_gemm_needs_aligned_operands():
+    """The vector kernel loads 16-byte vectors: operands at an address that is not a multiple
     of 16 (e.g. a CuPy slice a[1:] of 4-byte values) take the shared-memory kernel."""
     import ctypes
 
@@ -192,36 +201,3 @@ def test_flat_kernels_do_no_64bit_division():
 
     assert divisions(True, C1) == 0
     assert divisions(False, C) >= 1
-
-
-def test_persistent_grid_from_the_occupancy_query(monkeypatch):
-    """The pipelined batched GEMM's grid: numba's occupancy query (blocks per SM x SMs) once per
-    kernel/types/block/shared memory/device, capped by the work; 4 x SMs when the query is
-    missing; never 0 blocks. A fake device and kernel: the query needs a GPU."""
-    from types import SimpleNamespace
-
-    import numba.cuda
-
-    from kernels import gemm
-
-    monkeypatch.setattr(numba.cuda, "get_current_device", lambda: SimpleNamespace(id=0, MULTIPROCESSOR_COUNT=132))
-    monkeypatch.setattr(gemm, "_GRIDS", {})
-    queries = []
-
-    class Kernel:
-        def __init__(self, per_sm):
-            self.per_sm = per_sm
-
-        def compile(self, argtypes):
-            if self.per_sm is None:
-                return SimpleNamespace()  # an older numba-cuda: no occupancy query
-            return SimpleNamespace(max_cooperative_grid_blocks=lambda block, smem: queries.append(smem) or
-                                   self.per_sm * 132)
-
-    args = (np.zeros((4, 16), np.complex128), np.float32(1), 4)
-    k = Kernel(3)
-    assert gemm._persistent_grid(k, args, (64, 1, 1), 4096, 10**6) == 396
-    assert gemm._persistent_grid(k, args, (64, 1, 1), 4096, 10**6) == 396 and queries == [4096]  # cached
-    assert gemm._persistent_grid(k, args, (64, 1, 1), 4096, 100) == 100  # no more blocks than work
-    assert gemm._persistent_grid(Kernel(0), args, (64, 1, 1), 70000, 10**6) == 1  # query said 0: still runs
-    assert gemm._persistent_grid(Kernel(None), args, (64, 1, 1), 4096, 10**6) == 4 * 132

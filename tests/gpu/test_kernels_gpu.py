@@ -110,10 +110,10 @@ def test_batched_gemm(dtype, size):
 @pytest.mark.parametrize("kind", ["cupy", "numba", "torch"])
 @pytest.mark.parametrize("dtype,size,with_c", [(np.complex64, (16, 16, 16), True), (np.complex128, (8, 8, 8), False),
                                                (np.float32, (32, 32, 32), False)])
-def test_batched_gemm_pipelined(kind, dtype, size, with_c):
-    """The persistent pipelined kernel (real and complex, with and without beta * C) on every
+def test_batched_gemm_vector_kernel(kind, dtype, size, with_c):
+    """The vector kernel (padded tiles; real and complex, with and without beta * C) on every
     device-array kind (their 16-byte alignment is read from the device pointer); batch 70001
-    is not a multiple of the persistent grid. C is not modified."""
+    is odd: the last block has an idle slot. C is not modified."""
     from kernels.gemm import _batched_gemm
 
     m, n, k = size
@@ -122,7 +122,7 @@ def test_batched_gemm_pipelined(kind, dtype, size, with_c):
     alpha, beta = (1.5 - 0.5j, 0.25 + 1j) if np.dtype(dtype).kind == "c" else (1.5, 0.0)
     cd = _as(kind, c)
     d, path = _batched_gemm(_as(kind, a), _as(kind, b), cd if with_c else None, alpha, beta if with_c else 0.0, None)
-    assert path == "pipe"
+    assert path == "vector"
     ref = alpha * (a.astype(np.complex128) @ b) + (beta * c if with_c else 0)
     ref = ref if np.dtype(dtype).kind == "c" else ref.real
     assert _rel(_host(d), ref) < (1e-12 if dtype == np.complex128 else 1e-5)
@@ -143,7 +143,7 @@ def test_batched_gemm_unaligned_operands_take_the_fallback():
     assert path == "smem"
     assert _rel(_host(d), a.astype(np.float64) @ b) < 1e-5
     d, path = _batched_gemm(cupy.asarray(a), cupy.asarray(b), None, 1.0, 0.0, None)
-    assert path == "pipe"
+    assert path == "vector"
 
 
 def test_beamform_spectra():

@@ -146,12 +146,13 @@ GEMM_CASES = [(np.float32, (16, 16, 16)), (np.complex64, (16, 16, 16)), (np.floa
 
 @pytest.fixture(scope="module")
 def _gemm_tables():
-    """The simulator's register-fragment tables of every pipelined GEMM here, in one NVRTC run
+    """The simulator's register-fragment tables of every batched GEMM here, in one NVRTC run
     (compiled on first use otherwise, one descriptor at a time, by the first simulated thread)."""
     from kernels.gemm import _gemm_descriptor
     from nvmath_device._codegen.gemm_sim_tables import prefetch_fragment_tables
 
-    prefetch_fragment_tables([_gemm_descriptor(*size, d, alignment=(16, 16, 16)) for d, size in GEMM_CASES])
+    prefetch_fragment_tables([_gemm_descriptor(*size, d, alignment=(16, 16, 16), leading_dimension="suggested")
+                              for d, size in GEMM_CASES])
 
 
 def _gemm_operands(dtype, size, batch):
@@ -159,24 +160,25 @@ def _gemm_operands(dtype, size, batch):
     return _signal((batch, m, k), dtype), _signal((batch, k, n), dtype), _signal((batch, m, n), dtype)
 
 
-@pytest.mark.parametrize("pipeline", [True, False], ids=["pipe", "smem"])
+@pytest.mark.parametrize("vector", [True, False], ids=["vector", "smem"])
 @pytest.mark.parametrize("with_c", [False, True], ids=["ab", "abc"])
 @pytest.mark.parametrize("dtype,size", GEMM_CASES, ids=[np.dtype(d).name for d, _ in GEMM_CASES])
-def test_batched_gemm_both_kernels(dtype, size, with_c, pipeline, _gemm_tables):
-    """Both kernels of batched_gemm (the persistent pipelined one and the shared-memory one,
-    forced) against NumPy float64; batch 5 is not a multiple of the simulator's persistent
-    grid x GEMMs per block (2 x 1), so the last pass has an idle slot. C is not modified."""
-    from kernels.gemm import _SIM_GRID, _batched_gemm
+def test_batched_gemm_both_kernels(dtype, size, with_c, vector, _gemm_tables):
+    """Both kernels of batched_gemm (the vector one on padded tiles and the shared-memory one,
+    forced) against NumPy float64; batch 5 is not a multiple of the GEMMs per block, so the
+    last block has idle slots. C is not modified."""
+    from kernels.gemm import _batched_gemm, _gemm_descriptor, _vector_per_block
 
     batch = 5
-    assert batch % _SIM_GRID
     a, b, c = _gemm_operands(dtype, size, batch)
+    mm = _gemm_descriptor(*size, dtype, alignment=(16, 16, 16), leading_dimension="suggested")
+    assert not vector or batch % _vector_per_block(mm) or _vector_per_block(mm) == 1
     c0 = c.copy()
     cplx = np.dtype(dtype).kind == "c"
     alpha = (1.5 - 0.25j) if cplx else 1.5
     beta = (-0.5 + 0.75j) if cplx else -0.5
-    d, path = _batched_gemm(a, b, c if with_c else None, alpha, beta if with_c else 0.0, None, pipeline=pipeline)
-    assert path == ("pipe" if pipeline else "smem")
+    d, path = _batched_gemm(a, b, c if with_c else None, alpha, beta if with_c else 0.0, None, vector=vector)
+    assert path == ("vector" if vector else "smem")
     ref = alpha * (a.astype(np.complex128) @ b) + (beta * c.astype(np.complex128) if with_c else 0)
     ref = ref if cplx else ref.real
     assert d.dtype == np.dtype(dtype) and d.shape == (batch,) + size[:2]
@@ -184,25 +186,26 @@ def test_batched_gemm_both_kernels(dtype, size, with_c, pipeline, _gemm_tables):
     np.testing.assert_array_equal(c, c0)
 
 
-@pytest.mark.parametrize("pipeline", [True, False], ids=["pipe", "smem"])
-def test_batched_gemm_several_per_block_and_c_with_zero_beta(pipeline, _gemm_tables):
-    """Two GEMMs per block of the pipelined kernel (threadIdx.y slots; batch 7 over a stride
-    of 4: one slot idle in the second pass); c given with beta == 0 is ignored."""
+@pytest.mark.parametrize("vector", [True, False], ids=["vector", "smem"])
+def test_batched_gemm_several_per_block_and_c_with_zero_beta(vector, _gemm_tables):
+    """Four GEMMs per block of the vector kernel (threadIdx.y slots; batch 7: one slot of the
+    second block idle); c given with beta == 0 is ignored."""
     from kernels.gemm import _batched_gemm
 
     a, b, c = _gemm_operands(np.float32, (16, 16, 16), 7)
-    d, path = _batched_gemm(a, b, c, 2.0, 0.0, None, pipeline=pipeline, per_block=2)
-    assert path == ("pipe" if pipeline else "smem")
+    d, path = _batched_gemm(a, b, c, 2.0, 0.0, None, vector=vector, per_block=4)
+    assert path == ("vector" if vector else "smem")
     assert _rel(d, 2.0 * (a.astype(np.float64) @ b)) < TOL[np.float32]
 
 
-def test_batched_gemm_falls_back_when_tiles_do_not_split():
-    """(16, 24, 8) complex64: A is 64 16-byte vectors over 128 threads: the shared-memory kernel."""
-    from kernels.gemm import _batched_gemm, _gemm_descriptor, _pipe_kernel
+def test_batched_gemm_falls_back_when_rows_are_not_vectors():
+    """(6, 6, 3) complex64: a row of A (3 values, 24 bytes) is not a whole number of 16-byte
+    vectors: the shared-memory kernel."""
+    from kernels.gemm import _batched_gemm, _gemm_descriptor, _vector_kernel
 
-    mm = _gemm_descriptor(16, 24, 8, np.complex64, alignment=(16, 16, 16))
-    assert _pipe_kernel(mm, 1, True) is None
-    a, b, c = _gemm_operands(np.complex64, (16, 24, 8), 3)
+    mm = _gemm_descriptor(6, 6, 3, np.complex64, alignment=(16, 16, 16), leading_dimension="suggested")
+    assert _vector_kernel(mm, 1, True) is None
+    a, b, c = _gemm_operands(np.complex64, (6, 6, 3), 3)
     d, path = _batched_gemm(a, b, c, 1.0, 1.0, None)
     assert path == "smem"
     assert _rel(d, a.astype(np.complex128) @ b + c) < TOL[np.complex64]
