@@ -72,9 +72,10 @@ def _vector_kernel(mm: Matmul, per_block: int, use_c: bool):
     registers, and the result goes back through the slot's shared memory (free once the GEMM
     has read it) so that D, and C when ``use_c``, move as whole vectors as well.
 
-    On the H200 (65536 x 32^3 fp32, ``benchmarks/batched_gemm.py``): 0.304 ms with 64 threads x
-    2 GEMMs per block, vs 0.42 ms storing D from registers, 0.54 ms with unpadded tiles, 0.54 ms
-    for the persistent register-pipelined kernel this one replaced; cuBLAS batched 0.293 ms.
+    On the H200 (65536 x 32^3 fp32, ``benchmarks/batched_gemm.py``, two runs): 0.304-0.312 ms
+    with 64 threads x 2 GEMMs per block, vs 0.43 ms storing D from registers at the fragment
+    coordinates, 0.54 ms with unpadded tiles, 0.54 ms for the persistent register-pipelined
+    kernel this one replaced; cuBLAS batched 0.291-0.293 ms.
 
     Arguments: ``A`` (batch, m*k*itemsize/16), ``B`` (batch, k*n*itemsize/16), ``C`` and ``D``
     (batch, m*n*itemsize/16), complex128 views of C-contiguous, 16-byte aligned operands (bit
@@ -154,8 +155,9 @@ def _vector_kernel(mm: Matmul, per_block: int, use_c: bool):
 
 
 def _vector_per_block(mm: Matmul) -> int:
-    """GEMMs per block of the vector kernel: 128 threads' worth (H200, 32^3 fp32: 64 threads x 2
-    GEMMs 0.304 ms, x 1 0.305 ms; 128 x 1 0.328 ms, 128 x 2 0.342 ms)."""
+    """GEMMs per block of the vector kernel: 128 threads' worth. H200, 65536 GEMMs, GEMMs per
+    block 1 / 2 / 4: 16^3 fp32 (64 threads) 0.0945 / 0.0942 / 0.0963 ms; 32^3 fp32 (64 threads)
+    0.309 / 0.312 / 0.337 ms; 64^3 fp64 (128 threads) 2.53 / 3.16 ms."""
     return max(1, 128 // mm.max_threads_per_block)
 
 
