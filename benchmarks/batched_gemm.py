@@ -22,6 +22,7 @@ Run: ``python benchmarks/batched_gemm.py --out DIR`` (writes DIR/batched_gemm.js
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -96,112 +97,14 @@ def make_smem_kernel(MM, G):
     return kernel, per * G
 
 
-def make_rmem_kernel(MM, G):
-    """G GEMMs per block, flat 16-byte loads, register accumulator, C stored from registers."""
-    from numba import cuda
-
-    m, n, k = MM.size
-    it = MM.a_value_type.itemsize
-    v = 16 // it
-    a_vec, b_vec = m * k // v, k * n // v
-    per = (MM.shared_memory_size_ab + 15) // 16 * 16
-    per_v = per // 16
-    b_off_v = MM.b_shared_memory_offset // 16
-    nt = MM.max_threads_per_block
-    dt = MM.a_value_type
-
-    @cuda.jit(fastmath=True)
-    def kernel(A, B, C, batch):
-        tx = cuda.threadIdx.x
-        y = cuda.threadIdx.y
-        g = cuda.blockIdx.x * G + y
-        s16 = cuda.shared.array(0, dtype=np.complex128)
-        sv = cuda.shared.array(0, dtype=dt)
-        base = y * per_v
-        if g < batch:
-            for i in range(tx, a_vec, nt):
-                s16[base + i] = A[g, i]
-            for i in range(tx, b_vec, nt):
-                s16[base + b_off_v + i] = B[g, i]
-        cuda.syncthreads()
-        b0 = base * v
-        sa = sv[b0:b0 + MM.a_size]
-        sb = sv[b0 + b_off_v * v:b0 + b_off_v * v + MM.b_size]
-        acc = cuda.local.array(MM.accumulator_size, dtype=dt)
-        rows = cuda.local.array(MM.accumulator_size, dtype=np.int32)
-        cols = cuda.local.array(MM.accumulator_size, dtype=np.int32)
-        for i in range(MM.accumulator_size):
-            acc[i] = 0
-        MM.execute(sa, sb, acc)
-        MM.fragment_coordinates(rows, cols)
-        if g < batch:
-            for i in range(MM.accumulator_size):
-                r = rows[i]
-                if r >= 0:
-                    C[g, r * n + cols[i]] = acc[i]
-
-    return kernel, per * G
-
-
-def make_rpad_kernel(MM, G):
-    """``rmem`` for a descriptor with padded leading dimensions (cuBLASDx's suggested ones, e.g.
-    36 for 32x32 fp32 tiles: rows of a row-major tile no longer fall on the same shared-memory
-    banks): each 16-byte vector of a global row goes to its row's place in the padded tile."""
-    from numba import cuda
-
-    m, n, k = MM.size
-    it = MM.a_value_type.itemsize
-    v = 16 // it
-    lda, ldb, _ = MM.leading_dimension
-    if (k % v or n % v or lda % v or ldb % v or MM.b_shared_memory_offset % 16
-            or tuple(MM.arrangement) != ("row_major",) * 3):
-        return None
-    ka, kb, la, lb = k // v, n // v, lda // v, ldb // v  # vectors per row: global, shared
-    a_vec, b_vec = m * ka, k * kb
-    per_v = (MM.shared_memory_size_ab + 15) // 16
-    b_off_v = MM.b_shared_memory_offset // 16
-    nt = MM.max_threads_per_block
-    dt = MM.a_value_type
-    acc_n = MM.accumulator_size
-
-    @cuda.jit(fastmath=True)
-    def kernel(A, B, C, batch):
-        tx = cuda.threadIdx.x
-        y = cuda.threadIdx.y
-        g = cuda.blockIdx.x * G + y
-        s16 = cuda.shared.array(0, dtype=np.complex128)
-        sv = cuda.shared.array(0, dtype=dt)
-        base = y * per_v
-        if g < batch:
-            for i in range(tx, a_vec, nt):
-                r = i // ka
-                s16[base + r * la + i - r * ka] = A[g, i]
-            for i in range(tx, b_vec, nt):
-                r = i // kb
-                s16[base + b_off_v + r * lb + i - r * kb] = B[g, i]
-        cuda.syncthreads()
-        b0 = base * v
-        sa = sv[b0:b0 + MM.a_size]
-        sb = sv[b0 + b_off_v * v:b0 + b_off_v * v + MM.b_size]
-        acc = cuda.local.array(acc_n, dtype=dt)
-        rows = cuda.local.array(acc_n, dtype=np.int32)
-        cols = cuda.local.array(acc_n, dtype=np.int32)
-        for i in range(acc_n):
-            acc[i] = 0
-        MM.execute(sa, sb, acc)
-        MM.fragment_coordinates(rows, cols)
-        if g < batch:
-            for i in range(acc_n):
-                r = rows[i]
-                if r >= 0:
-                    C[g, r * n + cols[i]] = acc[i]
-
-    return kernel, per_v * 16 * G
-
-
-def make_rpadc_kernel(MM, G):
-    """``rpad`` with C staged through shared memory (in A's slot, at the padded ldc) and stored
-    as 16-byte vectors. Called with C as (batch, m*n*itemsize/16) complex128."""
+def make_rpad_kernel(MM, G, staged=False):
+    """G GEMMs per block, flat 16-byte loads into the descriptor's tiles, register accumulator,
+    C stored from registers: ``rmem`` on an unpadded descriptor, ``rpad`` on one with padded
+    leading dimensions (cuBLASDx's suggested ones, e.g. 36 for 32x32 fp32 tiles: rows of a
+    row-major tile no longer fall on the same shared-memory banks), where each 16-byte vector
+    of a global row goes to its row's place in the padded tile.
+    ``staged`` (the ``rpadc`` variant): C goes through shared memory (A's slot, at the padded
+    ldc) and is stored as 16-byte vectors; C is then (batch, m*n*itemsize/16) complex128."""
     from numba import cuda
 
     m, n, k = MM.size
@@ -209,14 +112,10 @@ def make_rpadc_kernel(MM, G):
     v = 16 // it
     lda, ldb, ldc = MM.leading_dimension
     if (k % v or n % v or lda % v or ldb % v or MM.b_shared_memory_offset % 16
-            or tuple(MM.arrangement) != ("row_major",) * 3):
+            or tuple(MM.arrangement) != ("row_major",) * 3 or (staged and (ldc % v or ldc > lda or n > k))):
         return None
-    ka, kb, la, lb = k // v, n // v, lda // v, ldb // v  # vectors per row: global, shared
-    if ldc % v or m * ldc > lda * m:
-        return None
-    lc = ldc // v
-    c_vec = m * kb
-    a_vec, b_vec = m * ka, k * kb
+    ka, kb, la, lb, lc = k // v, n // v, lda // v, ldb // v, ldc // v  # vectors per row: global, shared
+    a_vec, b_vec, c_vec = m * ka, k * kb, m * kb
     per_v = (MM.shared_memory_size_ab + 15) // 16
     b_off_v = MM.b_shared_memory_offset // 16
     nt = MM.max_threads_per_block
@@ -249,16 +148,22 @@ def make_rpadc_kernel(MM, G):
             acc[i] = 0
         MM.execute(sa, sb, acc)
         MM.fragment_coordinates(rows, cols)
-        cuda.syncthreads()  # every thread is done reading A: its slot takes C
-        for i in range(acc_n):
-            r = rows[i]
-            if r >= 0:
-                sv[b0 + r * ldc + cols[i]] = acc[i]
-        cuda.syncthreads()
-        if g < batch:
-            for i in range(tx, c_vec, nt):
-                r = i // kb
-                C[g, i] = s16[base + r * lc + i - r * kb]
+        if staged:
+            cuda.syncthreads()  # every thread is done reading A: its slot takes C
+            for i in range(acc_n):
+                r = rows[i]
+                if r >= 0:
+                    sv[b0 + r * ldc + cols[i]] = acc[i]
+            cuda.syncthreads()
+            if g < batch:
+                for i in range(tx, c_vec, nt):
+                    r = i // kb
+                    C[g, i] = s16[base + r * lc + i - r * kb]
+        elif g < batch:
+            for i in range(acc_n):
+                r = rows[i]
+                if r >= 0:
+                    C[g, r * n + cols[i]] = acc[i]
 
     return kernel, per_v * 16 * G
 
@@ -357,8 +262,9 @@ def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev, peers=Tru
         if sz != size or pname != dt.name:
             continue
         for variant, G in kernel_choices[(bd, _ld)]:
-            maker = {"smem": make_smem_kernel, "rmem": make_rmem_kernel, "lib": make_lib_kernel,
-                     "rpad": make_rpad_kernel, "rpadc": make_rpadc_kernel}[variant]
+            # rmem and rpad are one kernel: on an unpadded descriptor its row mapping is the identity
+            maker = {"smem": make_smem_kernel, "rmem": make_rpad_kernel, "lib": make_lib_kernel,
+                     "rpad": make_rpad_kernel, "rpadc": functools.partial(make_rpad_kernel, staged=True)}[variant]
             try:
                 made = maker(MM, G)
                 if made is None:
