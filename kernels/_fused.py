@@ -18,6 +18,7 @@ from numba import cuda
 from nvmath_device import FFT
 
 from ._arrays import simulator
+from ._launch import launch
 
 
 def _pair_descriptors(n, precision, real, ept, fpb, sm=None, folded=False):
@@ -201,4 +202,4 @@ def launch_rows(kernel, fwd: FFT, nrows: int, stream, *args):
     """Launch ``kernel`` with one FFT row per ``threadIdx.y`` slot: enough blocks for ``nrows``."""
     fpb = fwd.ffts_per_block_value
     grid = max(1, (nrows + fpb - 1) // fpb)
-    kernel[grid, fwd.block_dim, stream, fwd.shared_memory_size](*args)
+    launch(kernel, grid, fwd.block_dim, stream, fwd.shared_memory_size, *args)

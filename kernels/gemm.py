@@ -11,6 +11,7 @@ from numba import cuda
 from nvmath_device import FFT, Matmul
 
 from ._arrays import Operand, Output, resolve_stream, simulator
+from ._launch import launch
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.complex64), np.dtype(np.complex128))
 
@@ -241,13 +242,14 @@ def _batched_gemm(a, b, c, alpha, beta, stream, vector=True, per_block=None):
         c16 = co.dev.reshape(batch, m * n).view(np.complex128) if use_c else d16
         args = (ao.dev.reshape(batch, m * k).view(np.complex128), bo.dev.reshape(batch, k * n).view(np.complex128),
                 c16, d16, scal(alpha), scal(beta), batch)
-        kernel[max(1, -(-batch // G)), (threads, G, 1), s, smem](*args)
+        launch(kernel, max(1, -(-batch // G)), (threads, G, 1), s, smem, *args)
         return out.result(s), "vector"
     per_block = max(1, 256 // threads)
     kernel, smem = _batched_kernel(mm, per_block, co is not None)
     cdev = co.dev if co is not None else out.dev
     grid = max(1, -(-batch // per_block))
-    kernel[grid, (threads, per_block, 1), s, smem](ao.dev, bo.dev, cdev, out.dev, scal(alpha), scal(beta), batch)
+    launch(kernel, grid, (threads, per_block, 1), s, smem, ao.dev, bo.dev, cdev, out.dev, scal(alpha), scal(beta),
+           batch)
     return out.result(s), "smem"
 
 
@@ -327,5 +329,5 @@ def beamform_spectra(x, weights, *, stream=None):
 
     wd = to_device_const(w, s)
     out = Output((batch, beams, nsamp), xo.dtype, xo, s)
-    kernel[batch, block, s, smem](wd, xo.dev, out.dev)
+    launch(kernel, batch, block, s, smem, wd, xo.dev, out.dev)
     return out.result(s)

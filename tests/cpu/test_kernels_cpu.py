@@ -201,3 +201,49 @@ def test_flat_kernels_do_no_64bit_division():
 
     assert divisions(True, C1) == 0
     assert divisions(False, C) >= 1
+
+
+def test_fast_launch_packs_arguments_like_numba():
+    """kernels._launch packs kernel parameters itself (NUMBA_MATHDX_FAST_LAUNCH=1): for the
+    argument kinds the fused kernels take (C-contiguous 1-D/2-D device arrays and dtype views
+    of them, int64, float32/float64 and complex scalars), its values and parameter sizes equal
+    what numba-cuda's own _prepare_args builds; the packed buffer reads back through the
+    pointer array cuLaunchKernel gets. Metadata-only device arrays: no GPU needed."""
+    import ctypes
+    import struct
+    from types import SimpleNamespace
+
+    from numba import typeof
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+    from numba.cuda.dispatcher import _Kernel
+
+    from kernels._launch import Params, param_formats, param_values
+
+    def dev(shape, dtype, address):
+        class _NoMemory:
+            device_ctypes_pointer = ctypes.c_void_p(address)
+
+        dt = np.dtype(dtype)
+        strides = tuple(int(np.prod(shape[i + 1:])) * dt.itemsize for i in range(len(shape)))
+        return DeviceNDArray(shape, strides, dt, gpu_data=_NoMemory())
+
+    x = dev((64, 4096), np.float32, 1 << 20)
+    args = (x, x.view(np.complex64), x.reshape(x.size), dev((7,), np.complex128, 4096), 123456789012,
+            np.float32(1.5), 2.25, np.complex64(0.5 - 2j), complex(-1.0, 3.0), np.int64(-7))
+    argtypes = tuple(getattr(a, "_numba_type_", None) or typeof(a) for a in args)
+    want = []
+    for t, a in zip(argtypes, args):
+        _Kernel._prepare_args(SimpleNamespace(extensions=[]), t, a, 0, [], want)
+    fmts = param_formats(argtypes)
+    got = param_values(argtypes, args)
+    assert len(fmts) == len(got) == len(want)
+    for f, g, w in zip(fmts, got, want):
+        size = ctypes.sizeof(w) if isinstance(w, ctypes._SimpleCData) else 8  # numba: ints are intptr
+        w = w.value if isinstance(w, ctypes._SimpleCData) else w
+        assert struct.calcsize(f) == size and g == w, (f, g, w)
+    p = Params(fmts)
+    p.pack(got)
+    ptrs = ctypes.cast(p.params, ctypes.POINTER(ctypes.c_void_p))
+    for i, (f, g) in enumerate(zip(fmts, got)):
+        raw = ctypes.string_at(ptrs[i], struct.calcsize(f))
+        assert struct.unpack("=" + f, raw)[0] == g, i  # values exact in their formats

@@ -1,0 +1,136 @@
+# SPDX-License-Identifier: Apache-2.0
+"""How the fused kernels are launched.
+
+By default through numba-cuda (``kernel[grid, block, stream, smem](*args)``). With
+``NUMBA_MATHDX_FAST_LAUNCH=1`` (GPU only, experimental: not yet run on a GPU), the kernel
+compiled for the arguments' types is launched with ``cuLaunchKernel`` and its parameters are
+packed here, in numba-cuda's kernel ABI (what ``numba.cuda.dispatcher._Kernel._prepare_args``
+builds: an array is meminfo, parent, size, itemsize, data pointer, shape..., strides...; a
+complex scalar its real and imaginary parts). That skips numba-cuda's per-call dispatch
+(``typeof`` of every argument, ~10 us each on the CI machine) and its launch wrappers. A
+``tests/cpu`` test checks the packing against numba-cuda's own ``_prepare_args``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import struct
+import threading
+
+from numba.core import types
+
+from ._arrays import raw_handle, simulator
+
+# struct format of one kernel parameter per numba scalar type (each parameter in its own
+# 8-byte slot: the pointer array points at slot i for parameter i)
+_SCALAR = {types.int64: "q", types.int32: "i", types.uint64: "Q", types.uint32: "I", types.int16: "h",
+           types.uint16: "H", types.int8: "b", types.uint8: "B", types.boolean: "?",
+           types.float32: "f", types.float64: "d"}
+_COMPLEX = {types.complex64: "f", types.complex128: "d"}
+
+
+def fast_launch_enabled() -> bool:
+    """``NUMBA_MATHDX_FAST_LAUNCH=1`` and not the simulator."""
+    return os.environ.get("NUMBA_MATHDX_FAST_LAUNCH", "0") not in ("", "0") and not simulator()
+
+
+def param_formats(argtypes) -> list[str]:
+    """One struct format character per kernel parameter, in numba-cuda's order."""
+    out: list[str] = []
+    for t in argtypes:
+        if isinstance(t, types.Array):
+            out += ["q"] * (5 + 2 * t.ndim)  # meminfo, parent, size, itemsize, data, shape, strides
+        elif t in _COMPLEX:
+            out += [_COMPLEX[t]] * 2
+        elif t in _SCALAR:
+            out.append(_SCALAR[t])
+        else:
+            raise NotImplementedError(f"no fast launch for a kernel argument of type {t}")
+    return out
+
+
+def param_values(argtypes, args) -> list:
+    """The kernel parameters' values for ``args`` (numba device arrays and scalars)."""
+    out: list = []
+    for t, a in zip(argtypes, args):
+        if isinstance(t, types.Array):
+            out += [0, 0, a.size, a.dtype.itemsize, a.device_ctypes_pointer.value or 0]
+            out += a.shape
+            out += a.strides
+        elif t in _COMPLEX:
+            out += [a.real, a.imag]
+        else:
+            out.append(a)
+    return out
+
+
+class Params:
+    """Kernel parameters in 8-byte slots and the pointer array ``cuLaunchKernel`` reads
+    (``params``: its address). ``pack`` fills the slots; the driver copies them at launch."""
+
+    def __init__(self, formats):
+        self.struct = struct.Struct("=" + "".join(f + "x" * (8 - struct.calcsize(f)) for f in formats))
+        self.buf = ctypes.create_string_buffer(max(8, self.struct.size))
+        base = ctypes.addressof(self.buf)
+        self.ptrs = (ctypes.c_void_p * max(1, len(formats)))(*[base + 8 * i for i in range(len(formats))])
+        self.params = ctypes.addressof(self.ptrs)
+
+    def pack(self, values) -> None:
+        self.struct.pack_into(self.buf, 0, *values)
+
+
+class _Launcher:
+    """One kernel compiled for ``argtypes`` in the current context, launched by the driver."""
+
+    def __init__(self, dispatcher, argtypes):
+        compiled = dispatcher.compile(argtypes)
+        self.handle = int(compiled._codelibrary.get_cufunc().handle)
+        self.argtypes = argtypes
+        self.params = Params(param_formats(argtypes))
+        self.lock = threading.Lock()
+
+    def __call__(self, grid, block, stream: int, smem: int, args):
+        from cuda.bindings import driver
+
+        grid = (grid, 1, 1) if isinstance(grid, int) else tuple(grid) + (1,) * (3 - len(grid))
+        block = (block, 1, 1) if isinstance(block, int) else tuple(block) + (1,) * (3 - len(block))
+        values = param_values(self.argtypes, args)
+        with self.lock:
+            self.params.pack(values)
+            (err,) = driver.cuLaunchKernel(self.handle, *grid, *block, smem, stream, self.params.params, 0)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            raise RuntimeError(f"cuLaunchKernel failed: {err.name} (grid {grid}, block {block}, "
+                               f"{smem} bytes of shared memory)")
+
+
+_LAUNCHERS: dict = {}
+
+
+def _argtype(a):
+    """numba type of a kernel argument (numba device arrays keep theirs: no ``typeof``)."""
+    nt = getattr(a, "_numba_type_", None)
+    if nt is not None:
+        return nt
+    from numba import typeof
+
+    return typeof(a)
+
+
+def launch(kernel, grid, block, stream, smem: int, *args) -> None:
+    """``kernel[grid, block, stream, smem](*args)``, or the fast launch (see the module)."""
+    if not fast_launch_enabled():
+        kernel[grid, block, stream, smem](*args)
+        return
+    from cuda.bindings import driver
+
+    err, ctx = driver.cuCtxGetCurrent()
+    if err != driver.CUresult.CUDA_SUCCESS or not int(ctx):  # no context on this thread: numba makes it
+        kernel[grid, block, stream, smem](*args)
+        return
+    argtypes = tuple(_argtype(a) for a in args)
+    key = (kernel, argtypes, int(ctx))
+    launcher = _LAUNCHERS.get(key)
+    if launcher is None:
+        launcher = _LAUNCHERS[key] = _Launcher(kernel, argtypes)
+    launcher(grid, block, raw_handle(stream), int(smem), args)
