@@ -127,12 +127,44 @@ def test_no_benchmark_shadows_a_package():
     assert not names & packages
 
 
+OVERHEAD = os.path.join(ROOT, "benchmarks", "call_overhead.py")
+
+
+@pytest.mark.parametrize("script", [SCRIPT, OVERHEAD], ids=["fused_kernels", "call_overhead"])
 @pytest.mark.parametrize("env", [{"NUMBA_ENABLE_CUDASIM": "1"},
                                  {"NUMBA_ENABLE_CUDASIM": "0", "CUDA_VISIBLE_DEVICES": ""}])
-def test_exits_2_without_a_gpu(env, tmp_path):
+def test_exits_2_without_a_gpu(env, script, tmp_path):
     out = tmp_path / "o"
-    p = subprocess.run([sys.executable, SCRIPT, "--out", str(out)], capture_output=True, text=True,
+    p = subprocess.run([sys.executable, script, "--out", str(out)], capture_output=True, text=True,
                        env={**os.environ, **env}, timeout=120)
     assert p.returncode == 2, (p.stdout, p.stderr)
     assert "needs a CUDA GPU" in p.stderr and "Traceback" not in p.stderr
     assert not out.exists()
+
+
+@pytest.fixture(scope="module")
+def co():
+    spec = importlib.util.spec_from_file_location("bench_call_overhead", OVERHEAD)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_call_overhead_table_and_check(co):
+    """The table has one row per case (a failed case says why), and the fast-vs-numba check
+    compares every output array bit for bit (NaN equal to NaN), so a changed value fails it."""
+    a = co.parse_args(["--cases", "gemm", "stft", "--calls", "10"])
+    assert a.cases == ["gemm", "stft"] and a.calls == 10 and a.rounds == 5
+    rows = [dict(case="gemm", numba_enqueue_us=300.0, numba_sync_us=320.5, fast_enqueue_us=60.0,
+                 fast_sync_us=75.25, peer_enqueue_us=40.0, peer_sync_us=55.0, fast_equals_numba=True),
+            dict(case="stft", error="AssertionError: differs")]
+    text = co.format_table(rows, dict(device="D", rounds=5, calls=10, command="c"))
+    assert "| gemm | 300.0 / 320.5 | 60.0 / 75.2 | 40.0 / 55.0 | True |" in text
+    assert "| stft | failed: AssertionError: differs" in text
+    import numpy as np
+
+    x = np.array([1.0, np.nan, 3.0], np.float32)
+    assert co._bitwise_equal((x, np.int32(2)), (x.copy(), np.int32(2)), np)
+    y = x.copy()
+    y[2] = np.nextafter(np.float32(3.0), np.float32(4.0))
+    assert not co._bitwise_equal(x, y, np)

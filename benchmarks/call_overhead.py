@@ -1,0 +1,182 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Host time per call of every ``kernels`` function on small inputs (the GPU work is tiny, so the
+time is the Python and launch path), with numba-cuda's launch and with NUMBA_MATHDX_FAST_LAUNCH=1,
+against the CuPy peer doing the same on the same data.
+
+    python benchmarks/fused_kernels.py ...            # GPU time on large inputs
+    python benchmarks/call_overhead.py --out DIR      # host time per call on small inputs
+
+Per case and launch mode: the output of the fast launch must equal the default launch's
+bit for bit (the same kernel, the same inputs) before anything is timed. Then, best of
+``--rounds`` rounds: ``enqueue`` = wall time of ``--calls`` back-to-back calls / calls (no sync in
+between: what a pipeline of calls costs the host), ``call+sync`` = one call followed by a stream
+synchronize, averaged. Writes call_overhead.json and call_overhead.md. Exits with status 2 and
+a message when no GPU is usable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CASES = ("conv_real", "conv_complex", "fir", "matched", "stft", "gemm", "beamform")
+MODES = ("numba", "fast")
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="bench_out")
+    ap.add_argument("--calls", type=int, default=200, help="calls per round")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--cases", nargs="+", default=list(CASES), choices=CASES)
+    return ap.parse_args(argv)
+
+
+def build_cases(K, cp):
+    """{case: (ours, peer)}: zero-argument callables on small CuPy inputs."""
+    rng = cp.random.default_rng(0)
+    g = np.random.default_rng(0)
+    xr = rng.standard_normal((8, 4096), dtype=cp.float32)
+    xc = (rng.standard_normal((8, 512), dtype=cp.float32)
+          + 1j * rng.standard_normal((8, 512), dtype=cp.float32)).astype(cp.complex64)
+    xm = (rng.standard_normal((8, 1024), dtype=cp.float32)
+          + 1j * rng.standard_normal((8, 1024), dtype=cp.float32)).astype(cp.complex64)
+    xl = rng.standard_normal((2, 65536), dtype=cp.float32)
+    a = rng.standard_normal((64, 32, 32), dtype=cp.float32)
+    b = rng.standard_normal((64, 32, 32), dtype=cp.float32)
+    xb = (rng.standard_normal((4, 16, 256), dtype=cp.float32)
+          + 1j * rng.standard_normal((4, 16, 256), dtype=cp.float32)).astype(cp.complex64)
+    h = g.standard_normal(63)
+    t = (g.standard_normal(128) + 1j * g.standard_normal(128)).astype(np.complex64)
+    w = (g.standard_normal((8, 16)) + 1j * g.standard_normal((8, 16))).astype(np.complex64)
+    win = np.hanning(512)
+    Hr = cp.asarray(np.fft.rfft(h, 4096).astype(np.complex64))
+    Hc = cp.asarray(np.fft.fft(h, 512).astype(np.complex64))
+    T = cp.asarray(np.conj(np.fft.fft(t, 1024)).astype(np.complex64))
+    W = cp.asarray(w)
+    win_d = cp.asarray(win.astype(np.float32))
+    return {
+        "conv_real": (lambda: K.fft_convolve(xr, h), lambda: cp.fft.irfft(cp.fft.rfft(xr, axis=-1) * Hr, n=4096)),
+        "conv_complex": (lambda: K.fft_convolve(xc, h), lambda: cp.fft.ifft(cp.fft.fft(xc, axis=-1) * Hc)),
+        "fir": (lambda: K.fir_filter(xl, h), lambda: cp.fft.irfft(cp.fft.rfft(xl, n=131072) * cp.fft.rfft(
+            cp.asarray(h.astype(np.float32)), n=131072), n=131072)[:, :65536]),
+        "matched": (lambda: K.matched_filter(xm, t), lambda: cp.argmax(cp.abs(cp.fft.ifft(cp.fft.fft(xm) * T)) ** 2,
+                                                                        axis=-1)),
+        "stft": (lambda: K.stft_power(xl, win, 256), lambda: cp.abs(cp.fft.rfft(cp.lib.stride_tricks.as_strided(
+            xl, (2, 255, 512), (xl.strides[0], 256 * 4, 4)) * win_d)) ** 2),
+        "gemm": (lambda: K.batched_gemm(a, b), lambda: cp.matmul(a, b)),
+        "beamform": (lambda: K.beamform_spectra(xb, w), lambda: cp.fft.fft(cp.matmul(W, xb))),
+    }
+
+
+def _as_tuple(out):
+    return out if isinstance(out, tuple) else (out,)
+
+
+def _bitwise_equal(x, y, cp) -> bool:
+    return all(a.shape == b.shape and a.dtype == b.dtype and bool(cp.all((a == b) | (cp.isnan(a) & cp.isnan(b))))
+               for a, b in zip(_as_tuple(x), _as_tuple(y)))
+
+
+def time_calls(fn, calls, rounds, sync):
+    """Best of ``rounds``: (enqueue us per call, call+sync us per call)."""
+    fn()
+    sync()
+    enq, cs = [], []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        t1 = time.perf_counter()
+        sync()
+        t2 = time.perf_counter()
+        for _ in range(max(1, calls // 4)):
+            fn()
+            sync()
+        t3 = time.perf_counter()
+        enq.append((t1 - t0) / calls * 1e6)
+        cs.append((t3 - t2) / max(1, calls // 4) * 1e6)
+    return min(enq), min(cs)
+
+
+def run(K, cp, names, calls, rounds):
+    sync = cp.cuda.get_current_stream().synchronize
+    cases = build_cases(K, cp)
+    rows = []
+    for name in names:
+        ours, peer = cases[name]
+        row = dict(case=name)
+        try:
+            outs = {}
+            for mode in MODES:
+                os.environ["NUMBA_MATHDX_FAST_LAUNCH"] = "1" if mode == "fast" else "0"
+                outs[mode] = ours()
+                sync()
+            row["fast_equals_numba"] = _bitwise_equal(outs["fast"], outs["numba"], cp)
+            if not row["fast_equals_numba"]:
+                raise AssertionError("the fast launch's output differs from numba-cuda's launch")
+            for mode in MODES:
+                os.environ["NUMBA_MATHDX_FAST_LAUNCH"] = "1" if mode == "fast" else "0"
+                row[f"{mode}_enqueue_us"], row[f"{mode}_sync_us"] = time_calls(ours, calls, rounds, sync)
+            row["peer_enqueue_us"], row["peer_sync_us"] = time_calls(peer, calls, rounds, sync)
+        except Exception as e:  # report, keep going
+            row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
+        finally:
+            os.environ.pop("NUMBA_MATHDX_FAST_LAUNCH", None)
+        print(row, flush=True)
+        rows.append(row)
+    return rows
+
+
+def format_table(rows, meta) -> str:
+    lines = [f"Host time per call, small inputs, {meta['device']}; best of {meta['rounds']} rounds of "
+             f"{meta['calls']} calls; `{meta['command']}`", "",
+             "| case | numba launch: enqueue / call+sync us | fast launch: enqueue / call+sync us | "
+             "CuPy peer: enqueue / call+sync us | fast == numba |",
+             "|---|---:|---:|---:|---|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['case']} | failed: {r['error'][:150]} | | | |")
+            continue
+        cell = [f"{r[f'{m}_enqueue_us']:.1f} / {r[f'{m}_sync_us']:.1f}" for m in ("numba", "fast", "peer")]
+        lines.append(f"| {r['case']} | {cell[0]} | {cell[1]} | {cell[2]} | {r['fast_equals_numba']} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    sys.path.insert(0, os.path.join(_ROOT, "benchmarks"))
+    from fused_kernels import no_gpu_reason
+
+    why = no_gpu_reason()
+    if why:
+        print(f"benchmarks/call_overhead.py needs a CUDA GPU (with CuPy): {why}", file=sys.stderr)
+        return 2
+    import cupy as cp
+
+    if _ROOT not in sys.path:
+        sys.path.append(_ROOT)
+    import kernels as K
+
+    meta = dict(device=cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode(),
+                calls=args.calls, rounds=args.rounds,
+                command="python benchmarks/call_overhead.py " + " ".join(sys.argv[1:] if argv is None else argv))
+    rows = run(K, cp, args.cases, args.calls, args.rounds)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "call_overhead.json"), "w") as f:
+        json.dump(dict(meta=meta, rows=rows), f, indent=1)
+    text = format_table(rows, meta)
+    with open(os.path.join(args.out, "call_overhead.md"), "w") as f:
+        f.write(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
