@@ -5,7 +5,9 @@ nvmath-python's device FFT, c2c fp32, same data, same process.
     python benchmarks/fft_convolution.py --out bench_out [--mbytes 512] [--sizes 64 512 4096]
 
 Writes fft_convolution.json and fft_convolution.md into --out. Memory floor: read x, read the
-per-element filter h, write y (3 x array bytes) at 4.3 TB/s (H200 device copy, measured).
+per-element filter h, write y (3 x array bytes) at 4.3 TB/s (H200 device copy, measured). A
+pointwise ``y = x * h`` kernel (same bytes, no FFT; first size only) shows what this access
+pattern reaches at all.
 """
 
 from __future__ import annotations
@@ -51,6 +53,30 @@ def conv_kernel(fwd, inv, n, ept, stride, fpb, storage, vt, prefetch=False):
                 y[base + i * stride] = td[i]
 
     return conv
+
+
+def pointwise_row(x, h, x_nb, h_nb, size, do_bench):
+    """The ceiling of this access pattern: y = x * h element by element (read x, read h, write y;
+    no FFT), one element per thread, 256 threads per block. No fused kernel can beat it."""
+    import cupy as cp
+    from numba import cuda
+
+    @cuda.jit
+    def mul(x, h, y):
+        i = cuda.grid(1)
+        if i < y.size:
+            y[i] = x[i] * h[i]
+
+    y = cp.full_like(x, cp.nan)
+    y_nb = cuda.as_cuda_array(y.ravel())
+    launch = mul[(x.size + 255) // 256, 256]
+    launch(x_nb, h_nb, y_nb)
+    cp.cuda.runtime.deviceSynchronize()
+    ref = x * h
+    err = float(cp.linalg.norm(y - ref) / cp.linalg.norm(ref))
+    ms = do_bench(lambda: launch(x_nb, h_nb, y_nb), warmup=50, rep=300, return_mode="median")
+    return dict(size=size, impl="pointwise y = x * h (no FFT: the ceiling)", config="256 threads", ms=ms,
+                rel_err=err)
 
 
 def ours_kernel(size, ept, fpb, prefetch=False):
@@ -112,6 +138,9 @@ def main():
         rows_out.append(dict(size=size, impl="cupy cuFFT (3 passes)", config="", ms=ms, rel_err=cupy_err))
 
         x_nb, h_nb = cuda.as_cuda_array(x.ravel()), cuda.as_cuda_array(h_scaled.ravel())
+        if size == args.sizes[0]:  # the same bytes for every size: once
+            rows_out.append(pointwise_row(x, h_scaled, x_nb, h_nb, size, do_bench))
+            print(rows_out[-1], flush=True)
         impls = [("numba-mathdx (ours)", ours_kernel)]
         if not args.no_peer:
             impls.append(("nvmath-python device FFT", nvmath_kernel))

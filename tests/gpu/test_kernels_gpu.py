@@ -159,3 +159,43 @@ def _signal3(shape, dtype):
     if np.dtype(dtype).kind == "c":
         x = x + 1j * rng.standard_normal(shape)
     return x.astype(dtype)
+
+
+def _fast_cases():
+    x = _signal3((64, 4096), np.float32)
+    xc = _signal3((32, 512), np.complex64)
+    xm = _signal3((32, 256), np.complex64)
+    a, b = _signal3((301, 32, 32), np.float32), _signal3((301, 32, 32), np.float32)
+    xb = _signal3((5, 16, 256), np.complex64)
+    w = _signal3((8, 16), np.complex64)
+    t = _signal3((128,), np.complex64)
+    taps = rng.standard_normal(31)
+    return {
+        "conv_real": lambda kind: kernels.fft_convolve(_as(kind, x), taps),
+        "conv_complex": lambda kind: kernels.fft_convolve(_as(kind, xc), taps),
+        "fir": lambda kind: kernels.fir_filter(_as(kind, x[:4]), taps),
+        "matched": lambda kind: kernels.matched_filter(_as(kind, xm), t),
+        "stft": lambda kind: kernels.stft_power(_as(kind, x[:2]), np.hanning(256), 128),
+        "gemm": lambda kind: kernels.batched_gemm(_as(kind, a), _as(kind, b)),
+        "beamform": lambda kind: kernels.beamform_spectra(_as(kind, xb), w),
+    }
+
+
+@pytest.mark.parametrize("kind", ["cupy", "numba", "torch"])
+@pytest.mark.parametrize("case", ["conv_real", "conv_complex", "fir", "matched", "stft", "gemm", "beamform"])
+def test_fast_launch_equals_numba_launch(case, kind, monkeypatch):
+    """NUMBA_MATHDX_FAST_LAUNCH=1 (the kernel launched with cuLaunchKernel, parameters packed by
+    kernels._launch) gives the same bits as numba-cuda's launch, for every function and array
+    kind, on a first and a second call (the launcher cached)."""
+    from kernels import _launch
+
+    fn = _fast_cases()[case]
+    monkeypatch.setenv("NUMBA_MATHDX_FAST_LAUNCH", "0")
+    want = fn(kind)
+    monkeypatch.setenv("NUMBA_MATHDX_FAST_LAUNCH", "1")
+    n = _launch.stats["fast_launches"]
+    got, again = fn(kind), fn(kind)
+    assert _launch.stats["fast_launches"] >= n + 2  # both calls took the fast path
+    for w_, g_, a_ in zip(*(r if isinstance(r, tuple) else (r,) for r in (want, got, again))):
+        np.testing.assert_array_equal(_host(g_), _host(w_))
+        np.testing.assert_array_equal(_host(a_), _host(w_))
