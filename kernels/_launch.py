@@ -86,7 +86,7 @@ class _Launcher:
 
     def __init__(self, dispatcher, argtypes):
         compiled = dispatcher.compile(argtypes)
-        self.handle = int(compiled._codelibrary.get_cufunc().handle)
+        self.handle = compiled._codelibrary.get_cufunc().handle  # a CUkernel (cuda.core) or CUfunction
         self.argtypes = argtypes
         self.params = Params(param_formats(argtypes))
         self.lock = threading.Lock()

@@ -217,7 +217,7 @@ def test_fast_launch_packs_arguments_like_numba():
     from numba.cuda.cudadrv.devicearray import DeviceNDArray
     from numba.cuda.dispatcher import _Kernel
 
-    from kernels._launch import Params, param_formats, param_values
+    from kernels._launch import Params, _argtype, param_formats, param_values
 
     def dev(shape, dtype, address):
         class _NoMemory:
@@ -228,9 +228,11 @@ def test_fast_launch_packs_arguments_like_numba():
         return DeviceNDArray(shape, strides, dt, gpu_data=_NoMemory())
 
     x = dev((64, 4096), np.float32, 1 << 20)
-    args = (x, x.view(np.complex64), x.reshape(x.size), dev((7,), np.complex128, 4096), 123456789012,
+    cols = DeviceNDArray((64, 8), (4 * 4096, 4), np.dtype(np.float32), gpu_data=x.gpu_data)  # not contiguous
+    args = (x, x.view(np.complex64), x.reshape(x.size), dev((7,), np.complex128, 4096), cols, 123456789012,
             np.float32(1.5), 2.25, np.complex64(0.5 - 2j), complex(-1.0, 3.0), np.int64(-7))
-    argtypes = tuple(getattr(a, "_numba_type_", None) or typeof(a) for a in args)
+    argtypes = tuple(_argtype(a) for a in args)
+    assert all(t == typeof(a) for t, a in zip(argtypes, args))  # device arrays' cached types are numba's
     want = []
     for t, a in zip(argtypes, args):
         _Kernel._prepare_args(SimpleNamespace(extensions=[]), t, a, 0, [], want)
