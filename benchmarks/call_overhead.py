@@ -152,7 +152,7 @@ def format_table(rows, meta) -> str:
 def main(argv=None):
     args = parse_args(argv)
     sys.path.insert(0, os.path.join(_ROOT, "benchmarks"))
-    from fused_kernels import no_gpu_reason
+    from fused_kernels import import_kernels, no_gpu_reason
 
     why = no_gpu_reason()
     if why:
@@ -160,9 +160,7 @@ def main(argv=None):
         return 2
     import cupy as cp
 
-    if _ROOT not in sys.path:
-        sys.path.append(_ROOT)
-    import kernels as K
+    K = import_kernels()
 
     meta = dict(device=cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode(),
                 calls=args.calls, rounds=args.rounds,

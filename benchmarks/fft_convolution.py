@@ -89,7 +89,7 @@ def ours_kernel(size, ept, fpb, prefetch=False):
     return k, fwd.block_dim, fwd.shared_memory_size, f, f"ept={e} fpb={f}" + (" h prefetched" if prefetch else "")
 
 
-def nvmath_kernel(size, ept, fpb):
+def nvmath_kernel(size, ept, fpb, prefetch=False):
     """The same kernel with nvmath-python's device FFT (its 1.0 API)."""
     from nvmath.device import FFT as NvFFT
 
@@ -97,8 +97,8 @@ def nvmath_kernel(size, ept, fpb):
               elements_per_thread=ept, ffts_per_block=fpb)
     fwd, inv = NvFFT(direction="forward", **kw), NvFFT(direction="inverse", **kw)
     e, f = fwd.elements_per_thread, fwd.ffts_per_block
-    k = conv_kernel(fwd, inv, size, e, fwd.stride, f, fwd.storage_size, fwd.value_type)
-    return k, fwd.block_dim, fwd.shared_memory_size, f, f"ept={e} fpb={f}"
+    k = conv_kernel(fwd, inv, size, e, fwd.stride, f, fwd.storage_size, fwd.value_type, prefetch)
+    return k, fwd.block_dim, fwd.shared_memory_size, f, f"ept={e} fpb={f}" + (" h prefetched" if prefetch else "")
 
 
 def main():
@@ -150,7 +150,7 @@ def main():
             for ept, fpb, pre in ours_cfgs if name.startswith("numba") else [("suggested", "suggested", False)]:
                 try:
                     t0 = time.perf_counter()
-                    kern, block, smem, fpb_v, cfg = build(size, ept, fpb, pre) if pre else build(size, ept, fpb)
+                    kern, block, smem, fpb_v, cfg = build(size, ept, fpb, pre)
                     y = cp.full_like(x, cp.nan)
                     y_nb = cuda.as_cuda_array(y.ravel())
                     grid = (nrows + fpb_v - 1) // fpb_v

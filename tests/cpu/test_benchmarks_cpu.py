@@ -14,12 +14,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SCRIPT = os.path.join(ROOT, "benchmarks", "fused_kernels.py")
 
 
-@pytest.fixture(scope="module")
-def bk():
-    spec = importlib.util.spec_from_file_location("bench_kernels", SCRIPT)
+def _load(path, name):
+    """A benchmark script as a module (its folder is not a package)."""
+    spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+@pytest.fixture(scope="module")
+def bk():
+    return _load(SCRIPT, "bench_kernels")
 
 
 def _fake(i):
@@ -144,10 +149,7 @@ def test_exits_2_without_a_gpu(env, script, tmp_path):
 
 @pytest.fixture(scope="module")
 def co():
-    spec = importlib.util.spec_from_file_location("bench_call_overhead", OVERHEAD)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return _load(OVERHEAD, "bench_call_overhead")
 
 
 def test_call_overhead_table_and_check(co):
