@@ -1,12 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """Host time per call of every ``kernels`` function on small inputs (the GPU work is tiny, so the
-time is the Python and launch path), with numba-cuda's launch and with NUMBA_MATHDX_FAST_LAUNCH=1,
+time is the Python and launch path), with the default launch ("fast": cuLaunchKernel, parameters
+packed by kernels._launch) and with numba-cuda's launch (what NUMBA_MATHDX_FAST_LAUNCH=0 selects),
 against the CuPy peer doing the same on the same data.
 
     python benchmarks/fused_kernels.py ...            # GPU time on large inputs
     python benchmarks/call_overhead.py --out DIR      # host time per call on small inputs
 
-Per case and launch mode: the output of the fast launch must equal the default launch's
+Per case and launch mode: the output of the fast launch must equal numba-cuda's launch's
 bit for bit (the same kernel, the same inputs) before anything is timed. Then, best of
 ``--rounds`` rounds: ``enqueue`` = wall time of ``--calls`` back-to-back calls / calls (no sync in
 between: what a pipeline of calls costs the host), ``call+sync`` = one call followed by a stream
@@ -106,7 +107,10 @@ def time_calls(fn, calls, rounds, sync):
 
 
 def run(K, cp, names, calls, rounds):
+    from kernels import _launch
+
     sync = cp.cuda.get_current_stream().synchronize
+    default = _launch.FAST
     cases = build_cases(K, cp)
     rows = []
     for name in names:
@@ -115,20 +119,20 @@ def run(K, cp, names, calls, rounds):
         try:
             outs = {}
             for mode in MODES:
-                os.environ["NUMBA_MATHDX_FAST_LAUNCH"] = "1" if mode == "fast" else "0"
+                _launch.FAST = mode == "fast"
                 outs[mode] = ours()
                 sync()
             row["fast_equals_numba"] = _bitwise_equal(outs["fast"], outs["numba"], cp)
             if not row["fast_equals_numba"]:
                 raise AssertionError("the fast launch's output differs from numba-cuda's launch")
             for mode in MODES:
-                os.environ["NUMBA_MATHDX_FAST_LAUNCH"] = "1" if mode == "fast" else "0"
+                _launch.FAST = mode == "fast"
                 row[f"{mode}_enqueue_us"], row[f"{mode}_sync_us"] = time_calls(ours, calls, rounds, sync)
             row["peer_enqueue_us"], row["peer_sync_us"] = time_calls(peer, calls, rounds, sync)
         except Exception as e:  # report, keep going
             row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
         finally:
-            os.environ.pop("NUMBA_MATHDX_FAST_LAUNCH", None)
+            _launch.FAST = default
         print(row, flush=True)
         rows.append(row)
     return rows

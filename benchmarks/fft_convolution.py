@@ -13,6 +13,7 @@ pattern reaches at all.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import time
@@ -55,6 +56,55 @@ def conv_kernel(fwd, inv, n, ept, stride, fpb, storage, vt, prefetch=False):
     return conv
 
 
+def pipelined_kernel(fwd, inv, n, ept, stride, fpb, storage, vt):
+    """The fused kernel on a persistent grid, software-pipelined: each block walks its rows
+    (row groups ``blockIdx.x, blockIdx.x + gridDim.x, ...``) and loads the next row's x and h
+    into registers before the FFTs of the current one, so every block keeps loads in flight
+    through its compute phases. Launch with as many blocks as fit on the GPU at once."""
+    from numba import cuda
+
+    zero = np.dtype(vt).type(0)
+
+    @cuda.jit
+    def conv(x, h, y, nrows):
+        td = cuda.local.array(storage, dtype=vt)
+        hv = cuda.local.array(ept, dtype=vt)
+        nx = cuda.local.array(ept, dtype=vt)
+        nh = cuda.local.array(ept, dtype=vt)
+        smem = cuda.shared.array(0, dtype=vt)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        groups = (nrows + fpb - 1) // fpb
+        g = cuda.blockIdx.x
+        row = g * fpb + ty
+        ok = row < nrows
+        for i in range(ept):
+            td[i] = x[row * n + tx + i * stride] if ok else zero
+            hv[i] = h[row * n + tx + i * stride] if ok else zero
+        while g < groups:  # uniform in the block: every thread runs the same FFTs
+            nrow = row + cuda.gridDim.x * fpb
+            nok = nrow < nrows
+            for i in range(ept):  # the next row, in flight during this row's FFTs
+                nx[i] = x[nrow * n + tx + i * stride] if nok else zero
+                nh[i] = h[nrow * n + tx + i * stride] if nok else zero
+            fwd.execute(td, smem)
+            for i in range(ept):
+                td[i] = td[i] * hv[i]
+            cuda.syncthreads()
+            inv.execute(td, smem)
+            if ok:
+                for i in range(ept):
+                    y[row * n + tx + i * stride] = td[i]
+            cuda.syncthreads()
+            for i in range(ept):
+                td[i] = nx[i]
+                hv[i] = nh[i]
+            g += cuda.gridDim.x
+            row = nrow
+            ok = nok
+
+    return conv
+
+
 def pointwise_row(x, h, x_nb, h_nb, size, do_bench):
     """The ceiling of this access pattern: y = x * h element by element (read x, read h, write y;
     no FFT), one element per thread, 256 threads per block. No fused kernel can beat it."""
@@ -80,13 +130,16 @@ def pointwise_row(x, h, x_nb, h_nb, size, do_bench):
 
 
 def ours_kernel(size, ept, fpb, prefetch=False):
+    """``prefetch``: False, True (h with x) or "pipelined" (:func:`pipelined_kernel`)."""
     from nvmath_device import FFT
 
     kw = dict(size=size, precision=np.float32, elements_per_thread=ept, ffts_per_block=fpb)
     fwd, inv = FFT(direction="forward", **kw), FFT(direction="inverse", **kw)
     e, f = fwd.elements_per_thread_value, fwd.ffts_per_block_value
-    k = conv_kernel(fwd, inv, size, e, fwd.stride, f, fwd.storage_size, fwd.value_type, prefetch)
-    return k, fwd.block_dim, fwd.shared_memory_size, f, f"ept={e} fpb={f}" + (" h prefetched" if prefetch else "")
+    make = pipelined_kernel if prefetch == "pipelined" else functools.partial(conv_kernel, prefetch=prefetch)
+    k = make(fwd, inv, size, e, fwd.stride, f, fwd.storage_size, fwd.value_type)
+    label = {False: "", True: " h prefetched", "pipelined": " pipelined (persistent grid, next row prefetched)"}
+    return k, fwd.block_dim, fwd.shared_memory_size, f, f"ept={e} fpb={f}" + label[prefetch]
 
 
 def nvmath_kernel(size, ept, fpb, prefetch=False):
@@ -145,7 +198,8 @@ def main():
         if not args.no_peer:
             impls.append(("nvmath-python device FFT", nvmath_kernel))
         ours_cfgs = [("suggested", "suggested", False), ("suggested", 1, False),
-                     ("suggested", "suggested", True), ("suggested", 1, True)]
+                     ("suggested", "suggested", True), ("suggested", 1, True),
+                     ("suggested", "suggested", "pipelined"), ("suggested", 1, "pipelined")]
         for name, build in impls:
             for ept, fpb, pre in ours_cfgs if name.startswith("numba") else [("suggested", "suggested", False)]:
                 try:
@@ -154,6 +208,12 @@ def main():
                     y = cp.full_like(x, cp.nan)
                     y_nb = cuda.as_cuda_array(y.ravel())
                     grid = (nrows + fpb_v - 1) // fpb_v
+                    if pre == "pipelined":  # persistent: the blocks that fit at once (compiled first)
+                        kern[grid, block, 0, smem](x_nb, h_nb, y_nb, nrows)
+                        y.fill(cp.nan)
+                        fits = next(iter(kern.overloads.values())).max_cooperative_grid_blocks(block, smem)
+                        grid = min(grid, fits)
+                        cfg += f" grid={grid}"
                     kern[grid, block, 0, smem](x_nb, h_nb, y_nb, nrows)
                     cp.cuda.runtime.deviceSynchronize()
                     first_s = time.perf_counter() - t0

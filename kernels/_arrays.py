@@ -5,11 +5,14 @@ the streams those packages use. Results come back as the caller's kind of array.
 
 from __future__ import annotations
 
+import functools
+import math
 import os
 
 import numpy as np
 
 
+@functools.cache  # numba-cuda reads the variable once too, when numba.cuda is imported
 def simulator() -> bool:
     """True when numba-cuda's CUDA simulator is enabled (NUMBA_ENABLE_CUDASIM)."""
     return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
@@ -20,6 +23,90 @@ def canonical(arr: np.ndarray) -> np.ndarray:
     C-contiguous, numba's device arrays do not, and then refuse views of another dtype."""
     arr = np.ascontiguousarray(arr)
     return arr.reshape(-1).reshape(arr.shape)
+
+
+class DevArray:
+    """A C-contiguous device array as a kernel launch needs it: data pointer, shape, dtype (and
+    ``owner``, the object that keeps the memory alive). Made from ``__cuda_array_interface__``
+    without numba's DeviceNDArray (whose construction, context checks and ``typeof`` cost tens of
+    microseconds per array and call on the H200 machine); numba-cuda still accepts it as a kernel
+    argument through the same interface."""
+
+    __slots__ = ("ptr", "shape", "dtype", "owner", "size")
+
+    def __init__(self, ptr: int, shape, dtype, owner):
+        self.ptr, self.shape, self.dtype, self.owner = int(ptr), tuple(shape), np.dtype(dtype), owner
+        self.size = math.prod(self.shape)
+
+    @classmethod
+    def of(cls, obj, name="array"):
+        """``obj``'s memory through ``__cuda_array_interface__``; ValueError unless C-contiguous."""
+        cai = obj.__cuda_array_interface__
+        shape, dtype = tuple(cai["shape"]), np.dtype(cai["typestr"])
+        strides = cai.get("strides")
+        if strides is not None and not _c_contiguous(shape, strides, dtype.itemsize):
+            raise ValueError(f"{name} must be C-contiguous (got strides {tuple(strides)})")
+        return cls(cai["data"][0] or 0, shape, dtype, obj)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def strides(self) -> tuple:
+        out, step = [], self.dtype.itemsize
+        for extent in reversed(self.shape):
+            out.append(step)
+            step *= extent
+        return tuple(reversed(out))
+
+    def is_c_contiguous(self) -> bool:
+        return True
+
+    def reshape(self, *shape) -> DevArray:
+        shape = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], tuple) else shape
+        if math.prod(shape) != self.size:
+            raise ValueError(f"cannot reshape {self.shape} to {shape}")
+        return DevArray(self.ptr, shape, self.dtype, self.owner)
+
+    def view(self, dtype) -> DevArray:
+        """The last axis reinterpreted as ``dtype`` (its bytes must divide evenly)."""
+        dtype = np.dtype(dtype)
+        nbytes = self.shape[-1] * self.dtype.itemsize
+        if nbytes % dtype.itemsize:
+            raise ValueError(f"rows of {nbytes} bytes cannot be viewed as {dtype.name}")
+        return DevArray(self.ptr, self.shape[:-1] + (nbytes // dtype.itemsize,), dtype, self.owner)
+
+    @property
+    def _numba_type_(self):
+        return _array_type(self.dtype, len(self.shape))
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        return {"shape": self.shape, "strides": None, "typestr": self.dtype.str, "data": (self.ptr, False),
+                "version": 3}
+
+
+def _c_contiguous(shape, strides, itemsize) -> bool:
+    """C order in memory (axes of extent 1 may have any stride, as in NumPy)."""
+    want = itemsize
+    for extent, stride in zip(reversed(shape), reversed(strides)):
+        if extent != 1 and stride != want:
+            return False
+        want *= extent
+    return True
+
+
+@functools.cache
+def _array_type(dtype, ndim):
+    from numba import from_dtype, types
+
+    return types.Array(from_dtype(dtype), ndim, "C")
+
+
+def _from_numba(d) -> DevArray:
+    """A DevArray of a contiguous numba device array (kept alive by it)."""
+    return DevArray(d.device_ctypes_pointer.value or 0, d.shape, d.dtype, d)
 
 
 class Operand:
@@ -49,18 +136,18 @@ class Operand:
         if len(shape) not in ndim:
             raise ValueError(f"{name} must have {' or '.join(map(str, ndim))} dimension(s), got shape {shape}")
         self.shape, self.dtype = shape, dtype
-        from numba import cuda
-
         if simulator():
+            if self.kind != "numpy" and not arr.is_c_contiguous():  # as on the GPU
+                raise ValueError(f"{name} must be C-contiguous (got strides {arr.strides})")
             self.dev = np.ascontiguousarray(arr) if self.kind == "numpy" else arr
         elif self.kind == "numpy":
-            self.dev = cuda.to_device(canonical(arr), stream=stream)
+            from numba import cuda
+
+            self.dev = _from_numba(cuda.to_device(canonical(arr), stream=stream.numba if stream else 0))
         else:
-            # sync=False: numba would otherwise synchronise the host with the producer's stream on
-            # every call; the kernel runs on the caller's (by default the producer's) stream instead
-            self.dev = cuda.as_cuda_array(arr, sync=False)
-            if not self.dev.is_c_contiguous():
-                raise ValueError(f"{name} must be C-contiguous (got strides {self.dev.strides})")
+            # no synchronisation with the producer's stream: the kernel runs on the caller's (by
+            # default the producer's) stream
+            self.dev = DevArray.of(arr, name)
 
 
 def _torch_dtype(t):
@@ -70,36 +157,61 @@ def _torch_dtype(t):
             torch.complex128: np.complex128}.get(t.dtype, np.void)
 
 
-def resolve_stream(stream, like: Operand):
-    """A numba stream for ``stream`` (None: the current stream of ``like``'s package)."""
-    from numba import cuda
+class Stream:
+    """The stream a call runs on: its ``cudaStream_t`` (``handle``, 0 for the legacy default
+    stream) and, made on first use only (copies, numba's launch path), numba's stream object."""
 
+    __slots__ = ("handle", "_numba")
+
+    def __init__(self, handle: int = 0, numba_stream=None):
+        self.handle, self._numba = int(handle), numba_stream
+
+    @property
+    def numba(self):
+        if self._numba is None:
+            if simulator():
+                return 0
+            from numba import cuda
+
+            self._numba = cuda.external_stream(self.handle) if self.handle else cuda.default_stream()
+        return self._numba
+
+    def synchronize(self) -> None:
+        if not simulator():
+            self.numba.synchronize()
+
+
+def resolve_stream(stream, like: Operand) -> Stream:
+    """The :class:`Stream` for ``stream`` (None: the current stream of ``like``'s package)."""
     if simulator():
         if not (stream is None or hasattr(stream, "__cuda_stream__") or isinstance(stream, int)
                 or type(stream).__module__.startswith(("numba", "cupy", "torch"))):
             raise TypeError("stream must be None, a Numba/CuPy/PyTorch stream, an object with __cuda_stream__, "
                             f"or a raw cudaStream_t handle (int); got {type(stream).__name__}")
-        return 0
+        return Stream()
     if stream is None:
         if like.kind == "cupy":
             import cupy
 
-            return cuda.external_stream(cupy.cuda.get_current_stream().ptr)
+            return Stream(cupy.cuda.get_current_stream().ptr)
         if like.kind == "torch":
             import torch
 
-            return cuda.external_stream(torch.cuda.current_stream().cuda_stream)
-        return cuda.default_stream()
+            return Stream(torch.cuda.current_stream().cuda_stream)
+        from numba import cuda
+
+        default = cuda.default_stream()
+        return Stream(raw_handle(default), default)
     if hasattr(stream, "__cuda_stream__"):
         _, handle = stream.__cuda_stream__()
-        return cuda.external_stream(int(handle))
+        return Stream(int(handle))
     if type(stream).__module__.startswith("numba"):
-        return stream
+        return Stream(raw_handle(stream), stream)
     for attr in ("ptr", "cuda_stream"):  # CuPy, PyTorch
         if hasattr(stream, attr):
-            return cuda.external_stream(int(getattr(stream, attr)))
+            return Stream(int(getattr(stream, attr)))
     if isinstance(stream, int) and not isinstance(stream, bool):
-        return cuda.external_stream(stream) if stream else cuda.default_stream()
+        return Stream(stream)
     raise TypeError(
         "stream must be None, a Numba/CuPy/PyTorch stream, an object with __cuda_stream__, or a raw "
         f"cudaStream_t handle (int); got {type(stream).__name__}"
@@ -116,11 +228,10 @@ def raw_handle(stream) -> int:
 
 
 class Output:
-    """A result array allocated by the caller's package (its pool, on the stream), seen by numba."""
+    """A result array allocated by the caller's package (its pool, on the stream): ``obj`` what
+    the caller gets, ``dev`` what the kernel gets."""
 
-    def __init__(self, shape, dtype, like: Operand, stream):
-        from numba import cuda
-
+    def __init__(self, shape, dtype, like: Operand, stream: Stream):
         self.like = like
         if simulator():
             self.obj = np.full(shape, np.nan, dtype=dtype) if np.dtype(dtype).kind in "fc" else np.zeros(shape, dtype)
@@ -128,26 +239,37 @@ class Output:
         elif like.kind == "cupy":
             import cupy
 
-            with cupy.cuda.ExternalStream(raw_handle(stream)):
+            if cupy.cuda.get_current_stream().ptr == stream.handle:
                 self.obj = cupy.empty(shape, dtype=dtype)
-            self.dev = cuda.as_cuda_array(self.obj, sync=False)
+            else:
+                with cupy.cuda.ExternalStream(stream.handle):
+                    self.obj = cupy.empty(shape, dtype=dtype)
+            self.dev = DevArray(self.obj.data.ptr, shape, dtype, self.obj)
         elif like.kind == "torch":
             import torch
 
             tdt = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
                    np.dtype(np.complex64): torch.complex64, np.dtype(np.complex128): torch.complex128,
                    np.dtype(np.int32): torch.int32}[np.dtype(dtype)]
-            with torch.cuda.stream(torch.cuda.ExternalStream(raw_handle(stream))):
+            if torch.cuda.current_stream().cuda_stream == stream.handle:
                 self.obj = torch.empty(shape, dtype=tdt, device="cuda")
-            self.dev = cuda.as_cuda_array(self.obj, sync=False)
+            else:
+                with torch.cuda.stream(torch.cuda.ExternalStream(stream.handle)):
+                    self.obj = torch.empty(shape, dtype=tdt, device="cuda")
+            self.dev = DevArray(self.obj.data_ptr(), shape, dtype, self.obj)
         else:
-            self.obj = self.dev = cuda.device_array(shape, dtype=dtype, stream=stream)
+            from numba import cuda
 
-    def result(self, stream, shape=None):
+            self.obj = cuda.device_array(shape, dtype=dtype, stream=stream.numba)
+            self.dev = _from_numba(self.obj)
+
+    def result(self, stream: Stream, shape=None):
         """The caller's kind of array (NumPy: copied back, blocking), optionally reshaped."""
         if self.like.kind == "numpy":
-            out = np.asarray(self.dev) if simulator() else self.dev.copy_to_host(stream=stream)
-            if not simulator():
+            if simulator():
+                out = np.asarray(self.obj)
+            else:
+                out = self.obj.copy_to_host(stream=stream.numba)
                 stream.synchronize()
         else:
             out = self.obj
@@ -168,7 +290,7 @@ def to_device_const(arr, stream, make=None):
     dev = _consts.pop(key, None)
     if dev is None:
         value = np.ascontiguousarray(make(arr)) if make is not None else arr
-        dev = value if simulator() else cuda.to_device(value, stream=stream)
+        dev = value if simulator() else _from_numba(cuda.to_device(value, stream=stream.numba))
         if len(_consts) >= 32:
             _consts.pop(next(iter(_consts)))
     _consts[key] = dev

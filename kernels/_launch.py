@@ -1,14 +1,17 @@
 # SPDX-License-Identifier: Apache-2.0
 """How the fused kernels are launched.
 
-By default through numba-cuda (``kernel[grid, block, stream, smem](*args)``). With
-``NUMBA_MATHDX_FAST_LAUNCH=1`` (GPU only, experimental: not yet run on a GPU), the kernel
-compiled for the arguments' types is launched with ``cuLaunchKernel`` and its parameters are
-packed here, in numba-cuda's kernel ABI (what ``numba.cuda.dispatcher._Kernel._prepare_args``
-builds: an array is meminfo, parent, size, itemsize, data pointer, shape..., strides...; a
-complex scalar its real and imaginary parts). That skips numba-cuda's per-call dispatch
-(``typeof`` of every argument, ~10 us each on the CI machine) and its launch wrappers. A
-``tests/cpu`` test checks the packing against numba-cuda's own ``_prepare_args``.
+On the GPU, the kernel compiled (by numba-cuda) for the arguments' types is launched with
+``cuLaunchKernel`` and its parameters are packed here, in numba-cuda's kernel ABI (what
+``numba.cuda.dispatcher._Kernel._prepare_args`` builds: an array is meminfo, parent, size,
+itemsize, data pointer, shape..., strides...; a complex scalar its real and imaginary parts).
+That skips numba-cuda's per-call dispatch (``typeof`` of every argument, ~10 us each on the CI
+machine) and its launch wrappers: ~110 us less host time per call on the H200 machine
+(``benchmarks/call_overhead.py``), same results bit for bit (a GPU test). A ``tests/cpu`` test
+checks the packing against numba-cuda's own ``_prepare_args``.
+
+``NUMBA_MATHDX_FAST_LAUNCH=0`` (read at import) launches through numba-cuda instead
+(``kernel[grid, block, stream, smem](*args)``), as the simulator always does.
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ import os
 import struct
 import threading
 
+import numpy as np
 from numba.core import types
 
-from ._arrays import raw_handle, simulator
+from ._arrays import Stream, simulator
 
 # struct format of one kernel parameter per numba scalar type (each parameter in its own
 # 8-byte slot: the pointer array points at slot i for parameter i)
@@ -31,9 +35,8 @@ _COMPLEX = {types.complex64: "f", types.complex128: "d"}
 stats = {"fast_launches": 0}  # launches that took the fast path (tests read it)
 
 
-def fast_launch_enabled() -> bool:
-    """``NUMBA_MATHDX_FAST_LAUNCH=1`` and not the simulator."""
-    return os.environ.get("NUMBA_MATHDX_FAST_LAUNCH", "0") not in ("", "0") and not simulator()
+# launch with cuLaunchKernel (tests switch it to compare both paths)
+FAST = os.environ.get("NUMBA_MATHDX_FAST_LAUNCH", "1") not in ("", "0") and not simulator()
 
 
 def param_formats(argtypes) -> list[str]:
@@ -52,11 +55,11 @@ def param_formats(argtypes) -> list[str]:
 
 
 def param_values(argtypes, args) -> list:
-    """The kernel parameters' values for ``args`` (numba device arrays and scalars)."""
+    """The kernel parameters' values for ``args`` (DevArrays and scalars)."""
     out: list = []
     for t, a in zip(argtypes, args):
         if isinstance(t, types.Array):
-            out += [0, 0, a.size, a.dtype.itemsize, a.device_ctypes_pointer.value or 0]
+            out += [0, 0, a.size, a.dtype.itemsize, a.ptr]
             out += a.shape
             out += a.strides
         elif t in _COMPLEX:
@@ -109,9 +112,17 @@ class _Launcher:
 _LAUNCHERS: dict = {}
 
 
+_PYTYPES = {int: types.int64, float: types.float64, complex: types.complex128, bool: types.boolean,
+            **{getattr(np, t.name): t for t in (*_SCALAR, *_COMPLEX)}}
+
+
 def _argtype(a):
-    """numba type of a kernel argument (numba device arrays keep theirs: no ``typeof``)."""
+    """numba type of a kernel argument (DevArrays keep theirs; scalars by their Python type;
+    ``typeof`` otherwise): what numba-cuda's dispatch would give it."""
     nt = getattr(a, "_numba_type_", None)
+    if nt is not None:
+        return nt
+    nt = _PYTYPES.get(type(a))
     if nt is not None:
         return nt
     from numba import typeof
@@ -119,20 +130,20 @@ def _argtype(a):
     return typeof(a)
 
 
-def launch(kernel, grid, block, stream, smem: int, *args) -> None:
-    """``kernel[grid, block, stream, smem](*args)``, or the fast launch (see the module)."""
-    if not fast_launch_enabled():
-        kernel[grid, block, stream, smem](*args)
+def launch(kernel, grid, block, stream: Stream, smem: int, *args) -> None:
+    """The fast launch (see the module), else ``kernel[grid, block, stream, smem](*args)``."""
+    if not FAST:
+        kernel[grid, block, stream.numba, smem](*args)
         return
     from cuda.bindings import driver
 
     err, ctx = driver.cuCtxGetCurrent()
     if err != driver.CUresult.CUDA_SUCCESS or not int(ctx):  # no context on this thread: numba makes it
-        kernel[grid, block, stream, smem](*args)
+        kernel[grid, block, stream.numba, smem](*args)
         return
     argtypes = tuple(_argtype(a) for a in args)
     key = (kernel, argtypes, int(ctx))
     launcher = _LAUNCHERS.get(key)
     if launcher is None:
         launcher = _LAUNCHERS[key] = _Launcher(kernel, argtypes)
-    launcher(grid, block, raw_handle(stream), int(smem), args)
+    launcher(grid, block, stream.handle, int(smem), args)

@@ -12,6 +12,7 @@ from nvmath_device import FFT
 
 from ._arrays import Operand, Output, resolve_stream, simulator, to_device_const
 from ._fused import can_fold, fft_pair, jit, launch_rows, pairs_ok
+from ._launch import launch
 
 _REAL = (np.dtype(np.float32), np.dtype(np.float64))
 _COMPLEX = (np.dtype(np.complex64), np.dtype(np.complex128))
@@ -111,7 +112,7 @@ def matched_filter(x, template, *, return_correlation=False, stream=None):
         raise TypeError(f"return_correlation must be a bool, got {return_correlation!r}")
     x2 = xo.dev.reshape(1, n) if len(xo.shape) == 1 else xo.dev
     if xo.dtype in _REAL:  # promote on the device side of the copy: one extra pass, documented
-        x2 = _to_complex(x2, cdt, s)
+        x2 = _to_complex(x2, cdt, xo, s)
     fwd, inv = fft_pair(n, precision, real=False)
     tspec = to_device_const(t, s, _template_spectrum(n, np.dtype(cdt)))
     batch = x2.shape[0]
@@ -126,11 +127,11 @@ def matched_filter(x, template, *, return_correlation=False, stream=None):
     return tuple(out)
 
 
-def _to_complex(x, cdt, stream):
+def _to_complex(x, cdt, like, stream):
     if simulator():
         return np.asarray(x).astype(cdt)
-    y = cuda.device_array(x.shape, dtype=cdt, stream=stream)
-    _promote[max(1, -(-x.size // 256)), 256, stream](x.reshape(x.size), y.reshape(y.size))
+    y = Output(x.shape, cdt, like, stream).dev
+    launch(_promote, max(1, -(-x.size // 256)), 256, stream, 0, x.reshape(x.size), y.reshape(y.size))
     return y
 
 

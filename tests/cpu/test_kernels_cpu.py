@@ -2,6 +2,7 @@
 """The fused kernels type, lower and link to sm_90 cubins without a GPU (the real numba-cuda path)."""
 
 import numpy as np
+import pytest
 from numba import types
 
 from kernels._fused import _pair_descriptors, filter_kernel
@@ -100,20 +101,50 @@ def test_vector_batched_gemm_kernel_links():
 def test_vector_batched_gemm_needs_aligned_operands():
     """The vector kernel loads 16-byte vectors: operands at an address that is not a multiple
     of 16 (e.g. a CuPy slice a[1:] of 4-byte values) take the shared-memory kernel."""
-    import ctypes
-
-    from numba.cuda.cudadrv.devicearray import DeviceNDArray
-
+    from kernels._arrays import DevArray
     from kernels.gemm import _vectors_ok
 
-    def dev(address):
-        class _NoMemory:  # metadata only: no GPU needed
-            device_ctypes_pointer = ctypes.c_void_p(address)
-
-        return DeviceNDArray((2, 4, 4), (64, 16, 4), np.dtype(np.float32), gpu_data=_NoMemory())
+    def dev(address):  # metadata only: no GPU needed
+        return DevArray(address, (2, 4, 4), np.float32, None)
 
     assert _vectors_ok(dev(256)) and _vectors_ok(dev(272))
     assert not _vectors_ok(dev(260)) and not _vectors_ok(dev(264))
+
+
+class _CAI:
+    """A third-party device array: only __cuda_array_interface__ (no memory behind it)."""
+
+    def __init__(self, shape, typestr, strides=None, ptr=1 << 20):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "strides": strides,
+                                         "data": (ptr, False), "version": 3}
+
+
+def test_devarray_reads_the_interface_and_refuses_non_contiguous_arrays():
+    """kernels take device arrays through __cuda_array_interface__ without numba's DeviceNDArray:
+    pointer, shape, dtype and C strides as the interface says; strided arrays are refused
+    naming the argument (axes of extent 1 may carry any stride, as in NumPy); reshape and
+    dtype views keep the pointer; the numba type is the one numba-cuda gives the same array."""
+    from numba.cuda.typing.typeof import typeof  # numba-cuda's: types __cuda_array_interface__
+
+    from kernels._arrays import DevArray
+
+    a = DevArray.of(_CAI((8, 4096), "<f4"), "x")
+    assert (a.ptr, a.shape, a.dtype, a.size, a.strides) == (1 << 20, (8, 4096), np.float32, 8 * 4096, (16384, 4))
+    assert DevArray.of(_CAI((8, 4096), "<f4", (16384, 4))).shape == (8, 4096)  # explicit C strides
+    assert DevArray.of(_CAI((1, 4096), "<f4", (0, 4))).shape == (1, 4096)  # x[None, :]
+    with pytest.raises(ValueError, match=r"x must be C-contiguous \(got strides \(4, 32\)\)"):
+        DevArray.of(_CAI((8, 4096), "<f4", (4, 32)), "x")
+    with pytest.raises(ValueError, match="C-contiguous"):
+        DevArray.of(_CAI((8, 2048), "<f4", (16384, 4)), "x")  # every other row
+    v = a.view(np.complex64).reshape(8 * 2048)
+    assert (v.ptr, v.shape, v.dtype, v.strides) == (a.ptr, (16384,), np.complex64, (8,))
+    assert a.reshape((4, 8192)).shape == (4, 8192)
+    with pytest.raises(ValueError, match="cannot reshape"):
+        a.reshape(3, 4096)
+    with pytest.raises(ValueError, match="cannot be viewed as complex128"):
+        DevArray(0, (3,), np.float32, None).view(np.complex128)
+    for arr in (a, v, DevArray.of(_CAI((2, 3, 4), "<c16"))):
+        assert arr._numba_type_ == typeof(_CAI(arr.shape, arr.dtype.str))
 
 
 def test_beamform_kernel_links():
@@ -159,32 +190,24 @@ def test_float32_kernels_do_no_float64_math():
     assert not any(found.values()), found
 
 
-def test_numpy_rows_get_canonical_strides_and_pairs_need_them():
-    """``x[None, :]`` has strides (0, 4): NumPy calls it C-contiguous, a numba device array with
-    those strides is not and cannot be viewed as complex pairs (found on the H200 with a (1, L)
-    signal). Host copies get canonical strides; pairs_ok refuses arrays numba calls
-    non-contiguous instead of crashing later."""
-    import ctypes
-
-    from numba.cuda.cudadrv.devicearray import DeviceNDArray
-
-    from kernels._arrays import canonical
+def test_rows_with_odd_strides_become_pairs_and_pairs_need_alignment():
+    """``x[None, :]`` has strides (0, 4): NumPy calls it C-contiguous, numba device arrays with
+    those strides did not and refused views as complex pairs (found on the H200 with a (1, L)
+    signal). Host copies get canonical strides, and the DevArray kernels get of such an array
+    views as pairs; pairs_ok wants each array aligned to a pair."""
+    from kernels._arrays import DevArray, canonical
     from kernels._fused import pairs_ok
-
-    class _NoMemory:  # metadata only: no GPU needed
-        device_ctypes_pointer = ctypes.c_void_p(256)
 
     odd = np.ascontiguousarray(np.arange(8, dtype=np.float32)[None, :])
     assert odd.strides == (0, 4) and odd.flags.c_contiguous
     fixed = canonical(odd)
     assert fixed.strides == (32, 4) and np.array_equal(fixed, odd)
+    dev = DevArray.of(_CAI(odd.shape, "<f4", odd.strides))
+    assert dev.view(np.complex64).shape == (1, 4)  # what the pairs path does
 
-    def dev(a):
-        return DeviceNDArray(a.shape, a.strides, a.dtype, gpu_data=_NoMemory())
-
-    assert not pairs_ok(True, True, 8, 8, 8, 0, dev(odd), dev(fixed))
-    assert pairs_ok(True, True, 8, 8, 8, 0, dev(fixed), dev(fixed))
-    dev(fixed).view(np.complex64)  # what the pairs path does
+    assert pairs_ok(True, True, 8, 8, 8, 0, dev, DevArray(256, (1, 8), np.float32, None))
+    assert not pairs_ok(True, True, 8, 8, 8, 0, dev, DevArray(260, (1, 8), np.float32, None))  # 4 bytes off
+    assert not pairs_ok(True, True, 8, 8, 7, 0, dev, dev)  # odd step: segments start on odd samples
 
 
 def test_flat_kernels_do_no_64bit_division():
@@ -204,11 +227,12 @@ def test_flat_kernels_do_no_64bit_division():
 
 
 def test_fast_launch_packs_arguments_like_numba():
-    """kernels._launch packs kernel parameters itself (NUMBA_MATHDX_FAST_LAUNCH=1): for the
-    argument kinds the fused kernels take (C-contiguous 1-D/2-D device arrays and dtype views
-    of them, int64, float32/float64 and complex scalars), its values and parameter sizes equal
-    what numba-cuda's own _prepare_args builds; the packed buffer reads back through the
-    pointer array cuLaunchKernel gets. Metadata-only device arrays: no GPU needed."""
+    """kernels._launch packs kernel parameters itself (the default launch on a GPU): for the
+    argument kinds the fused kernels take (DevArrays: C-contiguous 1-D/2-D device arrays and
+    dtype views of them; int64, float32/float64 and complex scalars), the types and values equal
+    what numba-cuda's own typeof and _prepare_args give the same arguments as numba device
+    arrays; the packed buffer reads back through the pointer array cuLaunchKernel gets.
+    Metadata-only arrays: no GPU needed."""
     import ctypes
     import struct
     from types import SimpleNamespace
@@ -217,6 +241,7 @@ def test_fast_launch_packs_arguments_like_numba():
     from numba.cuda.cudadrv.devicearray import DeviceNDArray
     from numba.cuda.dispatcher import _Kernel
 
+    from kernels._arrays import DevArray
     from kernels._launch import Params, _argtype, param_formats, param_values
 
     def dev(shape, dtype, address):
@@ -227,17 +252,19 @@ def test_fast_launch_packs_arguments_like_numba():
         strides = tuple(int(np.prod(shape[i + 1:])) * dt.itemsize for i in range(len(shape)))
         return DeviceNDArray(shape, strides, dt, gpu_data=_NoMemory())
 
-    x = dev((64, 4096), np.float32, 1 << 20)
-    cols = DeviceNDArray((64, 8), (4 * 4096, 4), np.dtype(np.float32), gpu_data=x.gpu_data)  # not contiguous
-    args = (x, x.view(np.complex64), x.reshape(x.size), dev((7,), np.complex128, 4096), cols, 123456789012,
-            np.float32(1.5), 2.25, np.complex64(0.5 - 2j), complex(-1.0, 3.0), np.int64(-7))
-    argtypes = tuple(_argtype(a) for a in args)
-    assert all(t == typeof(a) for t, a in zip(argtypes, args))  # device arrays' cached types are numba's
+    x, xa = dev((64, 4096), np.float32, 1 << 20), DevArray(1 << 20, (64, 4096), np.float32, None)
+    scalars = (123456789012, np.float32(1.5), 2.25, np.complex64(0.5 - 2j), complex(-1.0, 3.0), np.int64(-7))
+    args = (x, x.view(np.complex64), x.reshape(x.size), dev((7,), np.complex128, 4096),
+            x.view(np.complex64).reshape(64 * 2048)) + scalars
+    ours = (xa, xa.view(np.complex64), xa.reshape(xa.size), DevArray(4096, (7,), np.complex128, None),
+            xa.view(np.complex64).reshape(64 * 2048)) + scalars
+    argtypes = tuple(_argtype(a) for a in ours)
+    assert argtypes == tuple(typeof(a) for a in args)
     want = []
     for t, a in zip(argtypes, args):
         _Kernel._prepare_args(SimpleNamespace(extensions=[]), t, a, 0, [], want)
     fmts = param_formats(argtypes)
-    got = param_values(argtypes, args)
+    got = param_values(argtypes, ours)
     assert len(fmts) == len(got) == len(want)
     for f, g, w in zip(fmts, got, want):
         size = ctypes.sizeof(w) if isinstance(w, ctypes._SimpleCData) else 8  # numba: ints are intptr

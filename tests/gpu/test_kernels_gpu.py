@@ -181,19 +181,21 @@ def _fast_cases():
     }
 
 
-@pytest.mark.parametrize("kind", ["cupy", "numba", "torch"])
+@pytest.mark.parametrize("kind", ["cupy", "numba", "torch", "numpy"])
 @pytest.mark.parametrize("case", ["conv_real", "conv_complex", "fir", "matched", "stft", "gemm", "beamform"])
 def test_fast_launch_equals_numba_launch(case, kind, monkeypatch):
-    """NUMBA_MATHDX_FAST_LAUNCH=1 (the kernel launched with cuLaunchKernel, parameters packed by
-    kernels._launch) gives the same bits as numba-cuda's launch, for every function and array
-    kind, on a first and a second call (the launcher cached)."""
+    """The default launch (cuLaunchKernel, parameters packed by kernels._launch) gives the same
+    bits as numba-cuda's launch (NUMBA_MATHDX_FAST_LAUNCH=0: the same DevArrays through
+    __cuda_array_interface__), for every function and array kind, on a first and a second call
+    (the launcher cached)."""
     from kernels import _launch
 
     fn = _fast_cases()[case]
-    monkeypatch.setenv("NUMBA_MATHDX_FAST_LAUNCH", "0")
-    want = fn(kind)
-    monkeypatch.setenv("NUMBA_MATHDX_FAST_LAUNCH", "1")
+    monkeypatch.setattr(_launch, "FAST", False)
     n = _launch.stats["fast_launches"]
+    want = fn(kind)
+    assert _launch.stats["fast_launches"] == n
+    monkeypatch.setattr(_launch, "FAST", True)
     got, again = fn(kind), fn(kind)
     assert _launch.stats["fast_launches"] >= n + 2  # both calls took the fast path
     for w_, g_, a_ in zip(*(r if isinstance(r, tuple) else (r,) for r in (want, got, again))):
