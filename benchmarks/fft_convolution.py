@@ -160,6 +160,8 @@ def main():
     ap.add_argument("--mbytes", type=int, default=512, help="MiB per array")
     ap.add_argument("--sizes", type=int, nargs="+", default=[64, 512, 4096])
     ap.add_argument("--no-peer", action="store_true", help="skip nvmath-python")
+    ap.add_argument("--sweep", action="store_true",
+                    help="ours: every elements_per_thread cuFFTDx offers, plain / h prefetched / pipelined")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
 
@@ -198,8 +200,12 @@ def main():
         if not args.no_peer:
             impls.append(("nvmath-python device FFT", nvmath_kernel))
         ours_cfgs = [("suggested", "suggested", False), ("suggested", 1, False),
-                     ("suggested", "suggested", True), ("suggested", 1, True),
-                     ("suggested", "suggested", "pipelined"), ("suggested", 1, "pipelined")]
+                     ("suggested", "suggested", True), ("suggested", 1, True)]
+        if args.sweep:
+            from nvmath_device import FFT
+
+            ours_cfgs = [(e, "suggested", pre) for e in FFT.valid_elements_per_thread(size, np.float32)
+                         for pre in (False, True, "pipelined")]
         for name, build in impls:
             for ept, fpb, pre in ours_cfgs if name.startswith("numba") else [("suggested", "suggested", False)]:
                 try:
@@ -241,7 +247,7 @@ def main():
     meta = dict(device=cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), mbytes_per_array=args.mbytes,
                 floor_ms=floor_ms, command="python benchmarks/fft_convolution.py " + " ".join(
                     f"--{k.replace('_', '-')} {v}" if not isinstance(v, list) else f"--{k} " + " ".join(map(str, v))
-                    for k, v in vars(args).items() if k != "no_peer"))
+                    for k, v in vars(args).items() if k not in ("no_peer", "sweep")) + (" --sweep" if args.sweep else ""))
     with open(os.path.join(args.out, "fft_convolution.json"), "w") as f:
         json.dump(dict(meta=meta, rows=rows_out), f, indent=1)
     lines = [f"Fused FFT convolution, c2c fp32, {args.mbytes} MiB per array, {meta['device']}; "
