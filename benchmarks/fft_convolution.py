@@ -23,15 +23,17 @@ import numpy as np
 PEAK_BPS = 4.3e12
 
 
-def conv_kernel(fwd, inv, n, ept, stride, fpb, storage, vt, prefetch=False):
+def conv_kernel(fwd, inv, n, ept, stride, fpb, storage, vt, prefetch=False, min_blocks=None):
     """The fused kernel, written once for any pair of descriptors with ``execute(td, smem)``.
     ``prefetch``: h is loaded into registers with x, before the forward FFT (its loads are in
-    flight during the FFT instead of after it)."""
+    flight during the FFT instead of after it). ``min_blocks``: launch bounds asking the compiler
+    for registers that let that many blocks share an SM (occupancy; may spill)."""
     from numba import cuda
 
     zero = np.dtype(vt).type(0)  # typed: a bare 0 would make every load a complex128 (f64 converts)
+    nthreads = fwd.block_dim[0] * fwd.block_dim[1] * fwd.block_dim[2]
 
-    @cuda.jit
+    @(cuda.jit(launch_bounds=(nthreads, min_blocks)) if min_blocks else cuda.jit)
     def conv(x, h, y, nrows):
         td = cuda.local.array(storage, dtype=vt)
         hv = cuda.local.array(ept, dtype=vt)
@@ -129,20 +131,23 @@ def pointwise_row(x, h, x_nb, h_nb, size, do_bench):
                 rel_err=err)
 
 
-def ours_kernel(size, ept, fpb, prefetch=False):
-    """``prefetch``: False, True (h with x) or "pipelined" (:func:`pipelined_kernel`)."""
+def ours_kernel(size, ept, fpb, prefetch=False, min_blocks=None):
+    """``prefetch``: False, True (h with x) or "pipelined" (:func:`pipelined_kernel`);
+    ``min_blocks``: see :func:`conv_kernel`."""
     from nvmath_device import FFT
 
     kw = dict(size=size, precision=np.float32, elements_per_thread=ept, ffts_per_block=fpb)
     fwd, inv = FFT(direction="forward", **kw), FFT(direction="inverse", **kw)
     e, f = fwd.elements_per_thread_value, fwd.ffts_per_block_value
-    make = pipelined_kernel if prefetch == "pipelined" else functools.partial(conv_kernel, prefetch=prefetch)
+    make = (pipelined_kernel if prefetch == "pipelined"
+            else functools.partial(conv_kernel, prefetch=prefetch, min_blocks=min_blocks))
     k = make(fwd, inv, size, e, fwd.stride, f, fwd.storage_size, fwd.value_type)
     label = {False: "", True: " h prefetched", "pipelined": " pipelined (persistent grid, next row prefetched)"}
-    return k, fwd.block_dim, fwd.shared_memory_size, f, f"ept={e} fpb={f}" + label[prefetch]
+    bounds = f" >= {min_blocks} blocks/SM" if min_blocks else ""
+    return k, fwd.block_dim, fwd.shared_memory_size, f, f"ept={e} fpb={f}" + label[prefetch] + bounds
 
 
-def nvmath_kernel(size, ept, fpb, prefetch=False):
+def nvmath_kernel(size, ept, fpb, prefetch=False, min_blocks=None):
     """The same kernel with nvmath-python's device FFT (its 1.0 API)."""
     from nvmath.device import FFT as NvFFT
 
@@ -150,7 +155,7 @@ def nvmath_kernel(size, ept, fpb, prefetch=False):
               elements_per_thread=ept, ffts_per_block=fpb)
     fwd, inv = NvFFT(direction="forward", **kw), NvFFT(direction="inverse", **kw)
     e, f = fwd.elements_per_thread, fwd.ffts_per_block
-    k = conv_kernel(fwd, inv, size, e, fwd.stride, f, fwd.storage_size, fwd.value_type, prefetch)
+    k = conv_kernel(fwd, inv, size, e, fwd.stride, f, fwd.storage_size, fwd.value_type, prefetch, min_blocks)
     return k, fwd.block_dim, fwd.shared_memory_size, f, f"ept={e} fpb={f}" + (" h prefetched" if prefetch else "")
 
 
@@ -162,6 +167,8 @@ def main():
     ap.add_argument("--no-peer", action="store_true", help="skip nvmath-python")
     ap.add_argument("--sweep", action="store_true",
                     help="ours: every elements_per_thread cuFFTDx offers, plain / h prefetched / pipelined")
+    ap.add_argument("--min-blocks", type=int, nargs="+", default=[],
+                    help="ours, suggested layout: also with launch bounds for these blocks per SM")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
 
@@ -206,11 +213,13 @@ def main():
 
             ours_cfgs = [(e, "suggested", pre) for e in FFT.valid_elements_per_thread(size, np.float32)
                          for pre in (False, True, "pipelined")]
+        ours_cfgs = [c + (None,) for c in ours_cfgs]
+        ours_cfgs += [("suggested", "suggested", pre, mb) for mb in args.min_blocks for pre in (False, True)]
         for name, build in impls:
-            for ept, fpb, pre in ours_cfgs if name.startswith("numba") else [("suggested", "suggested", False)]:
+            for ept, fpb, pre, mb in ours_cfgs if name.startswith("numba") else [("suggested", "suggested", False, None)]:
                 try:
                     t0 = time.perf_counter()
-                    kern, block, smem, fpb_v, cfg = build(size, ept, fpb, pre)
+                    kern, block, smem, fpb_v, cfg = build(size, ept, fpb, pre, mb)
                     y = cp.full_like(x, cp.nan)
                     y_nb = cuda.as_cuda_array(y.ravel())
                     grid = (nrows + fpb_v - 1) // fpb_v
@@ -246,8 +255,8 @@ def main():
 
     meta = dict(device=cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), mbytes_per_array=args.mbytes,
                 floor_ms=floor_ms, command="python benchmarks/fft_convolution.py " + " ".join(
-                    f"--{k.replace('_', '-')} {v}" if not isinstance(v, list) else f"--{k} " + " ".join(map(str, v))
-                    for k, v in vars(args).items() if k not in ("no_peer", "sweep")) + (" --sweep" if args.sweep else ""))
+                    f"--{k.replace('_', '-')} {v}" if not isinstance(v, list) else f"--{k.replace('_', '-')} " + " ".join(map(str, v))
+                    for k, v in vars(args).items() if k not in ("no_peer", "sweep") and v != []) + (" --sweep" if args.sweep else ""))
     with open(os.path.join(args.out, "fft_convolution.json"), "w") as f:
         json.dump(dict(meta=meta, rows=rows_out), f, indent=1)
     lines = [f"Fused FFT convolution, c2c fp32, {args.mbytes} MiB per array, {meta['device']}; "
