@@ -49,19 +49,12 @@ class DevArray:
         return cls(cai["data"][0] or 0, shape, dtype, obj)
 
     @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
     def strides(self) -> tuple:
         out, step = [], self.dtype.itemsize
         for extent in reversed(self.shape):
             out.append(step)
             step *= extent
         return tuple(reversed(out))
-
-    def is_c_contiguous(self) -> bool:
-        return True
 
     def reshape(self, *shape) -> DevArray:
         shape = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], tuple) else shape
