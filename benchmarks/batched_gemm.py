@@ -11,7 +11,9 @@ C[i] = A[i] @ B[i] for i < batch, stacked row-major arrays. Our kernels:
 - ``rpad``: ``rmem`` on cuBLASDx's padded tiles (its suggested leading dimensions);
 - ``rpadc``: ``rpad`` with C staged through shared memory and stored as 16-byte vectors;
 - ``lib``: the library's kernel (what ``kernels.batched_gemm`` runs when it applies): ``rpadc``
-  with the alpha/beta/C epilogue.
+  with the alpha/beta/C epilogue;
+- ``ppad``: ``rpadc`` on a persistent grid, the next GEMM's A and B loaded into registers while
+  the current one runs.
 
 Memory floor: bytes that C = A @ B must move (A and B read, C written) at 4.3e12 B/s; the
 ``floor4`` column also counts reading C (the ``beta != 0`` form), as the task defines it.
@@ -168,6 +170,88 @@ def make_rpad_kernel(MM, G, staged=False):
     return kernel, per_v * 16 * G
 
 
+def make_ppad_kernel(MM, G):
+    """``rpadc`` on a persistent grid, software-pipelined: each slot walks the batch (stride
+    ``gridDim.x * G``) and loads the next GEMM's A and B into registers (16-byte vectors) while
+    the current GEMM runs, so loads stay in flight with fewer resident warps (what a 32-thread
+    GEMM, with half the shared-memory reads of a 64-thread one, needs). Launch with as many
+    blocks as fit at once. None when A or B does not split evenly into vectors over the threads
+    or the tiles do not fit ``rpadc``."""
+    from numba import cuda
+
+    m, n, k = MM.size
+    it = MM.a_value_type.itemsize
+    v = 16 // it
+    lda, ldb, ldc = MM.leading_dimension
+    nt = MM.max_threads_per_block
+    if (k % v or n % v or lda % v or ldb % v or ldc % v or ldc > lda or n > k or MM.b_shared_memory_offset % 16
+            or tuple(MM.arrangement) != ("row_major",) * 3 or (m * k // v) % nt or (k * n // v) % nt):
+        return None
+    ka, kb, la, lb, lc = k // v, n // v, lda // v, ldb // v, ldc // v
+    na, nb, c_vec = m * ka // nt, k * kb // nt, m * kb
+    per_v = (MM.shared_memory_size_ab + 15) // 16
+    b_off_v = MM.b_shared_memory_offset // 16
+    dt = MM.a_value_type
+    acc_n = MM.accumulator_size
+    zero16 = np.complex128(0)
+
+    @cuda.jit(fastmath=True)
+    def kernel(A, B, C, batch):
+        tx = cuda.threadIdx.x
+        y = cuda.threadIdx.y
+        s16 = cuda.shared.array(0, dtype=np.complex128)
+        sv = cuda.shared.array(0, dtype=dt)
+        base = y * per_v
+        b0 = base * v
+        sa = sv[b0:b0 + MM.a_size]
+        sb = sv[b0 + b_off_v * v:b0 + b_off_v * v + MM.b_size]
+        ra = cuda.local.array(na, dtype=np.complex128)
+        rb = cuda.local.array(nb, dtype=np.complex128)
+        acc = cuda.local.array(acc_n, dtype=dt)
+        rows = cuda.local.array(acc_n, dtype=np.int32)
+        cols = cuda.local.array(acc_n, dtype=np.int32)
+        MM.fragment_coordinates(rows, cols)
+        stride = cuda.gridDim.x * G
+        g = cuda.blockIdx.x * G + y
+        for j in range(na):
+            ra[j] = A[g, tx + j * nt] if g < batch else zero16
+        for j in range(nb):
+            rb[j] = B[g, tx + j * nt] if g < batch else zero16
+        for _ in range((batch + stride - 1) // stride):  # the same count in every block
+            cuda.syncthreads()  # the slot's previous result has been stored
+            for j in range(na):
+                i = tx + j * nt
+                r = i // ka
+                s16[base + r * la + i - r * ka] = ra[j]
+            for j in range(nb):
+                i = tx + j * nt
+                r = i // kb
+                s16[base + b_off_v + r * lb + i - r * kb] = rb[j]
+            cuda.syncthreads()
+            gn = g + stride
+            if gn < batch:  # the next GEMM's loads, in flight during this one
+                for j in range(na):
+                    ra[j] = A[gn, tx + j * nt]
+                for j in range(nb):
+                    rb[j] = B[gn, tx + j * nt]
+            for i in range(acc_n):
+                acc[i] = 0
+            MM.execute(sa, sb, acc)
+            cuda.syncthreads()  # A and B have been read: the slot takes C
+            for i in range(acc_n):
+                r = rows[i]
+                if r >= 0:
+                    sv[b0 + r * ldc + cols[i]] = acc[i]
+            cuda.syncthreads()
+            if g < batch:
+                for i in range(tx, c_vec, nt):
+                    r = i // kb
+                    C[g, i] = s16[base + r * lc + i - r * kb]
+            g = gn
+
+    return kernel, per_v * 16 * G
+
+
 def make_lib_kernel(MM, G):
     """The library's kernel (``kernels.gemm._vector_kernel``, what ``kernels.batched_gemm``
     runs): ``rpadc`` with alpha/beta/C. Called as ``kernel(A16, B16, C16, D16, alpha, beta,
@@ -264,7 +348,8 @@ def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev, peers=Tru
         for variant, G in kernel_choices[(bd, _ld)]:
             # rmem and rpad are one kernel: on an unpadded descriptor its row mapping is the identity
             maker = {"smem": make_smem_kernel, "rmem": make_rpad_kernel, "lib": make_lib_kernel,
-                     "rpad": make_rpad_kernel, "rpadc": functools.partial(make_rpad_kernel, staged=True)}[variant]
+                     "rpad": make_rpad_kernel, "rpadc": functools.partial(make_rpad_kernel, staged=True),
+                     "ppad": make_ppad_kernel}[variant]
             try:
                 made = maker(MM, G)
                 if made is None:
@@ -278,13 +363,15 @@ def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev, peers=Tru
                 if variant == "lib":  # the library kernel: D = alpha * A @ B (+ beta * C, unused)
                     args = (nA16, nB16, nC16, nC16, dt.type(1), dt.type(0), batch)
                 else:
-                    args = (nA16, nB16, nC16 if variant in ("smem", "rpadc") else nC, batch)
+                    args = (nA16, nB16, nC16 if variant in ("smem", "rpadc", "ppad") else nC, batch)
                 opt_in_dynamic_shared_memory(kernel, args, smem)
                 from numba import typeof
 
                 kern = kernel.compile(tuple(typeof(a) for a in args))
                 attrs = kern._codelibrary.get_cufunc().attrs
                 grid = (batch + G - 1) // G
+                if variant == "ppad":  # persistent: the blocks that fit at once
+                    grid = min(grid, kern.max_cooperative_grid_blocks((bx, G), smem))
                 cfg = kernel[grid, (bx, G), 0, smem]
                 C.fill(cp.nan)
                 cfg(*args)
@@ -346,11 +433,12 @@ def run(out_dir, batch=65536, check=True, peers=True, sweep=False, sizes=None):
     al = (16, 16, 16)
     DESC_CHOICES = (("suggested", al, None), ("suggested", al, "suggested"), (32, al, "suggested"))
     KERNEL_CHOICES = {("suggested", None): (("smem", 2), ("rmem", 4)),
-                      ("suggested", "suggested"): (("rpad", 1), ("rpadc", 2), ("lib", 1), ("lib", 2), ("lib", 4)),
-                      (32, "suggested"): (("lib", 2), ("lib", 4))}
+                      ("suggested", "suggested"): (("rpad", 1), ("rpadc", 2), ("lib", 1), ("lib", 2), ("lib", 4),
+                                                   ("ppad", 1), ("ppad", 2)),
+                      (32, "suggested"): (("lib", 2), ("lib", 4), ("ppad", 2), ("ppad", 4))}
     if sweep:  # --sweep: more block sizes and GEMMs per block (a longer run, for tuning)
         DESC_CHOICES = tuple((bd, al, "suggested") for bd in ("suggested", 128, 256))
-        KERNEL_CHOICES = {(bd, ld): tuple((v, g) for v in ("rpad", "rpadc", "lib") for g in (1, 2))
+        KERNEL_CHOICES = {(bd, ld): tuple((v, g) for v in ("rpad", "rpadc", "lib", "ppad") for g in (1, 2))
                           for bd, _, ld in DESC_CHOICES}
     cases = [c for c in CASES if sizes is None or c[0][0] in sizes]
 
