@@ -417,7 +417,7 @@ def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev, peers=Tru
     return rows
 
 
-def run(out_dir, batch=65536, check=True, peers=True, sweep=False, sizes=None):
+def run(out_dir, batch=65536, check=True, peers=True, sweep=False, sizes=None, variants=None):
     import cupy as cp
     from numba import cuda
 
@@ -440,6 +440,9 @@ def run(out_dir, batch=65536, check=True, peers=True, sweep=False, sizes=None):
         DESC_CHOICES = tuple((bd, al, "suggested") for bd in ("suggested", 128, 256))
         KERNEL_CHOICES = {(bd, ld): tuple((v, g) for v in ("rpad", "rpadc", "lib", "ppad") for g in (1, 2))
                           for bd, _, ld in DESC_CHOICES}
+    if variants:  # only these kernels, and only the descriptors they run on
+        KERNEL_CHOICES = {key: tuple(c for c in choices if c[0] in variants) for key, choices in KERNEL_CHOICES.items()}
+        DESC_CHOICES = tuple(d for d in DESC_CHOICES if KERNEL_CHOICES[(d[0], d[2])])
     cases = [c for c in CASES if sizes is None or c[0][0] in sizes]
 
     descs = {}
@@ -492,8 +495,11 @@ def main(argv=None):
     p.add_argument("--skip-peers", action="store_true", help="do not run nvmath-python")
     p.add_argument("--sweep", action="store_true", help="try more block sizes and GEMMs per block")
     p.add_argument("--sizes", type=int, nargs="+", help="only these m (=n=k) cases, e.g. 32")
+    p.add_argument("--variants", nargs="+", choices=("smem", "rmem", "rpad", "rpadc", "lib", "ppad"),
+                   help="only these kernels of ours")
     a = p.parse_args(argv)
-    run(a.out, batch=a.batch, check=not a.no_check, peers=not a.skip_peers, sweep=a.sweep, sizes=a.sizes)
+    run(a.out, batch=a.batch, check=not a.no_check, peers=not a.skip_peers, sweep=a.sweep, sizes=a.sizes,
+        variants=a.variants)
 
 
 if __name__ == "__main__":
