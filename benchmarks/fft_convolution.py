@@ -23,12 +23,16 @@ import numpy as np
 PEAK_BPS = 4.3e12
 
 
-def conv_kernel(fwd, inv, n, ept, stride, fpb, storage, vt, prefetch=False, min_blocks=None):
+def conv_kernel(fwd, inv, n, ept, stride, fpb, storage, vt, prefetch=False, min_blocks=None, vector=False):
     """The fused kernel, written once for any pair of descriptors with ``execute(td, smem)``.
     ``prefetch``: h is loaded into registers with x, before the forward FFT (its loads are in
     flight during the FFT instead of after it). ``min_blocks``: launch bounds asking the compiler
-    for registers that let that many blocks share an SM (occupancy; may spill)."""
+    for registers that let that many blocks share an SM (occupancy; may spill). ``vector``: x, h
+    and y move through ``nvmath_device.load_complex``/``store_complex`` (one 8-byte access per
+    value instead of numba's two 4-byte ones)."""
     from numba import cuda
+
+    from nvmath_device import load_complex, store_complex
 
     zero = np.dtype(vt).type(0)  # typed: a bare 0 would make every load a complex128 (f64 converts)
     nthreads = fwd.block_dim[0] * fwd.block_dim[1] * fwd.block_dim[2]
@@ -42,18 +46,31 @@ def conv_kernel(fwd, inv, n, ept, stride, fpb, storage, vt, prefetch=False, min_
         base = row * n + cuda.threadIdx.x
         ok = row < nrows
         for i in range(ept):
-            td[i] = x[base + i * stride] if ok else zero
-            if prefetch:
-                hv[i] = h[base + i * stride] if ok else zero
+            if vector:
+                td[i] = load_complex(x, base + i * stride) if ok else zero
+                if prefetch:
+                    hv[i] = load_complex(h, base + i * stride) if ok else zero
+            else:
+                td[i] = x[base + i * stride] if ok else zero
+                if prefetch:
+                    hv[i] = h[base + i * stride] if ok else zero
         fwd.execute(td, smem)
         for i in range(ept):
             if ok:
-                td[i] = td[i] * (hv[i] if prefetch else h[base + i * stride])
+                if prefetch:
+                    td[i] = td[i] * hv[i]
+                elif vector:
+                    td[i] = td[i] * load_complex(h, base + i * stride)
+                else:
+                    td[i] = td[i] * h[base + i * stride]
         cuda.syncthreads()
         inv.execute(td, smem)
         if ok:
             for i in range(ept):
-                y[base + i * stride] = td[i]
+                if vector:
+                    store_complex(y, base + i * stride, td[i])
+                else:
+                    y[base + i * stride] = td[i]
 
     return conv
 
@@ -131,23 +148,24 @@ def pointwise_row(x, h, x_nb, h_nb, size, do_bench):
                 rel_err=err)
 
 
-def ours_kernel(size, ept, fpb, prefetch=False, min_blocks=None):
+def ours_kernel(size, ept, fpb, prefetch=False, min_blocks=None, vector=False):
     """``prefetch``: False, True (h with x) or "pipelined" (:func:`pipelined_kernel`);
-    ``min_blocks``: see :func:`conv_kernel`."""
+    ``min_blocks``, ``vector``: see :func:`conv_kernel`."""
     from nvmath_device import FFT
 
     kw = dict(size=size, precision=np.float32, elements_per_thread=ept, ffts_per_block=fpb)
     fwd, inv = FFT(direction="forward", **kw), FFT(direction="inverse", **kw)
     e, f = fwd.elements_per_thread_value, fwd.ffts_per_block_value
     make = (pipelined_kernel if prefetch == "pipelined"
-            else functools.partial(conv_kernel, prefetch=prefetch, min_blocks=min_blocks))
+            else functools.partial(conv_kernel, prefetch=prefetch, min_blocks=min_blocks, vector=vector))
     k = make(fwd, inv, size, e, fwd.stride, f, fwd.storage_size, fwd.value_type)
     label = {False: "", True: " h prefetched", "pipelined": " pipelined (persistent grid, next row prefetched)"}
     bounds = f" >= {min_blocks} blocks/SM" if min_blocks else ""
-    return k, fwd.block_dim, fwd.shared_memory_size, f, f"ept={e} fpb={f}" + label[prefetch] + bounds
+    vec = " 8-byte loads/stores" if vector else ""
+    return k, fwd.block_dim, fwd.shared_memory_size, f, f"ept={e} fpb={f}" + label[prefetch] + bounds + vec
 
 
-def nvmath_kernel(size, ept, fpb, prefetch=False, min_blocks=None):
+def nvmath_kernel(size, ept, fpb, prefetch=False, min_blocks=None, vector=False):
     """The same kernel with nvmath-python's device FFT (its 1.0 API)."""
     from nvmath.device import FFT as NvFFT
 
@@ -155,7 +173,8 @@ def nvmath_kernel(size, ept, fpb, prefetch=False, min_blocks=None):
               elements_per_thread=ept, ffts_per_block=fpb)
     fwd, inv = NvFFT(direction="forward", **kw), NvFFT(direction="inverse", **kw)
     e, f = fwd.elements_per_thread, fwd.ffts_per_block
-    k = conv_kernel(fwd, inv, size, e, fwd.stride, f, fwd.storage_size, fwd.value_type, prefetch, min_blocks)
+    k = conv_kernel(fwd, inv, size, e, fwd.stride, f, fwd.storage_size, fwd.value_type, prefetch, min_blocks,
+                    vector)
     return k, fwd.block_dim, fwd.shared_memory_size, f, f"ept={e} fpb={f}" + (" h prefetched" if prefetch else "")
 
 
@@ -213,13 +232,15 @@ def main():
 
             ours_cfgs = [(e, "suggested", pre) for e in FFT.valid_elements_per_thread(size, np.float32)
                          for pre in (False, True, "pipelined")]
-        ours_cfgs = [c + (None,) for c in ours_cfgs]
-        ours_cfgs += [("suggested", "suggested", pre, mb) for mb in args.min_blocks for pre in (False, True)]
+        # (ept, ffts per block, prefetch, min blocks per SM, 8-byte loads/stores)
+        ours_cfgs = [c + (None, vec) for c in ours_cfgs for vec in ((False, True) if c[2] != "pipelined" else (False,))]
+        ours_cfgs += [("suggested", "suggested", pre, mb, False) for mb in args.min_blocks for pre in (False, True)]
+        peer_cfgs = [("suggested", "suggested", False, None, False)]
         for name, build in impls:
-            for ept, fpb, pre, mb in ours_cfgs if name.startswith("numba") else [("suggested", "suggested", False, None)]:
+            for ept, fpb, pre, mb, vec in ours_cfgs if name.startswith("numba") else peer_cfgs:
                 try:
                     t0 = time.perf_counter()
-                    kern, block, smem, fpb_v, cfg = build(size, ept, fpb, pre, mb)
+                    kern, block, smem, fpb_v, cfg = build(size, ept, fpb, pre, mb, vec)
                     y = cp.full_like(x, cp.nan)
                     y_nb = cuda.as_cuda_array(y.ravel())
                     grid = (nrows + fpb_v - 1) // fpb_v

@@ -4,8 +4,9 @@
 from ._errors import CompileError, LinkError, MathDxError
 from .fft import FFT
 from .gemm import Matmul
+from .memory import load_complex, store_complex
 
-__all__ = ["FFT", "Matmul", "MathDxError", "CompileError", "LinkError"]
+__all__ = ["FFT", "Matmul", "MathDxError", "CompileError", "LinkError", "load_complex", "store_complex"]
 
 from ._sim import running_in_simulator as _in_sim
 
