@@ -12,8 +12,10 @@ C[i] = A[i] @ B[i] for i < batch, stacked row-major arrays. Our kernels:
 - ``rpadc``: ``rpad`` with C staged through shared memory and stored as 16-byte vectors;
 - ``lib``: the library's kernel (what ``kernels.batched_gemm`` runs when it applies): ``rpadc``
   with the alpha/beta/C epilogue;
+- ``rpadv``: ``rpadc`` with every global access one 16-byte ``load_complex``/``store_complex``
+  (numba splits a complex128 element into two 8-byte accesses);
 - ``ppad``: ``rpadc`` on a persistent grid, the next GEMM's A and B loaded into registers while
-  the current one runs.
+  the current one runs; ``ppadv``: the same with ``rpadv``'s accesses.
 
 Memory floor: bytes that C = A @ B must move (A and B read, C written) at 4.3e12 B/s; the
 ``floor4`` column also counts reading C (the ``beta != 0`` form), as the task defines it.
@@ -99,15 +101,20 @@ def make_smem_kernel(MM, G):
     return kernel, per * G
 
 
-def make_rpad_kernel(MM, G, staged=False):
+def make_rpad_kernel(MM, G, staged=False, vector=False):
     """G GEMMs per block, flat 16-byte loads into the descriptor's tiles, register accumulator,
     C stored from registers: ``rmem`` on an unpadded descriptor, ``rpad`` on one with padded
     leading dimensions (cuBLASDx's suggested ones, e.g. 36 for 32x32 fp32 tiles: rows of a
     row-major tile no longer fall on the same shared-memory banks), where each 16-byte vector
     of a global row goes to its row's place in the padded tile.
     ``staged`` (the ``rpadc`` variant): C goes through shared memory (A's slot, at the padded
-    ldc) and is stored as 16-byte vectors; C is then (batch, m*n*itemsize/16) complex128."""
+    ldc) and is stored as 16-byte vectors; C is then (batch, m*n*itemsize/16) complex128.
+    ``vector`` (the ``rpadv`` variant, with ``staged``): global loads and stores through
+    ``nvmath_device.load_complex``/``store_complex``, one 16-byte access per vector where numba's
+    indexing of a complex128 array makes two 8-byte ones (``LDG.E.64`` pairs in the sm_90 SASS)."""
     from numba import cuda
+
+    from nvmath_device import load_complex, store_complex
 
     m, n, k = MM.size
     it = MM.a_value_type.itemsize
@@ -135,10 +142,10 @@ def make_rpad_kernel(MM, G, staged=False):
         if g < batch:
             for i in range(tx, a_vec, nt):
                 r = i // ka
-                s16[base + r * la + i - r * ka] = A[g, i]
+                s16[base + r * la + i - r * ka] = load_complex(A, (g, i)) if vector else A[g, i]
             for i in range(tx, b_vec, nt):
                 r = i // kb
-                s16[base + b_off_v + r * lb + i - r * kb] = B[g, i]
+                s16[base + b_off_v + r * lb + i - r * kb] = load_complex(B, (g, i)) if vector else B[g, i]
         cuda.syncthreads()
         b0 = base * v
         sa = sv[b0:b0 + MM.a_size]
@@ -160,7 +167,10 @@ def make_rpad_kernel(MM, G, staged=False):
             if g < batch:
                 for i in range(tx, c_vec, nt):
                     r = i // kb
-                    C[g, i] = s16[base + r * lc + i - r * kb]
+                    if vector:
+                        store_complex(C, (g, i), s16[base + r * lc + i - r * kb])
+                    else:
+                        C[g, i] = s16[base + r * lc + i - r * kb]
         elif g < batch:
             for i in range(acc_n):
                 r = rows[i]
@@ -170,14 +180,16 @@ def make_rpad_kernel(MM, G, staged=False):
     return kernel, per_v * 16 * G
 
 
-def make_ppad_kernel(MM, G):
+def make_ppad_kernel(MM, G, vector=False):
     """``rpadc`` on a persistent grid, software-pipelined: each slot walks the batch (stride
     ``gridDim.x * G``) and loads the next GEMM's A and B into registers (16-byte vectors) while
     the current GEMM runs, so loads stay in flight with fewer resident warps (what a 32-thread
     GEMM, with half the shared-memory reads of a 64-thread one, needs). Launch with as many
     blocks as fit at once. None when A or B does not split evenly into vectors over the threads
-    or the tiles do not fit ``rpadc``."""
+    or the tiles do not fit ``rpadc``. ``vector`` (``ppadv``): global accesses as in ``rpadv``."""
     from numba import cuda
+
+    from nvmath_device import load_complex, store_complex
 
     m, n, k = MM.size
     it = MM.a_value_type.itemsize
@@ -214,9 +226,9 @@ def make_ppad_kernel(MM, G):
         stride = cuda.gridDim.x * G
         g = cuda.blockIdx.x * G + y
         for j in range(na):
-            ra[j] = A[g, tx + j * nt] if g < batch else zero16
+            ra[j] = (load_complex(A, (g, tx + j * nt)) if vector else A[g, tx + j * nt]) if g < batch else zero16
         for j in range(nb):
-            rb[j] = B[g, tx + j * nt] if g < batch else zero16
+            rb[j] = (load_complex(B, (g, tx + j * nt)) if vector else B[g, tx + j * nt]) if g < batch else zero16
         for _ in range((batch + stride - 1) // stride):  # the same count in every block
             cuda.syncthreads()  # the slot's previous result has been stored
             for j in range(na):
@@ -231,9 +243,9 @@ def make_ppad_kernel(MM, G):
             gn = g + stride
             if gn < batch:  # the next GEMM's loads, in flight during this one
                 for j in range(na):
-                    ra[j] = A[gn, tx + j * nt]
+                    ra[j] = load_complex(A, (gn, tx + j * nt)) if vector else A[gn, tx + j * nt]
                 for j in range(nb):
-                    rb[j] = B[gn, tx + j * nt]
+                    rb[j] = load_complex(B, (gn, tx + j * nt)) if vector else B[gn, tx + j * nt]
             for i in range(acc_n):
                 acc[i] = 0
             MM.execute(sa, sb, acc)
@@ -246,7 +258,10 @@ def make_ppad_kernel(MM, G):
             if g < batch:
                 for i in range(tx, c_vec, nt):
                     r = i // kb
-                    C[g, i] = s16[base + r * lc + i - r * kb]
+                    if vector:
+                        store_complex(C, (g, i), s16[base + r * lc + i - r * kb])
+                    else:
+                        C[g, i] = s16[base + r * lc + i - r * kb]
             g = gn
 
     return kernel, per_v * 16 * G
@@ -349,7 +364,8 @@ def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev, peers=Tru
             # rmem and rpad are one kernel: on an unpadded descriptor its row mapping is the identity
             maker = {"smem": make_smem_kernel, "rmem": make_rpad_kernel, "lib": make_lib_kernel,
                      "rpad": make_rpad_kernel, "rpadc": functools.partial(make_rpad_kernel, staged=True),
-                     "ppad": make_ppad_kernel}[variant]
+                     "rpadv": functools.partial(make_rpad_kernel, staged=True, vector=True),
+                     "ppad": make_ppad_kernel, "ppadv": functools.partial(make_ppad_kernel, vector=True)}[variant]
             try:
                 made = maker(MM, G)
                 if made is None:
@@ -363,14 +379,14 @@ def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev, peers=Tru
                 if variant == "lib":  # the library kernel: D = alpha * A @ B (+ beta * C, unused)
                     args = (nA16, nB16, nC16, nC16, dt.type(1), dt.type(0), batch)
                 else:
-                    args = (nA16, nB16, nC16 if variant in ("smem", "rpadc", "ppad") else nC, batch)
+                    args = (nA16, nB16, nC16 if variant in ("smem", "rpadc", "rpadv", "ppad", "ppadv") else nC, batch)
                 opt_in_dynamic_shared_memory(kernel, args, smem)
                 from numba import typeof
 
                 kern = kernel.compile(tuple(typeof(a) for a in args))
                 attrs = kern._codelibrary.get_cufunc().attrs
                 grid = (batch + G - 1) // G
-                if variant == "ppad":  # persistent: the blocks that fit at once
+                if variant.startswith("ppad"):  # persistent: the blocks that fit at once
                     grid = min(grid, kern.max_cooperative_grid_blocks((bx, G), smem))
                 cfg = kernel[grid, (bx, G), 0, smem]
                 C.fill(cp.nan)
@@ -433,12 +449,13 @@ def run(out_dir, batch=65536, check=True, peers=True, sweep=False, sizes=None, v
     al = (16, 16, 16)
     DESC_CHOICES = (("suggested", al, None), ("suggested", al, "suggested"), (32, al, "suggested"))
     KERNEL_CHOICES = {("suggested", None): (("smem", 2), ("rmem", 4)),
-                      ("suggested", "suggested"): (("rpad", 1), ("rpadc", 2), ("lib", 1), ("lib", 2), ("lib", 4),
-                                                   ("ppad", 1), ("ppad", 2)),
-                      (32, "suggested"): (("lib", 2), ("lib", 4), ("ppad", 2), ("ppad", 4))}
+                      ("suggested", "suggested"): (("rpad", 1), ("rpadc", 2), ("rpadv", 2), ("lib", 1), ("lib", 2),
+                                                   ("lib", 4), ("ppad", 1), ("ppad", 2), ("ppadv", 1), ("ppadv", 2)),
+                      (32, "suggested"): (("lib", 2), ("lib", 4), ("ppad", 2), ("ppad", 4), ("ppadv", 2), ("ppadv", 4))}
     if sweep:  # --sweep: more block sizes and GEMMs per block (a longer run, for tuning)
         DESC_CHOICES = tuple((bd, al, "suggested") for bd in ("suggested", 128, 256))
-        KERNEL_CHOICES = {(bd, ld): tuple((v, g) for v in ("rpad", "rpadc", "lib", "ppad") for g in (1, 2))
+        KERNEL_CHOICES = {(bd, ld): tuple((v, g) for v in ("rpad", "rpadc", "rpadv", "lib", "ppad", "ppadv")
+                                          for g in (1, 2))
                           for bd, _, ld in DESC_CHOICES}
     if variants:  # only these kernels, and only the descriptors they run on
         KERNEL_CHOICES = {key: tuple(c for c in choices if c[0] in variants) for key, choices in KERNEL_CHOICES.items()}
@@ -495,7 +512,7 @@ def main(argv=None):
     p.add_argument("--skip-peers", action="store_true", help="do not run nvmath-python")
     p.add_argument("--sweep", action="store_true", help="try more block sizes and GEMMs per block")
     p.add_argument("--sizes", type=int, nargs="+", help="only these m (=n=k) cases, e.g. 32")
-    p.add_argument("--variants", nargs="+", choices=("smem", "rmem", "rpad", "rpadc", "lib", "ppad"),
+    p.add_argument("--variants", nargs="+", choices=("smem", "rmem", "rpad", "rpadc", "rpadv", "lib", "ppad", "ppadv"),
                    help="only these kernels of ours")
     a = p.parse_args(argv)
     run(a.out, batch=a.batch, check=not a.no_check, peers=not a.skip_peers, sweep=a.sweep, sizes=a.sizes,
