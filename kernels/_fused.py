@@ -15,7 +15,7 @@ import functools
 import numpy as np
 from numba import cuda
 
-from nvmath_device import FFT
+from nvmath_device import FFT, load_complex, store_complex
 
 from ._arrays import simulator
 from ._launch import launch
@@ -87,6 +87,37 @@ def pairs_ok(real: bool, folded: bool, n: int, length: int, step: int, halo: int
     return all(a.ptr % (2 * a.dtype.itemsize) == 0 for a in arrays)  # DevArrays: C-contiguous
 
 
+def vectors_ok(*arrays) -> bool:
+    """Whether ``load_complex``/``store_complex`` (one 8/16-byte access per complex value) may
+    access these arrays: on the GPU, every complex array's data pointer is a multiple of its
+    element size (not so for, e.g., a complex64 view of a float32 array that starts at an odd
+    element). Always under the simulator (plain indexing there)."""
+    return simulator() or all(a.dtype.kind != "c" or a.ptr % a.dtype.itemsize == 0 for a in arrays)
+
+
+@cuda.jit
+def _copy(x, y):
+    i = cuda.grid(1)
+    if i < x.size:
+        y[i] = x[i]
+
+
+def copy_1d(x, y, stream) -> None:
+    """``y[:] = x[:]`` (1-D, any dtypes numba converts between), one element per thread."""
+    launch(_copy, max(1, -(-x.size // 256)), 256, stream, 0, x, y)
+
+
+def aligned(dev, like, stream):
+    """``dev`` (a DevArray), or a copy of it at an address the vector accesses accept."""
+    if vectors_ok(dev):
+        return dev
+    from ._arrays import Output
+
+    out = Output(dev.shape, dev.dtype, like, stream).dev
+    copy_1d(dev.reshape(dev.size), out.reshape(out.size), stream)
+    return out
+
+
 @functools.cache
 def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = False, flat: bool = False):
     """x (B, L) -> y (B, L): y = segments of IFFT(FFT(segment) * H[(conj)]), H (N or N//2+1,).
@@ -95,6 +126,8 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
     as complex (B, L/2) arrays and ``step``/``halo`` count pairs; each register pair is one load.
     ``flat`` (whole rows: one segment per row, no halo, ``L == N``; unfolded or ``pairs``): ``x``
     and ``y`` are 1-D views of the rows and elements move without per-element bounds tests.
+    Complex values of x, h and y move as one access each (``load_complex``/``store_complex``;
+    numba's indexing makes two): the arrays must pass :func:`vectors_ok`.
     """
     n = fwd.size
     stride, fpb = fwd.stride, fwd.ffts_per_block_value
@@ -109,6 +142,7 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
     cplx = pairs or not real  # registers load/store as complex values
     rowlen = n2 if pairs else n  # elements per row of the flat views
     exact_in, exact_out = in_ept * stride == rowlen, out_ept * stride == rowlen
+    ld, st = load_complex, store_complex  # one access per complex value
 
     @jit(nthreads)
     def kernel(x, h, y, nrows, nseg, step, halo):
@@ -127,7 +161,7 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
             for i in range(in_ept):
                 j = tx + i * stride
                 if cplx:
-                    v = x[base + i * stride] if ok and (exact_in or j < rowlen) else czero
+                    v = ld(x, base + i * stride) if ok and (exact_in or j < rowlen) else czero
                     r[2 * i] = v.real
                     r[2 * i + 1] = v.imag
                 else:
@@ -137,7 +171,7 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
                 j = tx + i * stride
                 if pairs:  # complex index j of x holds the samples 2j and 2j + 1
                     t = start + j
-                    v = x[b, t] if ok and j < n2 and t >= 0 and t < length else czero
+                    v = ld(x, (b, t)) if ok and j < n2 and t >= 0 and t < length else czero
                     r[2 * i] = v.real
                     r[2 * i + 1] = v.imag
                 elif folded:  # complex index j holds the samples 2j and 2j + 1
@@ -151,14 +185,14 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
                     if real:
                         r[i] = x[b, t].real if inside else rzero
                     else:
-                        v = x[b, t] if inside else czero
+                        v = ld(x, (b, t)) if inside else czero
                         r[2 * i] = v.real
                         r[2 * i + 1] = v.imag
         fwd.execute(r, smem)
         for i in range(mid_ept):
             k = tx + i * stride
             if k < nfreq:
-                hv = h[k].conjugate() if conj else h[k]
+                hv = ld(h, k).conjugate() if conj else ld(h, k)
                 re = r[2 * i] * hv.real - r[2 * i + 1] * hv.imag
                 im = r[2 * i] * hv.imag + r[2 * i + 1] * hv.real
                 r[2 * i] = re
@@ -171,7 +205,7 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
                     j = tx + i * stride
                     if exact_out or j < rowlen:
                         if cplx:
-                            y[base + i * stride] = complex(r[2 * i], r[2 * i + 1])
+                            st(y, base + i * stride, complex(r[2 * i], r[2 * i + 1]))
                         else:
                             y[base + i * stride] = r[i]
         else:
@@ -181,7 +215,7 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
                     t = start + j
                     if pairs:
                         if j >= halo and j < n2 and t < length:
-                            y[b, t] = complex(r[2 * i], r[2 * i + 1])
+                            st(y, (b, t), complex(r[2 * i], r[2 * i + 1]))
                     elif folded:
                         for p in range(2):
                             jj = 2 * j + p
@@ -192,7 +226,7 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
                         if real:
                             y[b, t] = r[i]
                         else:
-                            y[b, t] = complex(r[2 * i], r[2 * i + 1])
+                            st(y, (b, t), complex(r[2 * i], r[2 * i + 1]))
 
     return kernel
 

@@ -8,7 +8,7 @@ import functools
 import numpy as np
 
 from ._arrays import Operand, Output, resolve_stream, to_device_const
-from ._fused import can_fold, fft_pair, filter_kernel, launch_rows, pairs_ok
+from ._fused import aligned, can_fold, fft_pair, filter_kernel, launch_rows, pairs_ok
 
 _REAL = (np.dtype(np.float32), np.dtype(np.float64))
 _COMPLEX = (np.dtype(np.complex64), np.dtype(np.complex128))
@@ -122,6 +122,7 @@ def _run(xo, taps, n, real, precision, *, halo, stream, conj):
     flat = halo == 0 and nseg == 1 and length == n and (pairs or not folded)
     # flat (whole rows): 1-D views, no per-element bounds tests
     x2, y2 = (xd.reshape(xd.size), yd.reshape(yd.size)) if flat else (xd.reshape(batch, cols), yd.reshape(batch, cols))
+    x2 = aligned(x2, xo, s)  # y2 and spec are ours: aligned
     kernel = filter_kernel(fwd, inv, real, conj, pairs, flat)
     launch_rows(kernel, fwd, batch * nseg, s, x2, spec, y2, batch * nseg, nseg, step, halo)
     return y.result(s, xo.shape)

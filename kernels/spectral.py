@@ -8,11 +8,10 @@ import functools
 import numpy as np
 from numba import cuda
 
-from nvmath_device import FFT
+from nvmath_device import FFT, load_complex, store_complex
 
 from ._arrays import Operand, Output, resolve_stream, simulator, to_device_const
-from ._fused import can_fold, fft_pair, jit, launch_rows, pairs_ok
-from ._launch import launch
+from ._fused import aligned, can_fold, copy_1d, fft_pair, jit, launch_rows, pairs_ok
 
 _REAL = (np.dtype(np.float32), np.dtype(np.float64))
 _COMPLEX = (np.dtype(np.complex64), np.dtype(np.complex128))
@@ -37,12 +36,12 @@ def _matched_kernel(fwd: FFT, inv: FFT, keep: bool):
         ok = row < nrows
         for i in range(ept):
             j = tx + i * stride
-            td[i] = x[row, j] if ok and j < n else czero
+            td[i] = load_complex(x, (row, j)) if ok and j < n else czero
         fwd.execute(td, smem)
         for i in range(ept):
             j = tx + i * stride
             if j < n:
-                td[i] = td[i] * tspec[j].conjugate()
+                td[i] = td[i] * load_complex(tspec, j).conjugate()
         cuda.syncthreads()
         inv.execute(td, smem)
         # per-thread peak of |c|^2, then the row's peak (lowest index wins ties)
@@ -56,7 +55,7 @@ def _matched_kernel(fwd: FFT, inv: FFT, keep: bool):
                     bv = p
                     bi = j
                 if keep and ok:
-                    corr[row, j] = td[i]
+                    store_complex(corr, (row, j), td[i])
         best_v[ty, tx] = bv
         best_i[ty, tx] = bi
         cuda.syncthreads()
@@ -113,6 +112,7 @@ def matched_filter(x, template, *, return_correlation=False, stream=None):
     x2 = xo.dev.reshape(1, n) if len(xo.shape) == 1 else xo.dev
     if xo.dtype in _REAL:  # promote on the device side of the copy: one extra pass, documented
         x2 = _to_complex(x2, cdt, xo, s)
+    x2 = aligned(x2, xo, s)  # complex values move as single accesses
     fwd, inv = fft_pair(n, precision, real=False)
     tspec = to_device_const(t, s, _template_spectrum(n, np.dtype(cdt)))
     batch = x2.shape[0]
@@ -131,15 +131,8 @@ def _to_complex(x, cdt, like, stream):
     if simulator():
         return np.asarray(x).astype(cdt)
     y = Output(x.shape, cdt, like, stream).dev
-    launch(_promote, max(1, -(-x.size // 256)), 256, stream, 0, x.reshape(x.size), y.reshape(y.size))
+    copy_1d(x.reshape(x.size), y.reshape(y.size), stream)
     return y
-
-
-@cuda.jit
-def _promote(x, y):
-    i = cuda.grid(1)
-    if i < x.size:
-        y[i] = x[i]
 
 
 @functools.cache
@@ -171,8 +164,8 @@ def _stft_kernel(fft: FFT, pairs: bool = False):
             j = tx + i * stride
             if pairs:  # complex index j holds the samples 2j and 2j + 1 (frame and window)
                 if ok and j < n2:
-                    v = x[b, f * hop + j]
-                    wv = w[j]
+                    v = load_complex(x, (b, f * hop + j))
+                    wv = load_complex(w, j)
                     r[2 * i] = v.real * wv.real
                     r[2 * i + 1] = v.imag * wv.imag
                 else:

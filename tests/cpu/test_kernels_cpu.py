@@ -226,6 +226,35 @@ def test_flat_kernels_do_no_64bit_division():
     assert divisions(False, C) >= 1
 
 
+@pytest.mark.parametrize("real, pairs, flat", [(False, False, True), (False, False, False), (True, True, True),
+                                               (True, True, False)])
+def test_filter_kernels_move_complex_values_as_one_access(real, pairs, flat):
+    """Complex loads and stores of the convolution/FIR kernels are single 8-byte accesses
+    (ld/st.global.v2.f32 through nvmath_device.load_complex/store_complex), never a real and an
+    imaginary part apart (what numba's indexing makes: two LDG.E per value on sm_90)."""
+    from numba import cuda
+
+    fwd, inv = _pair_descriptors(512, np.float32, real, "suggested", "suggested", sm=90, folded=real)
+    x = types.complex64[::1] if flat else types.complex64[:, ::1]
+    ptx, _ = cuda.compile_ptx(filter_kernel(fwd, inv, real, False, pairs, flat).py_func,
+                              (x, types.complex64[::1], x, i64, i64, i64, i64), cc=(9, 0))
+    ops = [ln.split()[0] for ln in map(str.strip, ptx.splitlines()) if ln.startswith(("ld.global", "st.global"))]
+    assert ops and set(ops) == {"ld.global.v2.f32", "st.global.v2.f32"}, sorted(set(ops))
+
+
+def test_vector_accesses_need_element_aligned_complex_arrays():
+    """vectors_ok: a complex array qualifies when its address is a multiple of its element size
+    (a complex64 view of float32 data starting at an odd element does not); real arrays are not
+    accessed as vectors and always qualify."""
+    from kernels._arrays import DevArray
+    from kernels._fused import vectors_ok
+
+    assert vectors_ok(DevArray(1 << 20, (4, 8), np.complex64, None), DevArray(8, (3,), np.complex64, None))
+    assert not vectors_ok(DevArray(4, (3,), np.complex64, None))
+    assert not vectors_ok(DevArray(8, (3,), np.complex128, None)) and vectors_ok(DevArray(16, (3,), np.complex128, None))
+    assert vectors_ok(DevArray(4, (3,), np.float32, None))
+
+
 def test_fast_launch_packs_arguments_like_numba():
     """kernels._launch packs kernel parameters itself (the default launch on a GPU): for the
     argument kinds the fused kernels take (DevArrays: C-contiguous 1-D/2-D device arrays and

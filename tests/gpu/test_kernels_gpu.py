@@ -63,6 +63,26 @@ def test_fft_convolve_complex_512_on_a_cupy_stream():
     assert _rel(y.get(), ref) < 1e-5
 
 
+def test_fft_convolve_complex64_at_an_odd_float_offset():
+    """A complex64 view of float32 data starting 4 bytes into the allocation cannot be read as
+    8-byte vectors: the kernel gets an aligned copy, and the result is the same bits as for the
+    same values at an aligned address."""
+    import cupy
+
+    from kernels._fused import vectors_ok
+
+    x = (rng.standard_normal((64, 256)) + 1j * rng.standard_normal((64, 256))).astype(np.complex64)
+    h = rng.standard_normal(15) + 1j * rng.standard_normal(15)
+    raw = cupy.zeros(2 * x.size + 1, dtype=cupy.float32)
+    raw[1:] = cupy.asarray(x.view(np.float32).ravel())
+    xu = raw[1:].view(cupy.complex64).reshape(x.shape)
+    assert xu.data.ptr % 8 == 4
+    from kernels._arrays import DevArray
+
+    assert not vectors_ok(DevArray.of(xu))
+    np.testing.assert_array_equal(kernels.fft_convolve(xu, h).get(), kernels.fft_convolve(cupy.asarray(x), h).get())
+
+
 def test_fir_filter_long_signals():
     from scipy.signal import lfilter
 
