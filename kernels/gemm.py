@@ -8,7 +8,7 @@ import functools
 import numpy as np
 from numba import cuda
 
-from nvmath_device import FFT, Matmul
+from nvmath_device import FFT, Matmul, load_complex, store_complex
 
 from ._arrays import Operand, Output, resolve_stream, simulator
 from ._launch import launch
@@ -71,7 +71,9 @@ def _vector_kernel(mm: Matmul, per_block: int, use_c: bool):
     cuBLASDx's padded shared-memory tiles (the descriptor's suggested leading dimensions, e.g. 36
     for 32 x 32 fp32: rows of a row-major tile off the same banks), the GEMM accumulates in
     registers, and the result goes back through the slot's shared memory (free once the GEMM
-    has read it) so that D, and C when ``use_c``, move as whole vectors as well.
+    has read it) so that D, and C when ``use_c``, move as whole vectors as well. Global accesses
+    go through ``load_complex``/``store_complex``: numba's indexing of the complex128 views would
+    split each 16-byte vector into two 8-byte accesses (``LDG.E.64`` pairs in the sm_90 SASS).
 
     On the H200 (65536 x 32^3 fp32, ``benchmarks/batched_gemm.py``, two runs): 0.304-0.312 ms
     with 64 threads x 2 GEMMs per block, vs 0.43 ms storing D from registers at the fragment
@@ -119,10 +121,10 @@ def _vector_kernel(mm: Matmul, per_block: int, use_c: bool):
         if live:
             for i in range(tx, a_vec, nt):
                 r = i // ka
-                s16[base + r * la + i - r * ka] = A[g, i]
+                s16[base + r * la + i - r * ka] = load_complex(A, (g, i))
             for i in range(tx, b_vec, nt):
                 r = i // kn
-                s16[base + b_off_v + r * lb + i - r * kn] = B[g, i]
+                s16[base + b_off_v + r * lb + i - r * kn] = load_complex(B, (g, i))
         cuda.syncthreads()
         acc = cuda.local.array(acc_n, dtype=dt)
         rows = cuda.local.array(acc_n, dtype=np.int32)
@@ -136,7 +138,7 @@ def _vector_kernel(mm: Matmul, per_block: int, use_c: bool):
             if live:
                 for i in range(tx, c_vec, nt):
                     r = i // kn
-                    s16[base + r * lc + i - r * kn] = C[g, i]
+                    s16[base + r * lc + i - r * kn] = load_complex(C, (g, i))
             cuda.syncthreads()
         for i in range(acc_n):
             r = rows[i]
@@ -150,7 +152,7 @@ def _vector_kernel(mm: Matmul, per_block: int, use_c: bool):
         if live:
             for i in range(tx, c_vec, nt):
                 r = i // kn
-                D[g, i] = s16[base + r * lc + i - r * kn]
+                store_complex(D, (g, i), s16[base + r * lc + i - r * kn])
 
     return kernel, slot_v * 16 * per_block
 

@@ -98,6 +98,22 @@ def test_vector_batched_gemm_kernel_links():
     assert mm.leading_dimension == (36, 36, 36)  # padded: what the vector kernel was measured with
 
 
+def test_vector_batched_gemm_moves_whole_16_byte_vectors():
+    """Every global access of the vector kernel is one 16-byte vector (ld/st.global.v2.f64 of
+    the complex128 views, through load_complex/store_complex), not two 8-byte halves."""
+    from numba import cuda
+
+    from kernels.gemm import _gemm_descriptor, _vector_kernel
+
+    v16 = types.complex128[:, ::1]
+    mm = _gemm_descriptor(32, 32, 32, np.float32, sm=90, alignment=(16, 16, 16), leading_dimension="suggested")
+    for use_c in (False, True):
+        kern, _ = _vector_kernel(mm, 2, use_c)
+        ptx, _ = cuda.compile_ptx(kern.py_func, (v16, v16, v16, v16, types.float32, types.float32, i64), cc=(9, 0))
+        ops = [ln.split()[0] for ln in map(str.strip, ptx.splitlines()) if ln.startswith(("ld.global", "st.global"))]
+        assert set(ops) == {"ld.global.v2.f64", "st.global.v2.f64"}, sorted(set(ops))
+
+
 def test_vector_batched_gemm_needs_aligned_operands():
     """The vector kernel loads 16-byte vectors: operands at an address that is not a multiple
     of 16 (e.g. a CuPy slice a[1:] of 4-byte values) take the shared-memory kernel."""
