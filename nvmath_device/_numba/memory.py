@@ -26,8 +26,8 @@ def _check(name, ary, index):
         raise TypingError(f"{name}: the array must be complex64 or complex128, got {ary}")
     if isinstance(index, types.Integer):
         count = 1
-    elif isinstance(index, types.UniTuple) and isinstance(index.dtype, types.Integer):
-        count = index.count
+    elif isinstance(index, types.BaseTuple) and all(isinstance(t, types.Integer) for t in index.types):
+        count = len(index.types)
     else:
         raise TypingError(f"{name}: the index must be an integer or a tuple of integers, got {index}")
     if count != ary.ndim:
@@ -36,9 +36,9 @@ def _check(name, ary, index):
 
 def _vector_pointer(context, builder, aryty, ary, idxty, idx):
     """Pointer to element ``idx`` of ``ary``, as a pointer to a 2-vector of its parts."""
-    if isinstance(idxty, types.UniTuple):
-        raw = cgutils.unpack_tuple(builder, idx, idxty.count)
-        itys = [idxty.dtype] * idxty.count
+    if isinstance(idxty, types.BaseTuple):
+        itys = list(idxty.types)
+        raw = cgutils.unpack_tuple(builder, idx, len(itys))
     else:
         raw, itys = [idx], [idxty]
     indices = [context.cast(builder, i, t, types.intp) for i, t in zip(raw, itys)]

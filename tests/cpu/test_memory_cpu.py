@@ -53,6 +53,17 @@ def test_bad_arguments_are_typing_errors_that_name_the_rule():
         _compile(store, types.int64[::1], types.int64)
 
 
+def test_indices_of_mixed_integer_types():
+    """(int32, int64) tuples index like numba's own indexing."""
+
+    def k(x, y):
+        i = cuda.threadIdx.x  # int32 after the cast below, the row an int64
+        store_complex(y, (np.int64(0), np.int32(i)), load_complex(x, (np.int32(0), np.int64(i))))
+
+    ptx, _ = _compile(k, types.complex64[:, ::1], types.complex64[:, ::1])
+    assert "ld.global.v2.f32" in ptx and "st.global.v2.f32" in ptx
+
+
 def test_outside_kernels_they_index():
     x = np.arange(4, dtype=np.complex64) * (1 + 2j)
     assert load_complex(x, 2) == x[2]
