@@ -142,7 +142,6 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
     cplx = pairs or not real  # registers load/store as complex values
     rowlen = n2 if pairs else n  # elements per row of the flat views
     exact_in, exact_out = in_ept * stride == rowlen, out_ept * stride == rowlen
-    ld, st = load_complex, store_complex  # one access per complex value
 
     @jit(nthreads)
     def kernel(x, h, y, nrows, nseg, step, halo):
@@ -161,7 +160,7 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
             for i in range(in_ept):
                 j = tx + i * stride
                 if cplx:
-                    v = ld(x, base + i * stride) if ok and (exact_in or j < rowlen) else czero
+                    v = load_complex(x, base + i * stride) if ok and (exact_in or j < rowlen) else czero
                     r[2 * i] = v.real
                     r[2 * i + 1] = v.imag
                 else:
@@ -171,7 +170,7 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
                 j = tx + i * stride
                 if pairs:  # complex index j of x holds the samples 2j and 2j + 1
                     t = start + j
-                    v = ld(x, (b, t)) if ok and j < n2 and t >= 0 and t < length else czero
+                    v = load_complex(x, (b, t)) if ok and j < n2 and t >= 0 and t < length else czero
                     r[2 * i] = v.real
                     r[2 * i + 1] = v.imag
                 elif folded:  # complex index j holds the samples 2j and 2j + 1
@@ -185,14 +184,14 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
                     if real:
                         r[i] = x[b, t].real if inside else rzero
                     else:
-                        v = ld(x, (b, t)) if inside else czero
+                        v = load_complex(x, (b, t)) if inside else czero
                         r[2 * i] = v.real
                         r[2 * i + 1] = v.imag
         fwd.execute(r, smem)
         for i in range(mid_ept):
             k = tx + i * stride
             if k < nfreq:
-                hv = ld(h, k).conjugate() if conj else ld(h, k)
+                hv = load_complex(h, k).conjugate() if conj else load_complex(h, k)
                 re = r[2 * i] * hv.real - r[2 * i + 1] * hv.imag
                 im = r[2 * i] * hv.imag + r[2 * i + 1] * hv.real
                 r[2 * i] = re
@@ -205,7 +204,7 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
                     j = tx + i * stride
                     if exact_out or j < rowlen:
                         if cplx:
-                            st(y, base + i * stride, complex(r[2 * i], r[2 * i + 1]))
+                            store_complex(y, base + i * stride, complex(r[2 * i], r[2 * i + 1]))
                         else:
                             y[base + i * stride] = r[i]
         else:
@@ -215,7 +214,7 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
                     t = start + j
                     if pairs:
                         if j >= halo and j < n2 and t < length:
-                            st(y, (b, t), complex(r[2 * i], r[2 * i + 1]))
+                            store_complex(y, (b, t), complex(r[2 * i], r[2 * i + 1]))
                     elif folded:
                         for p in range(2):
                             jj = 2 * j + p
@@ -226,7 +225,7 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
                         if real:
                             y[b, t] = r[i]
                         else:
-                            st(y, (b, t), complex(r[2 * i], r[2 * i + 1]))
+                            store_complex(y, (b, t), complex(r[2 * i], r[2 * i + 1]))
 
     return kernel
 
