@@ -6,9 +6,10 @@ On the GPU, the kernel compiled (by numba-cuda) for the arguments' types is laun
 ``numba.cuda.dispatcher._Kernel._prepare_args`` builds: an array is meminfo, parent, size,
 itemsize, data pointer, shape..., strides...; a complex scalar its real and imaginary parts).
 That skips numba-cuda's per-call dispatch (``typeof`` of every argument, ~10 us each on the CI
-machine) and its launch wrappers: ~110 us less host time per call on the H200 machine
-(``benchmarks/call_overhead.py``), same results bit for bit (a GPU test). A ``tests/cpu`` test
-checks the packing against numba-cuda's own ``_prepare_args``.
+machine) and its launch wrappers: with the DevArray arguments of ``kernels._arrays``, 66-104 us
+of host time per ``kernels`` call on the H200 machine against 266-459 us through numba-cuda
+(``benchmarks/call_overhead.py``, same run), same results bit for bit (a GPU test). A
+``tests/cpu`` test checks the packing against numba-cuda's own ``_prepare_args``.
 
 ``NUMBA_MATHDX_FAST_LAUNCH=0`` (read at import) launches through numba-cuda instead
 (``kernel[grid, block, stream, smem](*args)``), as the simulator always does.
