@@ -17,7 +17,7 @@ from numba import cuda
 
 from nvmath_device import FFT, load_complex, store_complex
 
-from ._arrays import simulator
+from ._arrays import Output, simulator
 from ._launch import launch
 
 
@@ -111,8 +111,6 @@ def aligned(dev, like, stream):
     """``dev`` (a DevArray), or a copy of it at an address the vector accesses accept."""
     if vectors_ok(dev):
         return dev
-    from ._arrays import Output
-
     out = Output(dev.shape, dev.dtype, like, stream).dev
     copy_1d(dev.reshape(dev.size), out.reshape(out.size), stream)
     return out

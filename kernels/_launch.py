@@ -133,18 +133,21 @@ def _argtype(a):
 
 def launch(kernel, grid, block, stream: Stream, smem: int, *args) -> None:
     """The fast launch (see the module), else ``kernel[grid, block, stream, smem](*args)``."""
-    if not FAST:
-        kernel[grid, block, stream.numba, smem](*args)
-        return
-    from cuda.bindings import driver
-
-    err, ctx = driver.cuCtxGetCurrent()
-    if err != driver.CUresult.CUDA_SUCCESS or not int(ctx):  # no context on this thread: numba makes it
+    ctx = _current_context() if FAST else 0
+    if not ctx:  # numba's launch (it also makes the context when this thread has none)
         kernel[grid, block, stream.numba, smem](*args)
         return
     argtypes = tuple(_argtype(a) for a in args)
-    key = (kernel, argtypes, int(ctx))
+    key = (kernel, argtypes, ctx)
     launcher = _LAUNCHERS.get(key)
     if launcher is None:
         launcher = _LAUNCHERS[key] = _Launcher(kernel, argtypes)
     launcher(grid, block, stream.handle, int(smem), args)
+
+
+def _current_context() -> int:
+    """This thread's current CUDA context as an int (0: none)."""
+    from cuda.bindings import driver
+
+    err, ctx = driver.cuCtxGetCurrent()
+    return int(ctx) if err == driver.CUresult.CUDA_SUCCESS else 0

@@ -11,6 +11,7 @@ from numba import cuda
 from nvmath_device import FFT, Matmul, load_complex, store_complex
 
 from ._arrays import Operand, Output, resolve_stream, simulator
+from ._fused import vectors_ok
 from ._launch import launch
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.complex64), np.dtype(np.complex128))
@@ -164,11 +165,6 @@ def _vector_per_block(mm: Matmul) -> int:
     return max(1, 128 // mm.max_threads_per_block)
 
 
-def _vectors_ok(dev) -> bool:
-    """16-byte aligned on the GPU (the vector kernel's loads and stores); operands are C-contiguous."""
-    return simulator() or dev.ptr % 16 == 0
-
-
 def batched_gemm(a, b, *, c=None, alpha=1.0, beta=0.0, stream=None):
     """``alpha * a[i] @ b[i] + beta * c[i]`` for every i, several small GEMMs per block (cuBLASDx).
 
@@ -231,14 +227,15 @@ def _batched_gemm(a, b, c, alpha, beta, stream, vector=True, per_block=None):
     use_c = co is not None and beta != 0
     G = per_block or _vector_per_block(mm)
     vec = _vector_kernel(mm, G, use_c) if vector else None
-    if vec is not None and _vectors_ok(ao.dev) and _vectors_ok(bo.dev) and (not use_c or _vectors_ok(co.dev)):
-        kernel, smem = vec
-        d16 = out.dev.reshape(batch, m * n).view(np.complex128)
+    if vec is not None:  # rows are whole 16-byte vectors: the operands as complex128 vectors
+        a16, b16, d16 = (dev.reshape(batch, cols).view(np.complex128)
+                         for dev, cols in ((ao.dev, m * k), (bo.dev, k * n), (out.dev, m * n)))
         c16 = co.dev.reshape(batch, m * n).view(np.complex128) if use_c else d16
-        args = (ao.dev.reshape(batch, m * k).view(np.complex128), bo.dev.reshape(batch, k * n).view(np.complex128),
-                c16, d16, scal(alpha), scal(beta), batch)
-        launch(kernel, max(1, -(-batch // G)), (threads, G, 1), s, smem, *args)
-        return out.result(s), "vector"
+        if vectors_ok(a16, b16, c16):  # 16-byte aligned (e.g. not a CuPy slice a[1:] of float32)
+            kernel, smem = vec
+            launch(kernel, max(1, -(-batch // G)), (threads, G, 1), s, smem, a16, b16, c16, d16, scal(alpha),
+                   scal(beta), batch)
+            return out.result(s), "vector"
     per_block = max(1, 256 // threads)
     kernel, smem = _batched_kernel(mm, per_block, co is not None)
     cdev = co.dev if co is not None else out.dev

@@ -118,13 +118,13 @@ def test_vector_batched_gemm_needs_aligned_operands():
     """The vector kernel loads 16-byte vectors: operands at an address that is not a multiple
     of 16 (e.g. a CuPy slice a[1:] of 4-byte values) take the shared-memory kernel."""
     from kernels._arrays import DevArray
-    from kernels.gemm import _vectors_ok
+    from kernels._fused import vectors_ok
 
-    def dev(address):  # metadata only: no GPU needed
-        return DevArray(address, (2, 4, 4), np.float32, None)
+    def dev(address):  # metadata only: no GPU needed; as batched_gemm views it: 16-byte vectors
+        return DevArray(address, (2, 4, 4), np.float32, None).reshape(2, 16).view(np.complex128)
 
-    assert _vectors_ok(dev(256)) and _vectors_ok(dev(272))
-    assert not _vectors_ok(dev(260)) and not _vectors_ok(dev(264))
+    assert vectors_ok(dev(256)) and vectors_ok(dev(272))
+    assert not vectors_ok(dev(260)) and not vectors_ok(dev(264))
 
 
 class _CAI:
