@@ -18,7 +18,6 @@ a message when no GPU is usable.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -156,7 +155,7 @@ def format_table(rows, meta) -> str:
 def main(argv=None):
     args = parse_args(argv)
     sys.path.insert(0, os.path.join(_ROOT, "benchmarks"))
-    from fused_kernels import import_kernels, no_gpu_reason
+    from fused_kernels import import_kernels, no_gpu_reason, write_results
 
     why = no_gpu_reason()
     if why:
@@ -170,13 +169,7 @@ def main(argv=None):
                 calls=args.calls, rounds=args.rounds,
                 command="python benchmarks/call_overhead.py " + " ".join(sys.argv[1:] if argv is None else argv))
     rows = run(K, cp, args.cases, args.calls, args.rounds)
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "call_overhead.json"), "w") as f:
-        json.dump(dict(meta=meta, rows=rows), f, indent=1)
-    text = format_table(rows, meta)
-    with open(os.path.join(args.out, "call_overhead.md"), "w") as f:
-        f.write(text)
-    print(text)
+    print(write_results(args.out, rows, meta, "call_overhead", format_table))
     return 0
 
 

@@ -404,12 +404,14 @@ def format_table(rows, meta):
     return "\n".join(lines) + "\n"
 
 
-def write_results(out, rows, meta):
+def write_results(out, rows, meta, name="kernels", table=None):
+    """``out/<name>.json`` (meta and rows) and ``out/<name>.md`` (``table(rows, meta)``, this
+    benchmark's table by default); returns the markdown."""
     os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "kernels.json"), "w") as f:
+    with open(os.path.join(out, f"{name}.json"), "w") as f:
         json.dump(dict(meta=meta, rows=rows), f, indent=1)
-    text = format_table(rows, meta)
-    with open(os.path.join(out, "kernels.md"), "w") as f:
+    text = (table or format_table)(rows, meta)
+    with open(os.path.join(out, f"{name}.md"), "w") as f:
         f.write(text)
     return text
 

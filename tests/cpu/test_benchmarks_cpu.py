@@ -114,6 +114,11 @@ def test_write_results(bk, tmp_path):
     data = json.loads((tmp_path / "o" / "kernels.json").read_text())
     assert data["meta"]["device"] == "D" and [r["case"] for r in data["rows"]] == ["gemm", "fir"]
     assert data["rows"][0]["first_call_s"] == 10.0 and data["rows"][1]["error"] == "E: x"
+    # call_overhead.py writes its own files and table through the same function
+    other = bk.write_results(str(tmp_path / "o"), rows, dict(device="D"), "call_overhead",
+                             lambda r, m: f"{len(r)} rows on {m['device']}\n")
+    assert other == "2 rows on D\n" == (tmp_path / "o" / "call_overhead.md").read_text()
+    assert json.loads((tmp_path / "o" / "call_overhead.json").read_text())["meta"] == {"device": "D"}
 
 
 def test_import_kernels_gets_the_package_not_the_script(bk, monkeypatch):
