@@ -189,6 +189,8 @@ def main():
     ap.add_argument("--min-blocks", type=int, nargs="+", default=[],
                     help="ours, suggested layout: also with launch bounds for these blocks per SM")
     args = ap.parse_args()
+    if any(b < 1 for b in args.min_blocks):
+        ap.error(f"--min-blocks takes blocks per SM >= 1, got {args.min_blocks}")
     os.makedirs(args.out, exist_ok=True)
 
     import cupy as cp
