@@ -75,12 +75,15 @@ def conv_kernel(fwd, inv, n, ept, stride, fpb, storage, vt, prefetch=False, min_
     return conv
 
 
-def pipelined_kernel(fwd, inv, n, ept, stride, fpb, storage, vt):
+def pipelined_kernel(fwd, inv, n, ept, stride, fpb, storage, vt, vector=False):
     """The fused kernel on a persistent grid, software-pipelined: each block walks its rows
     (row groups ``blockIdx.x, blockIdx.x + gridDim.x, ...``) and loads the next row's x and h
     into registers before the FFTs of the current one, so every block keeps loads in flight
-    through its compute phases. Launch with as many blocks as fit on the GPU at once."""
+    through its compute phases. Launch with as many blocks as fit on the GPU at once.
+    ``vector``: as for :func:`conv_kernel`."""
     from numba import cuda
+
+    from nvmath_device import load_complex, store_complex
 
     zero = np.dtype(vt).type(0)
 
@@ -97,14 +100,22 @@ def pipelined_kernel(fwd, inv, n, ept, stride, fpb, storage, vt):
         row = g * fpb + ty
         ok = row < nrows
         for i in range(ept):
-            td[i] = x[row * n + tx + i * stride] if ok else zero
-            hv[i] = h[row * n + tx + i * stride] if ok else zero
+            if vector:
+                td[i] = load_complex(x, row * n + tx + i * stride) if ok else zero
+                hv[i] = load_complex(h, row * n + tx + i * stride) if ok else zero
+            else:
+                td[i] = x[row * n + tx + i * stride] if ok else zero
+                hv[i] = h[row * n + tx + i * stride] if ok else zero
         while g < groups:  # uniform in the block: every thread runs the same FFTs
             nrow = row + cuda.gridDim.x * fpb
             nok = nrow < nrows
             for i in range(ept):  # the next row, in flight during this row's FFTs
-                nx[i] = x[nrow * n + tx + i * stride] if nok else zero
-                nh[i] = h[nrow * n + tx + i * stride] if nok else zero
+                if vector:
+                    nx[i] = load_complex(x, nrow * n + tx + i * stride) if nok else zero
+                    nh[i] = load_complex(h, nrow * n + tx + i * stride) if nok else zero
+                else:
+                    nx[i] = x[nrow * n + tx + i * stride] if nok else zero
+                    nh[i] = h[nrow * n + tx + i * stride] if nok else zero
             fwd.execute(td, smem)
             for i in range(ept):
                 td[i] = td[i] * hv[i]
@@ -112,7 +123,10 @@ def pipelined_kernel(fwd, inv, n, ept, stride, fpb, storage, vt):
             inv.execute(td, smem)
             if ok:
                 for i in range(ept):
-                    y[row * n + tx + i * stride] = td[i]
+                    if vector:
+                        store_complex(y, row * n + tx + i * stride, td[i])
+                    else:
+                        y[row * n + tx + i * stride] = td[i]
             cuda.syncthreads()
             for i in range(ept):
                 td[i] = nx[i]
@@ -156,7 +170,7 @@ def ours_kernel(size, ept, fpb, prefetch=False, min_blocks=None, vector=False):
     kw = dict(size=size, precision=np.float32, elements_per_thread=ept, ffts_per_block=fpb)
     fwd, inv = FFT(direction="forward", **kw), FFT(direction="inverse", **kw)
     e, f = fwd.elements_per_thread_value, fwd.ffts_per_block_value
-    make = (pipelined_kernel if prefetch == "pipelined"
+    make = (functools.partial(pipelined_kernel, vector=vector) if prefetch == "pipelined"
             else functools.partial(conv_kernel, prefetch=prefetch, min_blocks=min_blocks, vector=vector))
     k = make(fwd, inv, size, e, fwd.stride, f, fwd.storage_size, fwd.value_type)
     label = {False: "", True: " h prefetched", "pipelined": " pipelined (persistent grid, next row prefetched)"}
@@ -235,8 +249,9 @@ def main():
             ours_cfgs = [(e, "suggested", pre) for e in FFT.valid_elements_per_thread(size, np.float32)
                          for pre in (False, True, "pipelined")]
         # (ept, ffts per block, prefetch, min blocks per SM, 8-byte loads/stores)
-        ours_cfgs = [c + (None, vec) for c in ours_cfgs for vec in ((False, True) if c[2] != "pipelined" else (False,))]
-        ours_cfgs += [("suggested", "suggested", pre, mb, False) for mb in args.min_blocks for pre in (False, True)]
+        ours_cfgs = [c + (None, vec) for c in ours_cfgs for vec in (False, True)]
+        ours_cfgs += [("suggested", "suggested", pre, mb, vec) for mb in args.min_blocks for pre in (False, True)
+                      for vec in (False, True)]
         peer_cfgs = [("suggested", "suggested", False, None, False)]
         for name, build in impls:
             for ept, fpb, pre, mb, vec in ours_cfgs if name.startswith("numba") else peer_cfgs:

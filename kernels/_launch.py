@@ -151,3 +151,21 @@ def _current_context() -> int:
 
     err, ctx = driver.cuCtxGetCurrent()
     return int(ctx) if err == driver.CUresult.CUDA_SUCCESS else 0
+
+
+_RESIDENT: dict = {}
+
+
+def resident_blocks(kernel, block, smem: int, *args) -> int | None:
+    """How many blocks of ``kernel`` (compiled for ``args``' types) fit on the current GPU at
+    once with ``block`` threads and ``smem`` bytes of dynamic shared memory (the grid of a
+    persistent kernel), or None under the simulator. Cached per kernel, types, shape and context."""
+    if simulator():
+        return None
+    argtypes = tuple(_argtype(a) for a in args)
+    block = (block, 1, 1) if isinstance(block, int) else tuple(block) + (1,) * (3 - len(block))
+    key = (kernel, argtypes, block, int(smem), _current_context())
+    n = _RESIDENT.get(key)
+    if n is None:
+        n = _RESIDENT[key] = kernel.compile(argtypes).max_cooperative_grid_blocks(block, int(smem))
+    return n

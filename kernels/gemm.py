@@ -12,7 +12,7 @@ from nvmath_device import FFT, Matmul, load_complex, store_complex
 
 from ._arrays import Operand, Output, resolve_stream, simulator
 from ._fused import vectors_ok
-from ._launch import launch
+from ._launch import launch, resident_blocks
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.complex64), np.dtype(np.complex128))
 
@@ -66,20 +66,24 @@ def _batched_kernel(mm: Matmul, per_block: int, use_c: bool):
 
 @functools.cache
 def _vector_kernel(mm: Matmul, per_block: int, use_c: bool):
-    """``D[g] = alpha * A[g] @ B[g] (+ beta * C[g])`` with every tile moved as 16-byte vectors.
+    """``D[g] = alpha * A[g] @ B[g] (+ beta * C[g])`` with every tile moved as 16-byte vectors,
+    on a persistent grid, the next GEMM's A and B in flight while the current one runs.
 
-    ``per_block`` GEMMs per block (``threadIdx.y`` picks the slot). The rows of A and B land in
-    cuBLASDx's padded shared-memory tiles (the descriptor's suggested leading dimensions, e.g. 36
-    for 32 x 32 fp32: rows of a row-major tile off the same banks), the GEMM accumulates in
-    registers, and the result goes back through the slot's shared memory (free once the GEMM
+    ``per_block`` GEMM slots per block (``threadIdx.y`` picks the slot); each slot walks the
+    batch with stride ``gridDim.x * per_block`` (launch as many blocks as fit on the GPU at
+    once: :func:`kernels._launch.resident_blocks`; any grid is correct). Per GEMM: the A and B
+    vectors loaded into registers during the previous GEMM go to cuBLASDx's padded shared tiles
+    (the descriptor's suggested leading dimensions, e.g. 36 for 32 x 32 fp32: rows of a
+    row-major tile off the same banks), the next GEMM's vectors are loaded, the GEMM accumulates
+    in registers, and the result goes back through the slot's shared memory (free once the GEMM
     has read it) so that D, and C when ``use_c``, move as whole vectors as well. Global accesses
     go through ``load_complex``/``store_complex``: numba's indexing of the complex128 views would
     split each 16-byte vector into two 8-byte accesses (``LDG.E.64`` pairs in the sm_90 SASS).
 
-    On the H200 (65536 x 32^3 fp32, ``benchmarks/batched_gemm.py``, two runs): 0.304-0.312 ms
-    with 64 threads x 2 GEMMs per block, vs 0.43 ms storing D from registers at the fragment
-    coordinates, 0.54 ms with unpadded tiles, 0.54 ms for the persistent register-pipelined
-    kernel this one replaced; cuBLAS batched 0.291-0.293 ms.
+    H200, 65536 x 32^3 fp32, ``benchmarks/batched_gemm.py --skip-peers --sizes 32 16`` (the
+    ``ppadv`` variant this kernel grew from, same run as cuBLAS batched at 0.290 ms): 0.211 ms
+    with 32 threads x 2 GEMMs per block; 0.282-0.299 ms for the non-persistent kernel it
+    replaced; 16^3: 0.074 ms (64 x 2) vs 0.085-0.092 ms, cuBLAS 0.172 ms.
 
     Arguments: ``A`` (batch, m*k*itemsize/16), ``B`` (batch, k*n*itemsize/16), ``C`` and ``D``
     (batch, m*n*itemsize/16), complex128 views of C-contiguous, 16-byte aligned operands (bit
@@ -106,67 +110,114 @@ def _vector_kernel(mm: Matmul, per_block: int, use_c: bool):
     b_off_v = mm.b_shared_memory_offset // 16
     a_size, b_size, acc_n = mm.a_size, mm.b_size, mm.accumulator_size
     nt = mm.max_threads_per_block
-    zero = dt.type(0)
+    na, nb = -(-a_vec // nt), -(-b_vec // nt)  # vectors per thread in flight: of A, of B
+    all_a, all_b = a_vec % nt == 0, b_vec % nt == 0  # every thread's last vector exists
+    zero, zero16 = dt.type(0), np.complex128(0)
 
     # No fastmath: the arithmetic here is only the alpha/beta epilogue (and the GEMM itself is
     # cuBLASDx's LTO-IR); fastmath would buy nothing measurable and allow flushing denormals.
     @cuda.jit
     def kernel(A, B, C, D, alpha, beta, batch):
         tx = cuda.threadIdx.x
-        g = cuda.blockIdx.x * per_block + cuda.threadIdx.y
-        live = g < batch  # an idle slot still takes part in every block-wide step
         s16 = cuda.shared.array(0, dtype=np.complex128)  # the dynamic buffer, as vectors
         sv = cuda.shared.array(0, dtype=dt)  # ... and as values
         base = cuda.threadIdx.y * slot_v
         b0 = base * v
-        if live:
-            for i in range(tx, a_vec, nt):
-                r = i // ka
-                s16[base + r * la + i - r * ka] = load_complex(A, (g, i))
-            for i in range(tx, b_vec, nt):
-                r = i // kn
-                s16[base + b_off_v + r * lb + i - r * kn] = load_complex(B, (g, i))
-        cuda.syncthreads()
+        ra = cuda.local.array(na, dtype=np.complex128)
+        rb = cuda.local.array(nb, dtype=np.complex128)
         acc = cuda.local.array(acc_n, dtype=dt)
         rows = cuda.local.array(acc_n, dtype=np.int32)
         cols = cuda.local.array(acc_n, dtype=np.int32)
-        for i in range(acc_n):
-            acc[i] = zero
-        mm.execute(sv[b0:b0 + a_size], sv[b0 + b_off_v * v:b0 + b_off_v * v + b_size], acc)
         mm.fragment_coordinates(rows, cols)
-        cuda.syncthreads()  # A and B have been read: the slot takes the result
-        if use_c:
+        stride = cuda.gridDim.x * per_block
+        g = cuda.blockIdx.x * per_block + cuda.threadIdx.y
+        for j in range(na):
+            i = tx + j * nt
+            ra[j] = load_complex(A, (g, i)) if g < batch and (all_a or i < a_vec) else zero16
+        for j in range(nb):
+            i = tx + j * nt
+            rb[j] = load_complex(B, (g, i)) if g < batch and (all_b or i < b_vec) else zero16
+        for _ in range((batch + stride - 1) // stride):  # the same count in every block
+            cuda.syncthreads()  # the slot's previous result has been stored
+            for j in range(na):
+                i = tx + j * nt
+                if all_a or i < a_vec:
+                    r = i // ka
+                    s16[base + r * la + i - r * ka] = ra[j]
+            for j in range(nb):
+                i = tx + j * nt
+                if all_b or i < b_vec:
+                    r = i // kn
+                    s16[base + b_off_v + r * lb + i - r * kn] = rb[j]
+            cuda.syncthreads()
+            gn = g + stride
+            if gn < batch:  # the next GEMM's loads, in flight during this one
+                for j in range(na):
+                    i = tx + j * nt
+                    if all_a or i < a_vec:
+                        ra[j] = load_complex(A, (gn, i))
+                for j in range(nb):
+                    i = tx + j * nt
+                    if all_b or i < b_vec:
+                        rb[j] = load_complex(B, (gn, i))
+            for i in range(acc_n):
+                acc[i] = zero
+            mm.execute(sv[b0:b0 + a_size], sv[b0 + b_off_v * v:b0 + b_off_v * v + b_size], acc)
+            cuda.syncthreads()  # A and B have been read: the slot takes the result
+            live = g < batch  # an idle slot still takes part in every block-wide step
+            if use_c:
+                if live:
+                    for i in range(tx, c_vec, nt):
+                        r = i // kn
+                        s16[base + r * lc + i - r * kn] = load_complex(C, (g, i))
+                cuda.syncthreads()
+            for i in range(acc_n):
+                r = rows[i]
+                if r >= 0:
+                    e = b0 + r * ldc + cols[i]
+                    if use_c:
+                        sv[e] = alpha * acc[i] + beta * sv[e]
+                    else:
+                        sv[e] = alpha * acc[i]
+            cuda.syncthreads()
             if live:
                 for i in range(tx, c_vec, nt):
                     r = i // kn
-                    s16[base + r * lc + i - r * kn] = load_complex(C, (g, i))
-            cuda.syncthreads()
-        for i in range(acc_n):
-            r = rows[i]
-            if r >= 0:
-                e = b0 + r * ldc + cols[i]
-                if use_c:
-                    sv[e] = alpha * acc[i] + beta * sv[e]
-                else:
-                    sv[e] = alpha * acc[i]
-        cuda.syncthreads()
-        if live:
-            for i in range(tx, c_vec, nt):
-                r = i // kn
-                store_complex(D, (g, i), s16[base + r * lc + i - r * kn])
+                    store_complex(D, (g, i), s16[base + r * lc + i - r * kn])
+            g = gn
 
     return kernel, slot_v * 16 * per_block
 
 
 def _vector_per_block(mm: Matmul) -> int:
-    """GEMMs per block of the vector kernel: 128 threads' worth. H200, 65536 GEMMs, GEMMs per
-    block 1 / 2 / 4: 16^3 fp32 (64 threads) 0.0945 / 0.0942 / 0.0963 ms; 32^3 fp32 (64 threads)
-    0.309 / 0.312 / 0.337 ms; 64^3 fp64 (128 threads) 2.53 / 3.16 ms."""
-    return max(1, 128 // mm.max_threads_per_block)
+    """GEMMs per block of the (persistent) vector kernel: one; each block walks the batch.
+    H200, 65536 GEMMs, 1 / 2 / 4 per block (``benchmarks/batched_gemm.py --variants lib``):
+    16^3 fp32 (64 threads) 0.0746 / 0.0745 / 0.0748 ms; 32^3 fp32 (32 threads) 0.211 / 0.220 /
+    0.227 ms; 64^3 fp64 (128 threads) 2.05 / 2.12 ms."""
+    return 1
+
+
+def _block_threads(m: int, n: int, k: int, dtype) -> int | str:
+    """Threads per GEMM: 32 (one warp) for GEMMs of at least 32^3 multiply-adds whose result
+    is at most 32 registers per thread of one warp, else cuBLASDx's suggestion. One warp issues
+    fewer shared-memory reads per multiply-add (the sm_90 SASS of 32^3 fp32: 96 ``LDS.128`` per
+    1024 ``FFMA`` against 80 per 512 with 64 threads), which the persistent kernel's loads in
+    flight make up for in occupancy. H200, 65536 x 32^3 fp32: 0.211 ms with 32 threads vs 0.271
+    ms with the suggested 64 (cuBLAS batched 0.290); 16^3 fp32: 0.0858 vs 0.0746 ms (too little
+    work per GEMM: the suggested 64 stays)."""
+    acc_regs = m * n * np.dtype(dtype).itemsize // 4 // 32
+    return 32 if m * n * k >= 32 ** 3 and acc_regs <= 32 else "suggested"
+
+
+def _batched_descriptor(m: int, n: int, k: int, dtype, sm=None) -> Matmul:
+    """The descriptor of :func:`batched_gemm`'s kernels: :func:`_block_threads` threads,
+    16-byte aligned shared tiles with cuBLASDx's suggested (padded) leading dimensions."""
+    return _gemm_descriptor(m, n, k, dtype, block_dim=_block_threads(m, n, k, dtype), sm=sm,
+                            alignment=(16, 16, 16), leading_dimension="suggested")
 
 
 def batched_gemm(a, b, *, c=None, alpha=1.0, beta=0.0, stream=None):
-    """``alpha * a[i] @ b[i] + beta * c[i]`` for every i, several small GEMMs per block (cuBLASDx).
+    """``alpha * a[i] @ b[i] + beta * c[i]`` for every i: many small GEMMs in one kernel (cuBLASDx).
 
     Parameters
     ----------
@@ -188,17 +239,22 @@ def batched_gemm(a, b, *, c=None, alpha=1.0, beta=0.0, stream=None):
     -----
     m, n, k up to what one block's shared memory holds (cuBLASDx's limits; an error names the
     size otherwise). Two kernels: when the operands are 16-byte aligned and rows of k and of n
-    values are whole 16-byte vectors (e.g. multiples of 4 in float32), every tile moves as
-    16-byte vectors through cuBLASDx's padded shared-memory layout, blocks of 128 threads'
-    worth of GEMMs; otherwise blocks of 256 threads hold ``256 // threads_per_gemm`` GEMMs each
-    and copy element by element.
+    values are whole 16-byte vectors (e.g. multiples of 4 in float32), a persistent grid (the
+    blocks that fit on the GPU at once) walks the batch, each block loading the next GEMM's
+    tiles as 16-byte vectors while it multiplies the current one in cuBLASDx's padded
+    shared-memory layout (one warp per GEMM from 32^3 up to a 32-register result per thread,
+    cuBLASDx's suggested block otherwise); else blocks of 256 threads hold
+    ``256 // threads_per_gemm`` GEMMs each and copy element by element. H200, 65536 GEMMs:
+    32^3 fp32 0.211 ms vs cuBLAS batched 0.290 ms, 16^3 fp32 0.075 vs 0.170 ms, 64^3 fp64
+    2.05 vs 1.51 ms (cuBLAS at the memory floor there).
     """
     return _batched_gemm(a, b, c, alpha, beta, stream)[0]
 
 
-def _batched_gemm(a, b, c, alpha, beta, stream, vector=True, per_block=None):
+def _batched_gemm(a, b, c, alpha, beta, stream, vector=True, per_block=None, blocks=None):
     """:func:`batched_gemm`, plus which kernel ran ("vector" or "smem"). ``vector=False`` forces
-    the shared-memory kernel, ``per_block`` the vector kernel's GEMMs per block (tests)."""
+    the shared-memory kernel, ``per_block`` the vector kernel's GEMMs per block, ``blocks`` its
+    grid (tests: any grid is correct)."""
     ao = Operand("a", a, _DTYPES, (3,), None)
     bo = Operand("b", b, (ao.dtype,), (3,), None)
     batch, m, k = ao.shape
@@ -218,7 +274,7 @@ def _batched_gemm(a, b, c, alpha, beta, stream, vector=True, per_block=None):
     s = resolve_stream(stream, ao)
     # padded (cuBLASDx's suggested leading dimensions), 16-byte aligned shared tiles; the
     # shared-memory kernel uses the same descriptor (one cuBLASDx compile per shape)
-    mm = _gemm_descriptor(m, n, k, ao.dtype, alignment=(16, 16, 16), leading_dimension="suggested")
+    mm = _batched_descriptor(m, n, k, ao.dtype)
     threads = mm.block_dim[0] * mm.block_dim[1] * mm.block_dim[2]
     out = Output((batch, m, n), ao.dtype, ao, s)
     if batch == 0:
@@ -233,8 +289,10 @@ def _batched_gemm(a, b, c, alpha, beta, stream, vector=True, per_block=None):
         c16 = co.dev.reshape(batch, m * n).view(np.complex128) if use_c else d16
         if vectors_ok(a16, b16, c16):  # 16-byte aligned (e.g. not a CuPy slice a[1:] of float32)
             kernel, smem = vec
-            launch(kernel, max(1, -(-batch // G)), (threads, G, 1), s, smem, a16, b16, c16, d16, scal(alpha),
-                   scal(beta), batch)
+            args = (a16, b16, c16, d16, scal(alpha), scal(beta), batch)
+            grid = -(-batch // G)  # persistent: at most the blocks that fit at once
+            grid = max(1, min(grid, blocks or resident_blocks(kernel, (threads, G), smem, *args) or grid))
+            launch(kernel, grid, (threads, G, 1), s, smem, *args)
             return out.result(s), "vector"
     per_block = max(1, 256 // threads)
     kernel, smem = _batched_kernel(mm, per_block, co is not None)

@@ -98,6 +98,25 @@ def test_vector_batched_gemm_kernel_links():
     assert mm.leading_dimension == (36, 36, 36)  # padded: what the vector kernel was measured with
 
 
+def test_batched_gemm_threads_per_gemm():
+    """One warp per GEMM from 32^3 multiply-adds while the result fits 32 registers per thread
+    of a warp; cuBLASDx's suggested block otherwise (links for sm_90 with one warp)."""
+    from kernels.gemm import _batched_descriptor, _block_threads, _vector_kernel
+
+    assert _block_threads(32, 32, 32, np.float32) == 32
+    assert _block_threads(32, 32, 64, np.float32) == 32
+    assert _block_threads(16, 16, 16, np.float32) == "suggested"  # too little work per GEMM
+    assert _block_threads(32, 32, 32, np.float64) == "suggested"  # 64 registers of result
+    assert _block_threads(32, 32, 32, np.complex64) == "suggested"
+    assert _block_threads(64, 64, 64, np.float64) == "suggested"
+    mm = _batched_descriptor(32, 32, 32, np.float32, sm=90)
+    assert mm.block_dim == (32, 1, 1) and mm.leading_dimension == (36, 36, 36)
+    v16 = types.complex128[:, ::1]
+    kern, _ = _vector_kernel(mm, 1, True)
+    out = compile_kernel(kern.py_func, (v16, v16, v16, v16, types.float32, types.float32, i64), sm=90)
+    assert out.linked == (f"{mm.symbol}.ltoir",)
+
+
 def test_vector_batched_gemm_moves_whole_16_byte_vectors():
     """Every global access of the vector kernel is one 16-byte vector (ld/st.global.v2.f64 of
     the complex128 views, through load_complex/store_complex), not two 8-byte halves."""

@@ -148,11 +148,10 @@ GEMM_CASES = [(np.float32, (16, 16, 16)), (np.complex64, (16, 16, 16)), (np.floa
 def _gemm_tables():
     """The simulator's register-fragment tables of every batched GEMM here, in one NVRTC run
     (compiled on first use otherwise, one descriptor at a time, by the first simulated thread)."""
-    from kernels.gemm import _gemm_descriptor
+    from kernels.gemm import _batched_descriptor
     from nvmath_device._codegen.gemm_sim_tables import prefetch_fragment_tables
 
-    prefetch_fragment_tables([_gemm_descriptor(*size, d, alignment=(16, 16, 16), leading_dimension="suggested")
-                              for d, size in GEMM_CASES])
+    prefetch_fragment_tables([_batched_descriptor(*size, d) for d, size in GEMM_CASES])
 
 
 def _gemm_operands(dtype, size, batch):
@@ -165,14 +164,12 @@ def _gemm_operands(dtype, size, batch):
 @pytest.mark.parametrize("dtype,size", GEMM_CASES, ids=[np.dtype(d).name for d, _ in GEMM_CASES])
 def test_batched_gemm_both_kernels(dtype, size, with_c, vector, _gemm_tables):
     """Both kernels of batched_gemm (the vector one on padded tiles and the shared-memory one,
-    forced) against NumPy float64; batch 5 is not a multiple of the GEMMs per block, so the
-    last block has idle slots. C is not modified."""
-    from kernels.gemm import _batched_gemm, _gemm_descriptor, _vector_per_block
+    forced) against NumPy float64; batch 5 is not a multiple of the shared-memory kernel's
+    GEMMs per block, so its last block has idle slots. C is not modified."""
+    from kernels.gemm import _batched_gemm
 
     batch = 5
     a, b, c = _gemm_operands(dtype, size, batch)
-    mm = _gemm_descriptor(*size, dtype, alignment=(16, 16, 16), leading_dimension="suggested")
-    assert not vector or batch % _vector_per_block(mm) or _vector_per_block(mm) == 1
     c0 = c.copy()
     cplx = np.dtype(dtype).kind == "c"
     alpha = (1.5 - 0.25j) if cplx else 1.5
@@ -198,12 +195,33 @@ def test_batched_gemm_several_per_block_and_c_with_zero_beta(vector, _gemm_table
     assert _rel(d, 2.0 * (a.astype(np.float64) @ b)) < TOL[np.float32]
 
 
+@pytest.mark.parametrize("dtype,size", [(np.float32, (16, 16, 16)), (np.complex64, (16, 24, 8)),
+                                        (np.float32, (32, 32, 32))])
+def test_vector_batched_gemm_walks_the_batch_on_a_small_grid(dtype, size, _gemm_tables):
+    """The vector kernel is persistent: one or two blocks of two slots walk a batch of 9 (the
+    last round has idle slots), each loading the next GEMM while the current one runs. (16,
+    24, 8) complex64: A has 64 vectors for 128 threads (threads without a vector of A); 32^3
+    fp32: one warp per GEMM (:func:`kernels.gemm._block_threads`)."""
+    from kernels.gemm import _batched_descriptor, _batched_gemm
+
+    threads = {(16, 16, 16): 64, (16, 24, 8): 128, (32, 32, 32): 32}[size]  # cuBLASDx's, ours, ours
+    assert _batched_descriptor(*size, dtype).block_dim == (threads, 1, 1)
+
+    a, b, c = _gemm_operands(dtype, size, 9)
+    ref = 0.5 * (a.astype(np.complex128) @ b) + 2.0 * c
+    ref = ref if np.dtype(dtype).kind == "c" else ref.real
+    for blocks in (1, 2):
+        d, path = _batched_gemm(a, b, c, 0.5, 2.0, None, per_block=2, blocks=blocks)
+        assert path == "vector"
+        assert _rel(d, ref) < TOL[dtype]
+
+
 def test_batched_gemm_falls_back_when_rows_are_not_vectors():
     """(6, 6, 3) complex64: a row of A (3 values, 24 bytes) is not a whole number of 16-byte
     vectors: the shared-memory kernel."""
-    from kernels.gemm import _batched_gemm, _gemm_descriptor, _vector_kernel
+    from kernels.gemm import _batched_descriptor, _batched_gemm, _vector_kernel
 
-    mm = _gemm_descriptor(6, 6, 3, np.complex64, alignment=(16, 16, 16), leading_dimension="suggested")
+    mm = _batched_descriptor(6, 6, 3, np.complex64)
     assert _vector_kernel(mm, 1, True) is None
     a, b, c = _gemm_operands(np.complex64, (6, 6, 3), 3)
     d, path = _batched_gemm(a, b, c, 1.0, 1.0, None)
