@@ -138,6 +138,70 @@ def pipelined_kernel(fwd, inv, n, ept, stride, fpb, storage, vt, vector=False):
     return conv
 
 
+def async_kernel(fwd, inv, n, ept, stride, fpb, storage, vt):
+    """The fused kernel on a persistent grid with the next row's x and h copied global ->
+    shared by ``nvmath_device.copy_async`` (``cp.async``: no registers held) while the current
+    row's FFTs run. Each thread copies, and later reads back, exactly its own elements, so the
+    staging buffers (after cuFFTDx's shared memory) need no barrier. y is stored with
+    ``store_complex``. Launch with as many blocks as fit at once; dynamic shared memory
+    :func:`async_shared_bytes`."""
+    from numba import cuda
+
+    from nvmath_device import copy_async, copy_async_commit, copy_async_wait, store_complex
+
+    zero = np.dtype(vt).type(0)
+    fft_e = -(-fwd.shared_memory_size // 16) * 16 // np.dtype(vt).itemsize  # staging starts here
+    stage = n * fpb
+
+    @cuda.jit
+    def conv(x, h, y, nrows):
+        td = cuda.local.array(storage, dtype=vt)
+        hv = cuda.local.array(ept, dtype=vt)
+        smem = cuda.shared.array(0, dtype=vt)
+        sx = smem[fft_e:fft_e + stage]
+        sh = smem[fft_e + stage:fft_e + 2 * stage]
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        groups = (nrows + fpb - 1) // fpb
+        g = cuda.blockIdx.x
+        row = g * fpb + ty
+        own = ty * n + tx  # this thread's first element in the staging buffers
+        if row < nrows:
+            for i in range(ept):
+                copy_async(sx, own + i * stride, x, row * n + tx + i * stride)
+                copy_async(sh, own + i * stride, h, row * n + tx + i * stride)
+        copy_async_commit()
+        while g < groups:  # uniform in the block: every thread runs the same FFTs
+            copy_async_wait(0)
+            ok = row < nrows
+            for i in range(ept):  # this row's x and h: staged, into registers
+                td[i] = sx[own + i * stride] if ok else zero
+                hv[i] = sh[own + i * stride] if ok else zero
+            nrow = row + cuda.gridDim.x * fpb
+            if nrow < nrows:  # the next row, in flight during this row's FFTs
+                for i in range(ept):
+                    copy_async(sx, own + i * stride, x, nrow * n + tx + i * stride)
+                    copy_async(sh, own + i * stride, h, nrow * n + tx + i * stride)
+            copy_async_commit()
+            fwd.execute(td, smem)
+            for i in range(ept):
+                td[i] = td[i] * hv[i]
+            cuda.syncthreads()
+            inv.execute(td, smem)
+            if ok:
+                for i in range(ept):
+                    store_complex(y, row * n + tx + i * stride, td[i])
+            cuda.syncthreads()
+            g += cuda.gridDim.x
+            row = nrow
+
+    return conv
+
+
+def async_shared_bytes(fwd, n, fpb, vt):
+    """Dynamic shared memory of :func:`async_kernel`: cuFFTDx's, then x and h staging rows."""
+    return -(-fwd.shared_memory_size // 16) * 16 + 2 * n * fpb * np.dtype(vt).itemsize
+
+
 def pointwise_row(x, h, x_nb, h_nb, size, do_bench):
     """The ceiling of this access pattern: y = x * h element by element (read x, read h, write y;
     no FFT), one element per thread, 256 threads per block. No fused kernel can beat it."""
@@ -163,20 +227,27 @@ def pointwise_row(x, h, x_nb, h_nb, size, do_bench):
 
 
 def ours_kernel(size, ept, fpb, prefetch=False, min_blocks=None, vector=False):
-    """``prefetch``: False, True (h with x) or "pipelined" (:func:`pipelined_kernel`);
-    ``min_blocks``, ``vector``: see :func:`conv_kernel`."""
+    """``prefetch``: False, True (h with x), "pipelined" (:func:`pipelined_kernel`) or "async"
+    (:func:`async_kernel`, always with 8-byte stores); ``min_blocks``, ``vector``: see
+    :func:`conv_kernel`."""
     from nvmath_device import FFT
 
     kw = dict(size=size, precision=np.float32, elements_per_thread=ept, ffts_per_block=fpb)
     fwd, inv = FFT(direction="forward", **kw), FFT(direction="inverse", **kw)
     e, f = fwd.elements_per_thread_value, fwd.ffts_per_block_value
-    make = (functools.partial(pipelined_kernel, vector=vector) if prefetch == "pipelined"
-            else functools.partial(conv_kernel, prefetch=prefetch, min_blocks=min_blocks, vector=vector))
+    smem = fwd.shared_memory_size
+    if prefetch == "async":
+        make, smem = async_kernel, async_shared_bytes(fwd, size, f, fwd.value_type)
+    elif prefetch == "pipelined":
+        make = functools.partial(pipelined_kernel, vector=vector)
+    else:
+        make = functools.partial(conv_kernel, prefetch=prefetch, min_blocks=min_blocks, vector=vector)
     k = make(fwd, inv, size, e, fwd.stride, f, fwd.storage_size, fwd.value_type)
-    label = {False: "", True: " h prefetched", "pipelined": " pipelined (persistent grid, next row prefetched)"}
+    label = {False: "", True: " h prefetched", "pipelined": " pipelined (persistent grid, next row prefetched)",
+             "async": " copy_async (persistent grid, next row staged in shared memory)"}
     bounds = f" >= {min_blocks} blocks/SM" if min_blocks else ""
-    vec = " 8-byte loads/stores" if vector else ""
-    return k, fwd.block_dim, fwd.shared_memory_size, f, f"ept={e} fpb={f}" + label[prefetch] + bounds + vec
+    vec = " 8-byte loads/stores" if vector and prefetch != "async" else ""
+    return k, fwd.block_dim, smem, f, f"ept={e} fpb={f}" + label[prefetch] + bounds + vec
 
 
 def nvmath_kernel(size, ept, fpb, prefetch=False, min_blocks=None, vector=False):
@@ -242,14 +313,14 @@ def main():
         if not args.no_peer:
             impls.append(("nvmath-python device FFT", nvmath_kernel))
         ours_cfgs = [("suggested", "suggested", False), ("suggested", 1, False),
-                     ("suggested", "suggested", True), ("suggested", 1, True)]
+                     ("suggested", "suggested", True), ("suggested", 1, True), ("suggested", 1, "async")]
         if args.sweep:
             from nvmath_device import FFT
 
             ours_cfgs = [(e, "suggested", pre) for e in FFT.valid_elements_per_thread(size, np.float32)
-                         for pre in (False, True, "pipelined")]
+                         for pre in (False, True, "pipelined", "async")]
         # (ept, ffts per block, prefetch, min blocks per SM, 8-byte loads/stores)
-        ours_cfgs = [c + (None, vec) for c in ours_cfgs for vec in (False, True)]
+        ours_cfgs = [c + (None, vec) for c in ours_cfgs for vec in ((False, True) if c[2] != "async" else (True,))]
         ours_cfgs += [("suggested", "suggested", pre, mb, vec) for mb in args.min_blocks for pre in (False, True)
                       for vec in (False, True)]
         peer_cfgs = [("suggested", "suggested", False, None, False)]
@@ -261,7 +332,7 @@ def main():
                     y = cp.full_like(x, cp.nan)
                     y_nb = cuda.as_cuda_array(y.ravel())
                     grid = (nrows + fpb_v - 1) // fpb_v
-                    if pre == "pipelined":  # persistent: the blocks that fit at once (compiled first)
+                    if pre in ("pipelined", "async"):  # persistent: the blocks that fit at once (compiled first)
                         kern[grid, block, 0, smem](x_nb, h_nb, y_nb, nrows)
                         y.fill(cp.nan)
                         fits = next(iter(kern.overloads.values())).max_cooperative_grid_blocks(block, smem)

@@ -4,9 +4,10 @@
 from ._errors import CompileError, LinkError, MathDxError
 from .fft import FFT
 from .gemm import Matmul
-from .memory import load_complex, store_complex
+from .memory import copy_async, copy_async_commit, copy_async_wait, load_complex, store_complex
 
-__all__ = ["FFT", "Matmul", "MathDxError", "CompileError", "LinkError", "load_complex", "store_complex"]
+__all__ = ["FFT", "Matmul", "MathDxError", "CompileError", "LinkError", "load_complex", "store_complex",
+           "copy_async", "copy_async_commit", "copy_async_wait"]
 
 from ._sim import running_in_simulator as _in_sim
 

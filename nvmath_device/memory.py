@@ -45,3 +45,42 @@ def store_complex(array, index, value):
         Converted to the array's complex type, as ``array[index] = value`` would.
     """
     array[index] = value
+
+
+def copy_async(dst, dst_index, src, src_index):
+    """Start copying ``src[src_index]`` (global memory) to ``dst[dst_index]`` (shared memory)
+    without passing through registers (PTX ``cp.async``, sm_80 and newer).
+
+    The copy runs while the thread goes on; :func:`copy_async_commit` closes the group of copies
+    the thread has started, and :func:`copy_async_wait` waits for groups to land. A thread sees
+    its own copies after the wait; other threads of the block after a ``cuda.syncthreads()``
+    that follows it. The usual use is a pipeline: start the next item's loads, work on the
+    current one (its loads were started an item earlier), wait, repeat: the loads stay in flight
+    through the work without holding registers.
+
+    Parameters
+    ----------
+    dst : array in shared memory (``cuda.shared.array`` or a slice of one)
+        Any other memory is an error the hardware does not report (the address is converted to
+        a shared-memory address).
+    dst_index, src_index : int or tuple of ints
+        One non-negative index per dimension; no bounds check.
+    src : array in global memory (a kernel argument), same dtype as ``dst``
+        Elements of 4, 8 or 16 bytes (e.g. float32, float64 or complex64, complex128), each at
+        an address that is a multiple of its size.
+
+    Outside kernels and under the CUDA simulator this is ``dst[dst_index] = src[src_index]``.
+    """
+    dst[dst_index] = src[src_index]
+
+
+def copy_async_commit():
+    """Close the group of :func:`copy_async` copies this thread has started since the last
+    commit (PTX ``cp.async.commit_group``). A no-op outside kernels and under the simulator."""
+
+
+def copy_async_wait(pending):
+    """Wait until at most ``pending`` of this thread's most recent committed groups of
+    :func:`copy_async` copies are still in flight (PTX ``cp.async.wait_group``); ``0`` waits for
+    all. ``pending``: an integer constant from 0 to 7 known when the kernel compiles. A no-op
+    outside kernels and under the simulator."""

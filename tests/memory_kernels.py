@@ -1,14 +1,21 @@
 # SPDX-License-Identifier: Apache-2.0
 """A kernel that moves complex values only through nvmath_device.load_complex / store_complex
 (global 1-D and 2-D arrays, shared memory, a local array, a real value stored into a complex
-array), run by tests/sim (the simulator) and tests/gpu (the GPU) against NumPy."""
+array), and one that stages rows in shared memory with copy_async, run by tests/sim (the
+simulator) and tests/gpu (the GPU) against NumPy."""
 
 from __future__ import annotations
 
 import numpy as np
 from numba import cuda
 
-from nvmath_device import load_complex, store_complex
+from nvmath_device import (
+    copy_async,
+    copy_async_commit,
+    copy_async_wait,
+    load_complex,
+    store_complex,
+)
 from tests.device_arrays import to_device, to_host
 
 THREADS = 64
@@ -53,3 +60,40 @@ def run(ctype, rows=3):
     want_y = x.reshape(rows, THREADS)[:, ::-1]
     want_z = np.tile(np.arange(THREADS), rows).astype(ctype)
     return (to_host(dy), to_host(dz), to_host(dw), to_host(dg)), (want_y, want_z, x.imag, h2.ravel())
+
+
+def make_async_kernel(dtype):
+    """Rows of x staged in shared memory by copy_async, two buffers: row r + 1 is copied while
+    row r is read (by another thread: y[row, t] = 2 * x[row, THREADS - 1 - t])."""
+    dtype = np.dtype(dtype)
+
+    @cuda.jit
+    def kernel(x, y, rounds):
+        t = cuda.threadIdx.x
+        s = cuda.shared.array((2, THREADS), dtype=dtype)
+        first = cuda.blockIdx.x * rounds
+        copy_async(s, (0, t), x, (first, t))
+        copy_async_commit()
+        for r in range(rounds):
+            if r + 1 < rounds:
+                copy_async(s, ((r + 1) % 2, t), x, (first + r + 1, t))
+            copy_async_commit()  # an empty group in the last round
+            copy_async_wait(1)  # every group but the newest has landed: row r
+            cuda.syncthreads()  # ... for every thread of the block
+            y[first + r, t] = s[r % 2, THREADS - 1 - t] * 2
+            cuda.syncthreads()  # buffer r % 2 is read before round r + 1 refills it
+
+    return kernel
+
+
+def run_async(dtype, blocks=2, rounds=3):
+    """(output, expected) of :func:`make_async_kernel`."""
+    rng = np.random.default_rng(6)
+    shape = (blocks * rounds, THREADS)
+    x = rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * rng.standard_normal(shape)
+    x = x.astype(dtype)
+    dy = to_device(np.full(shape, np.nan, dtype))
+    make_async_kernel(dtype)[blocks, THREADS](to_device(x), dy, rounds)
+    return to_host(dy), 2 * x[:, ::-1]

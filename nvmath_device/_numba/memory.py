@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Lowering of nvmath_device.load_complex / store_complex: complex values as one vector access.
+"""Lowering of nvmath_device.load_complex / store_complex (complex values as one vector access)
+and copy_async / copy_async_commit / copy_async_wait (PTX ``cp.async``).
 
 numba lowers ``x[i]`` of a complex64 array as two 4-byte accesses (the real and the imaginary
 part; sm_90 SASS: two ``LDG.E`` per value). In a strided access pattern such as cuFFTDx's
@@ -16,7 +17,7 @@ from numba.core.errors import TypingError
 from numba.cuda import cgutils
 from numba.cuda.extending import lower_builtin, type_callable
 
-from ..memory import load_complex, store_complex
+from ..memory import copy_async, copy_async_commit, copy_async_wait, load_complex, store_complex
 
 _COMPLEX = (types.complex64, types.complex128)
 
@@ -88,4 +89,92 @@ def _lower_store(context, builder, sig, args):
     vec = builder.insert_element(vec, val.imag, ir.Constant(ir.IntType(32), 1))
     builder.store(vec, _vector_pointer(context, builder, aryty, args[0], idxty, args[1]),
                   align=aryty.dtype.bitwidth // 8)
+    return context.get_dummy_value()
+
+
+def _index_count(name, what, index):
+    if isinstance(index, types.Integer):
+        return 1
+    if isinstance(index, types.BaseTuple) and all(isinstance(t, types.Integer) for t in index.types):
+        return len(index.types)
+    raise TypingError(f"{name}: {what} must be an integer or a tuple of integers, got {index}")
+
+
+def _element_pointer(context, builder, aryty, ary, idxty, idx):
+    """Address of element ``idx`` of ``ary`` (a generic pointer) as an i64."""
+    if isinstance(idxty, types.BaseTuple):
+        itys = list(idxty.types)
+        raw = cgutils.unpack_tuple(builder, idx, len(itys))
+    else:
+        raw, itys = [idx], [idxty]
+    indices = [context.cast(builder, i, t, types.intp) for i, t in zip(raw, itys)]
+    arr = context.make_array(aryty)(context, builder, value=ary)
+    ptr = cgutils.get_item_pointer(context, builder, aryty, arr, indices, wraparound=False)
+    return builder.ptrtoint(ptr, ir.IntType(64))
+
+
+@type_callable(copy_async)
+def _type_copy_async(context):
+    def typer(dst, dst_index, src, src_index):
+        for what, ary, index in (("dst", dst, dst_index), ("src", src, src_index)):
+            if not isinstance(ary, types.Array):
+                raise TypingError(f"copy_async: {what} must be an array, got {ary}")
+            count = _index_count("copy_async", f"{what}_index", index)
+            if count != ary.ndim:
+                raise TypingError(f"copy_async: {what} is {ary.ndim}-D and takes {ary.ndim} indices, got {count}")
+        if dst.dtype != src.dtype:
+            raise TypingError(f"copy_async: dst and src must have the same dtype, got {dst.dtype} and {src.dtype}")
+        if getattr(dst.dtype, "bitwidth", 0) // 8 not in (4, 8, 16):
+            raise TypingError(f"copy_async: elements must be 4, 8 or 16 bytes (e.g. float32, float64, complex64, "
+                              f"complex128), got {dst.dtype}")
+        return types.void
+
+    return typer
+
+
+@type_callable(copy_async_commit)
+def _type_commit(context):
+    def typer():
+        return types.void
+
+    return typer
+
+
+@type_callable(copy_async_wait)
+def _type_wait(context):
+    def typer(pending):
+        if not isinstance(pending, types.IntegerLiteral) or not 0 <= pending.literal_value <= 7:
+            raise TypingError(f"copy_async_wait: pending must be an integer constant from 0 to 7, got {pending}")
+        return types.void
+
+    return typer
+
+
+def _asm(builder, text, args=(), constraints=""):
+    fnty = ir.FunctionType(ir.VoidType(), [a.type for a in args])
+    builder.call(ir.InlineAsm(fnty, text, constraints, side_effect=True), list(args))
+
+
+@lower_builtin(copy_async, types.Array, types.Any, types.Array, types.Any)
+def _lower_copy_async(context, builder, sig, args):
+    dty, dity, sty, sity = sig.args
+    dst = _element_pointer(context, builder, dty, args[0], dity, args[1])
+    src = _element_pointer(context, builder, sty, args[2], sity, args[3])
+    size = dty.dtype.bitwidth // 8
+    # generic -> shared (32-bit) and -> global addresses; .ca: through L1 (4/8/16 bytes)
+    _asm(builder, "{ .reg .u64 nmdx_s64, nmdx_g; .reg .u32 nmdx_s;"
+         " cvta.to.shared.u64 nmdx_s64, $0; cvt.u32.u64 nmdx_s, nmdx_s64; cvta.to.global.u64 nmdx_g, $1;"
+         f" cp.async.ca.shared.global [nmdx_s], [nmdx_g], {size}; }}", (dst, src), "l,l,~{memory}")
+    return context.get_dummy_value()
+
+
+@lower_builtin(copy_async_commit)
+def _lower_commit(context, builder, sig, args):
+    _asm(builder, "cp.async.commit_group;", (), "~{memory}")
+    return context.get_dummy_value()
+
+
+@lower_builtin(copy_async_wait, types.IntegerLiteral)
+def _lower_wait(context, builder, sig, args):
+    _asm(builder, f"cp.async.wait_group {sig.args[0].literal_value};", (), "~{memory}")
     return context.get_dummy_value()

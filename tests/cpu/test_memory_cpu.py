@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""load_complex / store_complex: one vector access per complex value in the PTX for sm_90, and
-typing errors that say what is allowed (no GPU)."""
+"""load_complex / store_complex: one vector access per complex value in the PTX for sm_90;
+copy_async: PTX cp.async; typing errors that say what is allowed (no GPU)."""
 
 import numpy as np
 import pytest
@@ -69,3 +69,72 @@ def test_outside_kernels_they_index():
     assert load_complex(x, 2) == x[2]
     store_complex(x, 1, 7)
     assert x[1] == 7
+
+
+@pytest.mark.parametrize("dtype, size", [(np.float32, 4), (np.float64, 8), (np.complex64, 8), (np.complex128, 16)])
+def test_copy_async_is_cp_async_and_links_for_sm90(dtype, size):
+    """Every copy is one ``cp.async`` of the element's size (shared address from the generic
+    one); commits and ``wait_group 1`` as written; ptxas accepts it for sm_90."""
+    from nvmath_device.aot import compile_kernel
+    from tests.memory_kernels import make_async_kernel
+
+    t = {np.float32: types.float32, np.float64: types.float64, np.complex64: types.complex64,
+         np.complex128: types.complex128}[dtype]
+    kern = make_async_kernel(dtype).py_func
+    argtypes = (t[:, ::1], t[:, ::1], types.int64)
+    ptx, _ = cuda.compile_ptx(kern, argtypes, cc=(9, 0))
+    copies = ptx.count("cp.async.ca.shared.global")  # the compiler may duplicate the loop's copy
+    assert copies >= 2 and ptx.count(f"cp.async.ca.shared.global [nmdx_s], [nmdx_g], {size};") == copies
+    assert ptx.count("cvta.to.shared.u64 nmdx_s64") == copies
+    assert ptx.count("cp.async.commit_group;") >= 2
+    assert ptx.count("cp.async.wait_group 1;") >= 1 and ptx.count("cp.async.wait_group") == ptx.count(
+        "cp.async.wait_group 1;")
+    assert compile_kernel(kern, argtypes, sm=90).cubin[:4] == b"\x7fELF"
+
+
+def test_copy_async_bad_arguments_are_typing_errors_that_name_the_rule():
+    from nvmath_device import copy_async, copy_async_wait
+
+    def copy(x, y):
+        s = cuda.shared.array(8, dtype=np.float32)
+        copy_async(s, 0, x, 0)
+        y[0] = s[0]
+
+    def copy2(x):
+        s = cuda.shared.array(8, dtype=np.float32)
+        copy_async(s, 0, x, 0)  # 2-D source, one index
+
+    def copy_num(x):
+        copy_async(1.0, 0, x, 0)
+
+    def copy16(x):
+        copy_async(x, 0, x, 0)
+
+    def wait(n):
+        copy_async_wait(n)  # not a constant
+
+    def wait8():
+        copy_async_wait(8)
+
+    with pytest.raises(TypingError, match="copy_async: dst and src must have the same dtype, got float32 and float64"):
+        _compile(copy, types.float64[::1], types.float32[::1])
+    with pytest.raises(TypingError, match="copy_async: elements must be 4, 8 or 16 bytes"):
+        _compile(copy16, types.int16[::1])
+    with pytest.raises(TypingError, match="copy_async: src is 2-D and takes 2 indices, got 1"):
+        _compile(copy2, types.float32[:, ::1])
+    with pytest.raises(TypingError, match="copy_async: dst must be an array, got"):
+        _compile(copy_num, types.float32[::1])
+    with pytest.raises(TypingError, match="copy_async_wait: pending must be an integer constant from 0 to 7"):
+        _compile(wait, types.int64)
+    with pytest.raises(TypingError, match="copy_async_wait: pending must be an integer constant from 0 to 7"):
+        _compile(wait8)
+
+
+def test_copy_async_outside_kernels_copies():
+    from nvmath_device import copy_async, copy_async_commit, copy_async_wait
+
+    src, dst = np.arange(4.0), np.zeros(4)
+    copy_async(dst, 2, src, 3)
+    copy_async_commit()
+    copy_async_wait(0)
+    assert dst.tolist() == [0.0, 0.0, 3.0, 0.0]
