@@ -81,6 +81,12 @@ def copy_async_commit():
 
 def copy_async_wait(pending):
     """Wait until at most ``pending`` of this thread's most recent committed groups of
-    :func:`copy_async` copies are still in flight (PTX ``cp.async.wait_group``); ``0`` waits for
-    all. ``pending``: an integer constant from 0 to 7 known when the kernel compiles. A no-op
-    outside kernels and under the simulator."""
+    :func:`copy_async` copies are still in flight (PTX ``cp.async.wait_group``).
+
+    Parameters
+    ----------
+    pending : int
+        A constant from 0 to 7 known when the kernel compiles; ``0`` waits for every group.
+
+    A no-op outside kernels and under the simulator.
+    """
