@@ -138,13 +138,13 @@ def pipelined_kernel(fwd, inv, n, ept, stride, fpb, storage, vt, vector=False):
     return conv
 
 
-def async_kernel(fwd, inv, n, ept, stride, fpb, storage, vt):
+def async_kernel(fwd, inv, n, ept, stride, fpb, storage, vt, min_blocks=None):
     """The fused kernel on a persistent grid with the next row's x and h copied global ->
     shared by ``nvmath_device.copy_async`` (``cp.async``: no registers held) while the current
     row's FFTs run. Each thread copies, and later reads back, exactly its own elements, so the
     staging buffers (after cuFFTDx's shared memory) need no barrier. y is stored with
     ``store_complex``. Launch with as many blocks as fit at once; dynamic shared memory
-    :func:`async_shared_bytes`."""
+    :func:`async_shared_bytes`. ``min_blocks``: as for :func:`conv_kernel`."""
     from numba import cuda
 
     from nvmath_device import copy_async, copy_async_commit, copy_async_wait, store_complex
@@ -152,8 +152,9 @@ def async_kernel(fwd, inv, n, ept, stride, fpb, storage, vt):
     zero = np.dtype(vt).type(0)
     fft_e = -(-fwd.shared_memory_size // 16) * 16 // np.dtype(vt).itemsize  # staging starts here
     stage = n * fpb
+    nthreads = fwd.block_dim[0] * fwd.block_dim[1] * fwd.block_dim[2]
 
-    @cuda.jit
+    @(cuda.jit(launch_bounds=(nthreads, min_blocks)) if min_blocks else cuda.jit)
     def conv(x, h, y, nrows):
         td = cuda.local.array(storage, dtype=vt)
         hv = cuda.local.array(ept, dtype=vt)
@@ -237,7 +238,8 @@ def ours_kernel(size, ept, fpb, prefetch=False, min_blocks=None, vector=False):
     e, f = fwd.elements_per_thread_value, fwd.ffts_per_block_value
     smem = fwd.shared_memory_size
     if prefetch == "async":
-        make, smem = async_kernel, async_shared_bytes(fwd, size, f, fwd.value_type)
+        make = functools.partial(async_kernel, min_blocks=min_blocks)
+        smem = async_shared_bytes(fwd, size, f, fwd.value_type)
     elif prefetch == "pipelined":
         make = functools.partial(pipelined_kernel, vector=vector)
     else:
@@ -323,6 +325,7 @@ def main():
         ours_cfgs = [c + (None, vec) for c in ours_cfgs for vec in ((False, True) if c[2] != "async" else (True,))]
         ours_cfgs += [("suggested", "suggested", pre, mb, vec) for mb in args.min_blocks for pre in (False, True)
                       for vec in (False, True)]
+        ours_cfgs += [("suggested", 1, "async", mb, True) for mb in args.min_blocks]
         peer_cfgs = [("suggested", "suggested", False, None, False)]
         for name, build in impls:
             for ept, fpb, pre, mb, vec in ours_cfgs if name.startswith("numba") else peer_cfgs:

@@ -25,9 +25,14 @@ def _matched_kernel(fwd: FFT, inv: FFT, keep: bool):
     prec = fwd.precision_type
     czero = np.dtype(vt).type(0)  # typed: a bare 0 would make the load complex128
 
+    half = 1  # the tree's first step: half the row's threads, rounded up to a power of 2
+    while 2 * half < bx:
+        half *= 2
+
     @cuda.jit
     def kernel(x, tspec, corr, peak_idx, peak_val, nrows):
         td = cuda.local.array(storage, dtype=vt)
+        tv = cuda.local.array(ept, dtype=vt)
         smem = cuda.shared.array(0, dtype=vt)
         best_v = cuda.shared.array((fpb, bx), dtype=prec)
         best_i = cuda.shared.array((fpb, bx), dtype=np.int32)
@@ -37,11 +42,12 @@ def _matched_kernel(fwd: FFT, inv: FFT, keep: bool):
         for i in range(ept):
             j = tx + i * stride
             td[i] = load_complex(x, (row, j)) if ok and j < n else czero
+            tv[i] = load_complex(tspec, j) if j < n else czero  # in flight during the FFT
         fwd.execute(td, smem)
         for i in range(ept):
             j = tx + i * stride
             if j < n:
-                td[i] = td[i] * load_complex(tspec, j).conjugate()
+                td[i] = td[i] * tv[i].conjugate()
         cuda.syncthreads()
         inv.execute(td, smem)
         # per-thread peak of |c|^2, then the row's peak (lowest index wins ties)
@@ -58,17 +64,21 @@ def _matched_kernel(fwd: FFT, inv: FFT, keep: bool):
                     store_complex(corr, (row, j), td[i])
         best_v[ty, tx] = bv
         best_i[ty, tx] = bi
-        cuda.syncthreads()
+        d = half  # tree over the row's threads: log2(bx) steps instead of one thread's bx - 1
+        while d > 0:
+            cuda.syncthreads()
+            if tx < d and tx + d < bx:
+                w = best_v[ty, tx + d]
+                k = best_i[ty, tx + d]
+                if w > bv or (w == bv and k < bi):
+                    bv = w
+                    bi = k
+                    best_v[ty, tx] = bv
+                    best_i[ty, tx] = bi
+            d //= 2
         if tx == 0 and ok:
-            v = best_v[ty, 0]
-            k = best_i[ty, 0]
-            for t in range(1, bx):
-                w = best_v[ty, t]
-                if w > v or (w == v and best_i[ty, t] < k):
-                    v = w
-                    k = best_i[ty, t]
-            peak_idx[row] = k
-            peak_val[row] = v
+            peak_idx[row] = bi
+            peak_val[row] = bv
 
     return kernel
 

@@ -105,6 +105,24 @@ def test_matched_filter_finds_the_planted_template():
     assert _rel(corr, ref) < 1e-5
 
 
+@pytest.mark.parametrize("n", [96, 4096])
+def test_matched_filter_peak_search_over_the_row_threads(n):
+    """The row's peak is reduced over its threads as a tree (96: 4 threads of 24 values;
+    4096: 256 threads, eight warps per row); peaks planted near both ends of the row."""
+    from kernels._fused import fft_pair
+
+    assert fft_pair(n, np.float32, False)[0].block_dim[0] == {96: 4, 4096: 256}[n]
+    t = rng.standard_normal(16) + 1j * rng.standard_normal(16)
+    x = 0.3 * _signal((3, n), np.complex64)
+    shifts = [n - 16, 1, n // 2 + 3]
+    for b, s in enumerate(shifts):
+        x[b, s : s + 16] += t
+    idx, power = kernels.matched_filter(x, t)
+    ref = np.abs(np.fft.ifft(np.fft.fft(x.astype(np.complex128), axis=-1) * np.conj(np.fft.fft(t, n)), axis=-1)) ** 2
+    assert list(idx) == shifts == list(np.argmax(ref, axis=-1))
+    np.testing.assert_allclose(power, ref.max(axis=-1), rtol=1e-5)
+
+
 def test_matched_filter_real_input():
     x = _signal((2, 64), np.float32)
     t = x[0, 5:25].copy()
