@@ -125,9 +125,7 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
     ``flat`` (whole rows: one segment per row, no halo, ``L == N``; unfolded or ``pairs``): ``x``
     and ``y`` are 1-D views of the rows and elements move without per-element bounds tests.
     Complex values of x, h and y move as one access each (``load_complex``/``store_complex``;
-    numba's indexing makes two): the arrays must pass :func:`vectors_ok`. H is read into
-    registers before the forward FFT, so its loads are in flight during it (the
-    ``h prefetched`` rows of ``benchmarks/fft_convolution.py``: 0.383 vs 0.415 ms at n=512).
+    numba's indexing makes two): the arrays must pass :func:`vectors_ok`.
     """
     n = fwd.size
     stride, fpb = fwd.stride, fwd.ffts_per_block_value
@@ -135,8 +133,7 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
     in_ept, mid_ept, out_ept = fwd.input_ept, fwd.output_ept, inv.output_ept
     nfreq = fwd.output_length
     prec = fwd.precision_type
-    cdt = np.dtype(fwd.value_type)
-    rzero, czero = np.dtype(prec).type(0), cdt.type(0)  # typed: no float64 detour
+    rzero, czero = np.dtype(prec).type(0), np.dtype(fwd.value_type).type(0)  # typed: no float64 detour
     folded = real and fwd.real_fft_options["real_mode"] == "folded"
     n2 = n // 2
     nthreads = fwd.block_dim[0] * fwd.block_dim[1] * fwd.block_dim[2]
@@ -188,15 +185,11 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
                         v = load_complex(x, (b, t)) if inside else czero
                         r[2 * i] = v.real
                         r[2 * i + 1] = v.imag
-        hr = cuda.local.array(mid_ept, dtype=cdt)  # H read before the FFT: its loads in flight during it
-        for i in range(mid_ept):
-            k = tx + i * stride
-            hr[i] = load_complex(h, k) if k < nfreq else czero
         fwd.execute(r, smem)
         for i in range(mid_ept):
             k = tx + i * stride
             if k < nfreq:
-                hv = hr[i].conjugate() if conj else hr[i]
+                hv = load_complex(h, k).conjugate() if conj else load_complex(h, k)
                 re = r[2 * i] * hv.real - r[2 * i + 1] * hv.imag
                 im = r[2 * i] * hv.imag + r[2 * i + 1] * hv.real
                 r[2 * i] = re
