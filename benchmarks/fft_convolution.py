@@ -23,6 +23,15 @@ import numpy as np
 PEAK_BPS = 4.3e12
 
 
+def _jit(fwd, min_blocks):
+    """``cuda.jit``, with launch bounds for ``min_blocks`` blocks of ``fwd.block_dim`` per SM
+    when given."""
+    from numba import cuda
+
+    nthreads = fwd.block_dim[0] * fwd.block_dim[1] * fwd.block_dim[2]
+    return cuda.jit(launch_bounds=(nthreads, min_blocks)) if min_blocks else cuda.jit
+
+
 def conv_kernel(fwd, inv, n, ept, stride, fpb, storage, vt, prefetch=False, min_blocks=None, vector=False):
     """The fused kernel, written once for any pair of descriptors with ``execute(td, smem)``.
     ``prefetch``: h is loaded into registers with x, before the forward FFT (its loads are in
@@ -35,9 +44,8 @@ def conv_kernel(fwd, inv, n, ept, stride, fpb, storage, vt, prefetch=False, min_
     from nvmath_device import load_complex, store_complex
 
     zero = np.dtype(vt).type(0)  # typed: a bare 0 would make every load a complex128 (f64 converts)
-    nthreads = fwd.block_dim[0] * fwd.block_dim[1] * fwd.block_dim[2]
 
-    @(cuda.jit(launch_bounds=(nthreads, min_blocks)) if min_blocks else cuda.jit)
+    @_jit(fwd, min_blocks)
     def conv(x, h, y, nrows):
         td = cuda.local.array(storage, dtype=vt)
         hv = cuda.local.array(ept, dtype=vt)
@@ -152,9 +160,8 @@ def async_kernel(fwd, inv, n, ept, stride, fpb, storage, vt, min_blocks=None):
     zero = np.dtype(vt).type(0)
     fft_e = -(-fwd.shared_memory_size // 16) * 16 // np.dtype(vt).itemsize  # staging starts here
     stage = n * fpb
-    nthreads = fwd.block_dim[0] * fwd.block_dim[1] * fwd.block_dim[2]
 
-    @(cuda.jit(launch_bounds=(nthreads, min_blocks)) if min_blocks else cuda.jit)
+    @_jit(fwd, min_blocks)
     def conv(x, h, y, nrows):
         td = cuda.local.array(storage, dtype=vt)
         hv = cuda.local.array(ept, dtype=vt)

@@ -22,21 +22,25 @@ from ..memory import copy_async, copy_async_commit, copy_async_wait, load_comple
 _COMPLEX = (types.complex64, types.complex128)
 
 
+def _index_count(name, what, index):
+    """How many indices ``index`` (an integer or a tuple of integers) holds."""
+    if isinstance(index, types.Integer):
+        return 1
+    if isinstance(index, types.BaseTuple) and all(isinstance(t, types.Integer) for t in index.types):
+        return len(index.types)
+    raise TypingError(f"{name}: {what} must be an integer or a tuple of integers, got {index}")
+
+
 def _check(name, ary, index):
     if not isinstance(ary, types.Array) or ary.dtype not in _COMPLEX:
         raise TypingError(f"{name}: the array must be complex64 or complex128, got {ary}")
-    if isinstance(index, types.Integer):
-        count = 1
-    elif isinstance(index, types.BaseTuple) and all(isinstance(t, types.Integer) for t in index.types):
-        count = len(index.types)
-    else:
-        raise TypingError(f"{name}: the index must be an integer or a tuple of integers, got {index}")
+    count = _index_count(name, "the index", index)
     if count != ary.ndim:
         raise TypingError(f"{name}: a {ary.ndim}-D array takes {ary.ndim} indices, got {count}")
 
 
-def _vector_pointer(context, builder, aryty, ary, idxty, idx):
-    """Pointer to element ``idx`` of ``ary``, as a pointer to a 2-vector of its parts."""
+def _item_pointer(context, builder, aryty, ary, idxty, idx):
+    """Pointer to element ``idx`` of ``ary`` (no wraparound, no bounds check)."""
     if isinstance(idxty, types.BaseTuple):
         itys = list(idxty.types)
         raw = cgutils.unpack_tuple(builder, idx, len(itys))
@@ -44,7 +48,12 @@ def _vector_pointer(context, builder, aryty, ary, idxty, idx):
         raw, itys = [idx], [idxty]
     indices = [context.cast(builder, i, t, types.intp) for i, t in zip(raw, itys)]
     arr = context.make_array(aryty)(context, builder, value=ary)
-    ptr = cgutils.get_item_pointer(context, builder, aryty, arr, indices, wraparound=False)
+    return cgutils.get_item_pointer(context, builder, aryty, arr, indices, wraparound=False)
+
+
+def _vector_pointer(context, builder, aryty, ary, idxty, idx):
+    """Pointer to element ``idx`` of ``ary``, as a pointer to a 2-vector of its parts."""
+    ptr = _item_pointer(context, builder, aryty, ary, idxty, idx)
     part = ir.FloatType() if aryty.dtype == types.complex64 else ir.DoubleType()
     return builder.bitcast(ptr, ir.VectorType(part, 2).as_pointer())
 
@@ -92,25 +101,9 @@ def _lower_store(context, builder, sig, args):
     return context.get_dummy_value()
 
 
-def _index_count(name, what, index):
-    if isinstance(index, types.Integer):
-        return 1
-    if isinstance(index, types.BaseTuple) and all(isinstance(t, types.Integer) for t in index.types):
-        return len(index.types)
-    raise TypingError(f"{name}: {what} must be an integer or a tuple of integers, got {index}")
-
-
 def _element_pointer(context, builder, aryty, ary, idxty, idx):
     """Address of element ``idx`` of ``ary`` (a generic pointer) as an i64."""
-    if isinstance(idxty, types.BaseTuple):
-        itys = list(idxty.types)
-        raw = cgutils.unpack_tuple(builder, idx, len(itys))
-    else:
-        raw, itys = [idx], [idxty]
-    indices = [context.cast(builder, i, t, types.intp) for i, t in zip(raw, itys)]
-    arr = context.make_array(aryty)(context, builder, value=ary)
-    ptr = cgutils.get_item_pointer(context, builder, aryty, arr, indices, wraparound=False)
-    return builder.ptrtoint(ptr, ir.IntType(64))
+    return builder.ptrtoint(_item_pointer(context, builder, aryty, ary, idxty, idx), ir.IntType(64))
 
 
 @type_callable(copy_async)
