@@ -80,10 +80,11 @@ def _vector_kernel(mm: Matmul, per_block: int, use_c: bool):
     go through ``load_complex``/``store_complex``: numba's indexing of the complex128 views would
     split each 16-byte vector into two 8-byte accesses (``LDG.E.64`` pairs in the sm_90 SASS).
 
-    H200, 65536 x 32^3 fp32, ``benchmarks/batched_gemm.py --skip-peers --sizes 32 16`` (the
-    ``ppadv`` variant this kernel grew from, same run as cuBLAS batched at 0.290 ms): 0.211 ms
-    with 32 threads x 2 GEMMs per block; 0.282-0.299 ms for the non-persistent kernel it
-    replaced; 16^3: 0.074 ms (64 x 2) vs 0.085-0.092 ms, cuBLAS 0.172 ms.
+    H200, 65536 GEMMs, ``benchmarks/batched_gemm.py --skip-peers --variants lib ppadv`` (its
+    ``lib`` rows are this kernel): 32^3 fp32 0.211 ms with 32 threads x 1 GEMM per block (0.220
+    / 0.227 with 2 / 4), cuBLAS batched 0.290 ms in the same run; the non-persistent kernel it
+    replaced took 0.282-0.299 ms. 16^3 fp32: 0.0745 ms (64 threads) vs 0.085-0.092 ms, cuBLAS
+    0.170 ms.
 
     Arguments: ``A`` (batch, m*k*itemsize/16), ``B`` (batch, k*n*itemsize/16), ``C`` and ``D``
     (batch, m*n*itemsize/16), complex128 views of C-contiguous, 16-byte aligned operands (bit
