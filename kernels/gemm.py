@@ -190,12 +190,11 @@ def _vector_kernel(mm: Matmul, per_block: int, use_c: bool):
     return kernel, slot_v * 16 * per_block
 
 
-def _vector_per_block(mm: Matmul) -> int:
-    """GEMMs per block of the (persistent) vector kernel: one; each block walks the batch.
-    H200, 65536 GEMMs, 1 / 2 / 4 per block (``benchmarks/batched_gemm.py --variants lib``):
-    16^3 fp32 (64 threads) 0.0746 / 0.0745 / 0.0748 ms; 32^3 fp32 (32 threads) 0.211 / 0.220 /
-    0.227 ms; 64^3 fp64 (128 threads) 2.05 / 2.12 ms."""
-    return 1
+# GEMM slots per block of the (persistent) vector kernel: one; each block walks the batch.
+# H200, 65536 GEMMs, 1 / 2 / 4 per block (``benchmarks/batched_gemm.py --variants lib``):
+# 16^3 fp32 (64 threads) 0.0746 / 0.0745 / 0.0748 ms; 32^3 fp32 (32 threads) 0.211 / 0.220 /
+# 0.227 ms; 64^3 fp64 (128 threads) 2.05 / 2.12 ms.
+_VECTOR_PER_BLOCK = 1
 
 
 def _block_threads(m: int, n: int, k: int, dtype) -> int | str:
@@ -282,7 +281,7 @@ def _batched_gemm(a, b, c, alpha, beta, stream, vector=True, per_block=None, blo
         return out.result(s), None
     scal = ao.dtype.type
     use_c = co is not None and beta != 0
-    G = per_block or _vector_per_block(mm)
+    G = per_block or _VECTOR_PER_BLOCK
     vec = _vector_kernel(mm, G, use_c) if vector else None
     if vec is not None:  # rows are whole 16-byte vectors: the operands as complex128 vectors
         a16, b16, d16 = (dev.reshape(batch, cols).view(np.complex128)
