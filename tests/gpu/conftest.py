@@ -1,0 +1,44 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The GPU suite needs a CUDA GPU: on a machine without one every test here is skipped, with the
+reason, instead of failing (run it on a GPU machine: ``python -m pytest -m gpu tests/gpu``)."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import pytest
+
+
+@functools.cache
+def no_gpu_reason() -> str | None:
+    """Why the GPU suite cannot run here, or None when a CUDA GPU is usable.
+
+    Asks the driver directly (no numba context is created): cuInit, then the device count.
+    """
+    if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
+        return "NUMBA_ENABLE_CUDASIM is set: the GPU suite runs on a real GPU (unset it)"
+    try:
+        from cuda.bindings import driver
+    except ImportError as e:  # pragma: no cover - cuda-bindings is a dependency
+        return f"cuda-bindings cannot be imported ({e})"
+    try:
+        (err,) = driver.cuInit(0)
+    except Exception as e:  # no libcuda.so at all: cuda-bindings raises on the first call
+        return f"no NVIDIA driver on this machine ({type(e).__name__}: {e})"
+    if err != driver.CUresult.CUDA_SUCCESS:
+        return f"no usable CUDA driver/GPU on this machine (cuInit: {err.name})"
+    err, count = driver.cuDeviceGetCount()
+    if err != driver.CUresult.CUDA_SUCCESS or count == 0:
+        return "no CUDA GPU on this machine (cuDeviceGetCount: 0)"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    reason = no_gpu_reason()
+    if reason is None:
+        return
+    skip = pytest.mark.skip(reason=f"GPU suite: {reason}")
+    for item in items:
+        if "tests/gpu/" in str(item.fspath).replace(os.sep, "/"):
+            item.add_marker(skip)
