@@ -36,3 +36,42 @@ def test_every_public_name_has_a_section():
         for modname in modules:
             for name in importlib.import_module(modname).__all__:
                 assert f"### {modname}.{name}\n" in text, f"{modname}.{name} missing from {page}.md"
+
+
+def test_index_is_up_to_date_and_links_every_page():
+    path = DOCS / GEN.INDEX
+    assert path.exists(), "docs/README.md (the index) is missing: run python docs/generate.py"
+    text = path.read_text()
+    assert text == GEN.render_index(), "docs/README.md is out of date: run python docs/generate.py"
+    for page in GEN.PAGES:
+        assert f"]({page}.md)" in text, f"the index does not link {page}.md"
+
+
+@pytest.mark.parametrize("page", sorted(GEN.PAGES))
+def test_no_restructuredtext_markup_and_no_prose_in_code(page):
+    """A Returns entry written as a sentence renders as text, not as a code span; no ``x``/:func:."""
+    text = GEN.render(page)
+    assert "``" not in text.replace("```", ""), f"{page}.md keeps reST double backticks"
+    assert ":func:`" not in text and ":class:`" not in text, f"{page}.md keeps reST roles"
+    for line in text.splitlines():
+        if line.startswith("- `"):
+            name = line[3:].split("`", 1)[0]
+            words = name.replace(", ", ",")
+            assert " " not in words.strip(), f"{page}.md: prose rendered as code: {line}"
+
+
+def test_prose_returns_render_as_text():
+    doc = """Do it.
+
+    Returns
+    -------
+    Same kind, dtype and shape as ``x``.
+
+    Parameters
+    ----------
+    x : array
+        The ``input``.
+    """
+    md = GEN._markdown(doc)
+    assert "Same kind, dtype and shape as `x`." in md and "- `Same" not in md
+    assert "- `x` : array" in md and "  The `input`." in md
