@@ -41,25 +41,46 @@ def parse_sm(sm, argname: str = "sm") -> int:
     return value
 
 
+def _driver():
+    """``cuda.bindings.driver`` (a function, so that tests can hand in a fake driver)."""
+    from cuda.bindings import driver
+
+    return driver
+
+
+def current_device(driver):
+    """``(err, device)``: the device of the current context, else device 0.
+
+    ``cuCtxGetDevice`` is only asked when a context is current: without one it fails with
+    CUDA_ERROR_INVALID_CONTEXT, which compute-sanitizer reports as an API error of the
+    program. ``cuCtxGetCurrent`` returns a null context (and success) when none is current.
+    """
+    err, ctx = driver.cuCtxGetCurrent()
+    if err == driver.CUresult.CUDA_SUCCESS and ctx is not None and int(ctx) != 0:
+        err, dev = driver.cuCtxGetDevice()
+        if err == driver.CUresult.CUDA_SUCCESS:
+            return err, dev
+    return driver.cuDeviceGet(0)
+
+
 @functools.lru_cache(maxsize=1)
 def current_device_cc():
-    """(major, minor) of device 0 through the driver API, or None when there is no driver/GPU.
+    """(major, minor) of the current context's device (else device 0) through the driver API,
+    or None when there is no driver/GPU.
 
     Never initialises numba's CUDA context and never raises.
     """
     try:
-        from cuda.bindings import driver
+        driver = _driver()
     except Exception:  # pragma: no cover - cuda-bindings is a dependency
         return None
     try:
         (err,) = driver.cuInit(0)
         if err != driver.CUresult.CUDA_SUCCESS:
             return None
-        err, dev = driver.cuCtxGetDevice()
+        err, dev = current_device(driver)
         if err != driver.CUresult.CUDA_SUCCESS:
-            err, dev = driver.cuDeviceGet(0)
-            if err != driver.CUresult.CUDA_SUCCESS:
-                return None
+            return None
         attr = driver.CUdevice_attribute
         err1, major = driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
         err2, minor = driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)

@@ -5,6 +5,35 @@ from __future__ import annotations
 
 import threading
 import types
+import warnings
+
+# What stops working when a patch below cannot be applied (this numba-cuda's internals have
+# another shape): said once per process as a RuntimeWarning, not logged at DEBUG where nobody
+# sees it.
+_NOT_APPLIED = {
+    "cache_pickling": (
+        "numba-cuda's CUDACodeLibrary changed shape; numba-mathdx's cache=True patch is not "
+        "applied: @cuda.jit(cache=True) kernels that call an FFT/GEMM will not be cached (numba "
+        "raises 'Cannot pickle CUDACodeLibrary with linking files', numba issue #8888)"),
+    "bfloat16_arrays": (
+        "numba-cuda's cudaimpl._generic_array changed shape; numba-mathdx's bfloat16 array patch "
+        "is not applied: cuda.shared.array / cuda.local.array of bfloat16 will not compile "
+        "(numba-cuda #198)"),
+    "prune_unused_variables": (
+        "numba-cuda's _Linker changed shape; numba-mathdx's unused-variable pruning is not "
+        "applied: kernels that call an FFT keep all of cuFFTDx's twiddle tables (~2.3 MB cubins, "
+        "links ~2x slower)"),
+}
+_warned: set = set()
+
+
+def _not_applied(patch: str) -> bool:
+    """Warn once per process that ``patch`` is not applied (and what that breaks); False."""
+    msg = _NOT_APPLIED[patch]
+    if patch not in _warned:
+        _warned.add(patch)
+        warnings.warn(msg, RuntimeWarning, stacklevel=3)
+    return False
 
 
 def compile_kernel_library(pyfunc, argtypes, cc, *, fastmath=False, opt=True):
@@ -85,7 +114,6 @@ def install_cache_pickling() -> bool:
     if _patched["cache_pickling"]:
         return True
     import inspect
-    import logging
 
     try:
         from numba.cuda.codegen import CUDACodeLibrary
@@ -100,9 +128,7 @@ def install_cache_pickling() -> bool:
         params = set()
     if reduce_fn is None or not isinstance(rebuild_cm, classmethod) or not expected <= params \
             or _LINKS_KEY in params:
-        logging.getLogger("nvmath_device").debug(
-            "numba-cuda's CUDACodeLibrary changed shape; cache=True pickling patch not applied")
-        return False
+        return _not_applied("cache_pickling")
     orig_reduce = reduce_fn
     orig_rebuild = rebuild_cm.__func__
 
@@ -168,7 +194,6 @@ def install_bfloat16_arrays() -> bool:
     if _patched["bfloat16_arrays"]:
         return True
     import inspect
-    import logging
 
     try:
         from numba.cuda import cudaimpl
@@ -182,9 +207,7 @@ def install_bfloat16_arrays() -> bool:
     except (TypeError, ValueError):
         params = []
     if bf16 is None or params[:4] != ["context", "builder", "shape", "dtype"]:
-        logging.getLogger("nvmath_device").debug(
-            "numba-cuda's cudaimpl._generic_array changed shape; bfloat16 array patch not applied")
-        return False
+        return _not_applied("bfloat16_arrays")
     if bf16 in cuda_types.number_domain:  # fixed upstream
         return False
 
@@ -223,7 +246,6 @@ def install_prune_unused_variables() -> bool:
     if _patched["prune_unused_variables"]:
         return True
     import inspect
-    import logging
 
     try:
         from cuda.core import LinkerOptions
@@ -234,9 +256,7 @@ def install_prune_unused_variables() -> bool:
     add = getattr(linker, "add_file_guess_ext", None)
     opts = getattr(linker, "_get_linker_options", None)
     if add is None or opts is None or "optimize_unused_variables" not in inspect.signature(LinkerOptions).parameters:
-        logging.getLogger("nvmath_device").debug(
-            "numba-cuda's _Linker changed shape; unused-variable pruning not applied")
-        return False
+        return _not_applied("prune_unused_variables")
 
     def add_file_guess_ext(self, path_or_code, ignore_nonlto=False):
         if picklable_link(path_or_code):

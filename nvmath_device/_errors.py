@@ -10,8 +10,14 @@ class MathDxError(RuntimeError):
 
 
 class CompileError(MathDxError):
-    """NVRTC failed to compile a generated shim; the message holds the whole NVRTC log."""
+    """NVRTC failed to compile a generated shim, or could not be loaded; the message holds the
+    whole NVRTC log (or why the library could not be loaded)."""
 
 
 class LinkError(MathDxError):
     """nvJitLink failed; the message holds the whole linker log."""
+
+
+class DriverError(MathDxError):
+    """A CUDA driver call failed; the message names the call, what it was for and the driver's
+    error code."""
