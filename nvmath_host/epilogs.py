@@ -70,6 +70,42 @@ class MatmulEpilog(enum.IntEnum):
     BGRADB = Epilogue.BGRADB
 
 
+_EPILOG_NAMES = {e.name: e for e in MatmulEpilog}
+
+
+def _as_epilog(value, what: str = "epilog") -> MatmulEpilog:
+    """``value`` as a :class:`MatmulEpilog`: a member, its integer value, or its name.
+
+    Names are case-insensitive (``"gelu_bias"`` is ``MatmulEpilog.GELU_BIAS``); ``None`` is
+    ``MatmulEpilog.DEFAULT``. Anything else raises ``TypeError`` (wrong type) or ``ValueError``
+    (unknown name or value) naming ``what`` and listing the allowed names.
+    """
+    if value is None:
+        return MatmulEpilog.DEFAULT
+    if isinstance(value, MatmulEpilog):
+        return value
+    allowed = list(_EPILOG_NAMES)
+    if isinstance(value, str):
+        e = _EPILOG_NAMES.get(value.upper())
+        if e is None:
+            raise ValueError(
+                f"{what}: unknown epilog name {value!r}; allowed (case-insensitive): {allowed}"
+            )
+        return e
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        try:
+            return MatmulEpilog(int(value))
+        except ValueError:
+            raise ValueError(
+                f"{what}: unknown value {value!r}; allowed: MatmulEpilog members, their names "
+                f"{allowed} or their values"
+            ) from None
+    raise TypeError(
+        f"{what}: expected a MatmulEpilog, its name (a str) or None; got "
+        f"{type(value).__qualname__}; allowed names: {allowed}"
+    )
+
+
 @dataclass(frozen=True)
 class EpilogSpec:
     """What one epilog reads and writes.
@@ -215,8 +251,8 @@ def reference(
         Added as ``beta * c``; broadcastable to ``(..., M, N)``.
     alpha, beta : scalar
         Scales of ``a @ b`` and ``c``.
-    epilog : MatmulEpilog, optional
-        The epilog (default: none).
+    epilog : MatmulEpilog or str, optional
+        The epilog, or its name (case-insensitive); default: none.
     epilog_inputs : dict, optional
         ``"bias"``, ``"relu_aux"`` or ``"gelu_aux"``, as the epilog requires.
     result_dtype : dtype, optional
@@ -233,7 +269,7 @@ def reference(
     outputs : dict
         The epilog's auxiliary outputs, by name.
     """
-    spec = EPILOGS[MatmulEpilog(epilog) if epilog is not None else MatmulEpilog.DEFAULT]
+    spec = EPILOGS[_as_epilog(epilog)]
     inputs = dict(epilog_inputs or {})
     result_dtype = np.dtype(result_dtype if result_dtype is not None else a.dtype)
     if compute_dtype is None:

@@ -38,7 +38,7 @@ from ._operands import (
     stream_handle,
     wrap,
 )
-from .epilogs import EPILOGS, EpilogSpec, MatmulEpilog, reference
+from .epilogs import EPILOGS, EpilogSpec, MatmulEpilog, _as_epilog, reference
 
 __all__ = [
     "Matmul",
@@ -178,9 +178,100 @@ def _as_dataclass(value, cls, what):
         names = {f.name for f in dataclasses.fields(cls)}
         bad = set(value) - names
         if bad:
-            raise ValueError(f"{what}: unknown field(s) {sorted(bad)}; allowed: {sorted(names)}")
+            raise ValueError(
+                f"{what}: unknown field(s) {sorted(bad, key=repr)}; allowed: {sorted(names)}"
+            )
         return cls(**value)
     raise TypeError(f"{what}: expected {cls.__name__}, a dict or None; got {type(value).__name__}")
+
+
+_BOOL_OPTIONS = ("inplace", "result_amax", "fast_accumulation")
+
+
+def _check_options(o: MatmulOptions) -> MatmulOptions:
+    """``o`` with its field types checked (TypeError/ValueError naming the field) and a
+    compute type given by name or value made a :class:`MatmulComputeType` (a copy then)."""
+    ct = o.compute_type
+    if ct is not None and type(ct) is not MatmulComputeType:
+        allowed = [x.name for x in MatmulComputeType]
+        if isinstance(ct, str):
+            new = MatmulComputeType.__members__.get(ct.upper())
+            if new is None:
+                raise ValueError(
+                    f"options.compute_type: unknown name {ct!r}; allowed (case-insensitive): "
+                    f"{allowed}"
+                )
+        elif isinstance(ct, (int, np.integer)) and not isinstance(ct, (bool, np.bool_)):
+            try:
+                new = MatmulComputeType(int(ct))
+            except ValueError:
+                raise ValueError(
+                    f"options.compute_type: unknown value {ct!r}; allowed: {allowed}"
+                ) from None
+        else:
+            raise TypeError(
+                f"options.compute_type: expected a MatmulComputeType, its name or None; got "
+                f"{type(ct).__qualname__}; allowed: {allowed}"
+            )
+        o = dataclasses.replace(o, compute_type=new)
+    rt = o.result_type
+    if rt is not None and not isinstance(rt, str):
+        try:
+            name = np.dtype(rt).name
+        except Exception:
+            name = getattr(rt, "name", None)
+            if not isinstance(name, str):
+                raise TypeError(
+                    f"options.result_type: expected a dtype name (str), a NumPy dtype or None; "
+                    f"got {type(rt).__qualname__}; supported: {', '.join(DTYPES)}"
+                ) from None
+        o = dataclasses.replace(o, result_type=name)
+    if o.result_order is not None and (
+        not isinstance(o.result_order, str) or o.result_order not in ("C", "F")
+    ):
+        raise ValueError(f"options.result_order: {o.result_order!r}; allowed 'C', 'F' or None")
+    for f in _BOOL_OPTIONS:
+        v = getattr(o, f)
+        if v is not None and not isinstance(v, (bool, np.bool_)):
+            raise TypeError(f"options.{f}: expected True, False or None; got {v!r}")
+    d = o.device_id
+    if d is not None:
+        if not isinstance(d, (int, np.integer)) or isinstance(d, (bool, np.bool_)):
+            raise TypeError(f"options.device_id: expected a device ordinal (int); got {d!r}")
+        if d < 0:
+            raise ValueError(f"options.device_id: {d}; must be >= 0")
+    return o
+
+
+def _check_preferences(p: MatmulPlanPreferences) -> MatmulPlanPreferences:
+    """``p`` with its fields checked (TypeError/ValueError naming the field)."""
+    for f, least in (("limit", 1), ("max_workspace", 0)):
+        v = getattr(p, f)
+        if not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_)):
+            raise TypeError(f"preferences.{f}: expected an int; got {v!r}")
+        if v < least:
+            raise ValueError(f"preferences.{f}: {v}; must be >= {least}")
+    return p
+
+
+_NUMBER = (int, float, complex, np.number)
+
+
+def _scalar(v, what: str, scale_np):
+    """alpha/beta ``v`` as a Python number of the matmul's scale type (complex only for
+    complex operands), or TypeError/ValueError naming ``what``."""
+    if not isinstance(v, _NUMBER) or isinstance(v, (bool, np.bool_)):
+        raise TypeError(f"{what}: expected a number; got {type(v).__name__}")
+    try:
+        if np.dtype(scale_np).kind == "c":
+            return complex(v)
+        if isinstance(v, (complex, np.complexfloating)):
+            if v.imag != 0:
+                raise ValueError(f"{what}: {v!r} is complex; the operands are real")
+            v = v.real
+        return float(v)
+    except (OverflowError, TypeError):
+        raise ValueError(f"{what}: {v!r} is not representable as a float") from None
 
 
 class Algorithm:
@@ -394,14 +485,7 @@ class _Problem:
             self.scale_type = lt.DataType.C_32F if cplx else lt.DataType.R_32F
             self.scale_np = np.complex64 if cplx else np.float32
         # ---- epilog
-        if epilog is None:
-            epilog = MatmulEpilog.DEFAULT
-        try:
-            epilog = MatmulEpilog(epilog)
-        except ValueError:
-            raise ValueError(
-                f"epilog: unknown value {epilog!r}; allowed: {[e.name for e in MatmulEpilog]}"
-            ) from None
+        epilog = _as_epilog(epilog)
         self.epilog = epilog
         spec: EpilogSpec = EPILOGS[epilog]
         self.spec = spec
@@ -417,13 +501,15 @@ class _Problem:
             )
         missing = [n for n in spec.inputs if n not in inputs]
         extra = [n for n in inputs if n not in spec.inputs]
+        if extra:  # first: a misspelt key is also a missing one, and the misspelling is the news
+            takes = f"it takes {list(spec.inputs)}" if spec.inputs else "it takes none"
+            raise ValueError(
+                f"epilog_inputs: unexpected {extra} for {epilog.name} ({takes}"
+                + (f"; missing {missing})" if missing else ")")
+            )
         if missing:
             raise ValueError(
                 f"epilog_inputs: {epilog.name} requires {list(spec.inputs)}; missing {missing}"
-            )
-        if extra:
-            raise ValueError(
-                f"epilog_inputs: unexpected {extra} for {epilog.name} (it takes {list(spec.inputs)})"
             )
         self.inputs = inputs
         # ---- options
@@ -931,7 +1017,12 @@ class Matmul:
         stream: Any = None,
         _stacklevel: int = 2,
     ):
-        self.options = _as_dataclass(options, MatmulOptions, "options")
+        self.options = _check_options(_as_dataclass(options, MatmulOptions, "options"))
+        if quantization_scales is not None and not isinstance(quantization_scales, dict):
+            raise TypeError(
+                "quantization_scales: expected a dict such as {'a': 1.0, 'b': 1.0} or None; got "
+                f"{type(quantization_scales).__name__}"
+            )
         self._free_list = []
         self._planned = False
         oa, ob = wrap(a, "a"), wrap(b, "b")
@@ -948,10 +1039,8 @@ class Matmul:
                 raise ValueError(f"{name}: on device {op.device}; a is on device {oa.device}")
         if beta is not None and c is None:
             raise ValueError("beta: given without c")
-        self.alpha = 1.0 if alpha is None else alpha
-        self.beta = (0.0 if c is None else 1.0) if beta is None else beta
-        for nm, v in (("alpha", self.alpha), ("beta", self.beta)):
-            if not isinstance(v, (int, float, complex, np.number)):
+        for nm, v in (("alpha", alpha), ("beta", beta)):
+            if v is not None and (not isinstance(v, _NUMBER) or isinstance(v, (bool, np.bool_))):
                 raise TypeError(f"{nm}: expected a number; got {type(v).__name__}")
         self.package_name = oa.package
         self._host = oa.package == "numpy"
@@ -964,6 +1053,9 @@ class Matmul:
         self._problem: _Problem | None = _Problem(
             oa, ob, oc, self.options, None, {}, dict.fromkeys(self._scales_in)
         )
+        sc = self._problem.scale_np
+        self.alpha = 1.0 if alpha is None else _scalar(alpha, "alpha", sc)
+        self.beta = (0.0 if c is None else 1.0) if beta is None else _scalar(beta, "beta", sc)
         self._stream = stream_handle(stream) if stream is not None else None
         self._cpu = self._host and (self.options.device_id is None and not gpu_available())
         if self._host and self.options.device_id is not None and not gpu_available():
@@ -1019,7 +1111,7 @@ class Matmul:
             raise TypeError(f"epilog_inputs: expected a dict; got {type(epilog_inputs).__name__}")
         out = {}
         for k, v in epilog_inputs.items():
-            what = f"epilog_inputs[{k!r}]"
+            what = _input_what(k)
             if k == "relu_aux":
                 op = _wrap_aux(v, what)
             else:
@@ -1057,8 +1149,9 @@ class Matmul:
             How many algorithms and how much workspace.
         algorithms : list of Algorithm, optional
             Reuse algorithms (e.g. unpickled from an earlier autotune) instead of the heuristic.
-        epilog : MatmulEpilog, optional
-            The fused epilog (default: none).
+        epilog : MatmulEpilog or str, optional
+            The fused epilog, or its name (case-insensitive, e.g. ``"gelu_bias"``); default:
+            none.
         epilog_inputs : dict, optional
             The epilog's inputs by name (``"bias"``, ``"relu_aux"``, ``"gelu_aux"``), arrays of
             the operands' package. The bias has the result's dtype, except with FP8 operands
@@ -1070,9 +1163,7 @@ class Matmul:
         list of Algorithm
             Best first (empty on the CPU path).
         """
-        prefs = _as_dataclass(preferences, MatmulPlanPreferences, "preferences")
-        if prefs.limit < 1:
-            raise ValueError(f"preferences.limit: {prefs.limit}; must be >= 1")
+        prefs = _check_preferences(_as_dataclass(preferences, MatmulPlanPreferences, "preferences"))
         user_inputs = self._wrap_inputs(epilog_inputs)
         if self._problem is None:
             raise RuntimeError("this Matmul was freed")
@@ -1439,6 +1530,11 @@ class Matmul:
         else:
             s = self._get_stream(self.device)
             current = True
+        return self._run(s, current)
+
+    def _run(self, s: int, current: bool):
+        """execute() on the planned GPU path, with the stream handle resolved (``current``: it
+        is the package's current stream)."""
         if s != self._ws_stream:
             self._foreign_stream = True
         # (as `with _DeviceScope(...)` around the block, only when another device is current)
@@ -1531,9 +1627,9 @@ class Matmul:
             user["c"] = ops["c"] = p.c = oc
             args[8] = oc.ptr
         if alpha is not None:
-            self.alpha = self._alpha_buf[0] = alpha
+            self.alpha = self._alpha_buf[0] = _scalar(alpha, "alpha", p.scale_np)
         if beta is not None:
-            self.beta = self._beta_buf[0] = beta
+            self.beta = self._beta_buf[0] = _scalar(beta, "beta", p.scale_np)
         if inputs:
             A = lt.MatmulDescAttribute
             for k, op in inputs.items():
@@ -1587,15 +1683,23 @@ class Matmul:
             for k, op in wrapped.items():
                 old = getattr(self, "_user_inputs", {}).get(k)
                 if old is None:
-                    raise ValueError(f"epilog_inputs[{k!r}]: not an input of the planned epilog")
+                    raise ValueError(
+                        f"epilog_inputs[{k!r}]: not an input of the planned epilog "
+                        f"{self._problem.epilog.name} (it takes {list(self._problem.spec.inputs)})"
+                    )
                 if op.signature() != old.signature():
                     raise ValueError(f"epilog_inputs[{k!r}]: does not match the planned input")
                 new_inputs[k] = op
+        sc = self._problem.scale_np
         if alpha is not None:
-            self.alpha = alpha
+            alpha = _scalar(alpha, "alpha", sc)
         if beta is not None:
             if self._user["c"] is None:
                 raise ValueError("beta: this Matmul has no c")
+            beta = _scalar(beta, "beta", sc)
+        if alpha is not None:
+            self.alpha = alpha
+        if beta is not None:
             self.beta = beta
         self._user.update(new)
         if new_inputs:
@@ -1741,22 +1845,119 @@ def wrap_device(ptr):
 # --------------------------------------------------------------------------- function form
 
 _CACHE_SIZE = 32
-_plan_cache: OrderedDict = OrderedDict()
-_cache_lock = threading.Lock()
+
+
+class _PlanCache:
+    """:func:`matmul`'s plans: an LRU of idle plans, each checked out by one caller at a time.
+
+    :meth:`checkout` takes an idle plan out of the cache, so that no other thread can get it
+    and neither eviction nor :meth:`clear` can free it while its caller uses it; a caller that
+    finds none builds a fresh plan. :meth:`checkin` puts the plan back as the most recently
+    used one and frees the plans that fall off the end. A plan checked out before a
+    :meth:`clear` (or built after a checkout that preceded it) is freed when it comes back
+    instead of being cached. Several plans may be cached under one key (threads that ran the
+    same problem at once); ``capacity`` counts plans. Plans are any objects with ``free()``;
+    they are freed outside the lock.
+    """
+
+    __slots__ = ("capacity", "_idle", "_size", "_generation", "_lock")
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self._idle: OrderedDict = OrderedDict()  # key -> [plan, ...] (oldest first)
+        self._size = 0
+        self._generation = 0  # bumped by clear(): older checkouts are freed on checkin
+        self._lock = threading.Lock()
+
+    def checkout(self, key) -> tuple[Any, int]:
+        """``(plan, ticket)``: an idle plan for ``key`` (now owned by the caller) or ``None``.
+
+        Pass the ticket back to :meth:`checkin` with the plan (or with a fresh one built
+        because there was none).
+        """
+        with self._lock:
+            plans = self._idle.get(key)
+            if plans:
+                plan = plans.pop()
+                if not plans:
+                    del self._idle[key]
+                self._size -= 1
+                return plan, self._generation
+            return None, self._generation
+
+    def checkin(self, key, plan, ticket: int) -> None:
+        """Return ``plan`` (checked out, or built, under ``ticket``) to the cache."""
+        doomed = None
+        with self._lock:
+            if ticket != self._generation:
+                doomed = [plan]  # cleared while it was out
+            else:
+                plans = self._idle.get(key)
+                if plans is None:
+                    self._idle[key] = [plan]
+                else:
+                    plans.append(plan)
+                    self._idle.move_to_end(key)
+                self._size += 1
+                if self._size > self.capacity:
+                    doomed = []
+                    idle = self._idle
+                    while self._size > self.capacity:
+                        k = next(iter(idle))
+                        plans = idle[k]
+                        doomed.append(plans.pop(0))
+                        if not plans:
+                            del idle[k]
+                        self._size -= 1
+        if doomed:
+            _free_all(doomed)
+
+    def clear(self) -> None:
+        """Free every idle plan; plans checked out now are freed when they come back."""
+        with self._lock:
+            doomed = [p for plans in self._idle.values() for p in plans]
+            self._idle.clear()
+            self._size = 0
+            self._generation += 1
+        _free_all(doomed)
+
+    def info(self) -> dict:
+        """``{"size", "capacity", "keys"}`` of the idle plans (a key once per plan)."""
+        with self._lock:
+            keys = [k for k, plans in self._idle.items() for _ in plans]
+            return {"size": self._size, "capacity": self.capacity, "keys": keys}
+
+
+def _free_all(plans) -> None:
+    """``free()`` each plan; the first exception, if any, is raised after all were tried."""
+    error = None
+    for p in plans:
+        try:
+            p.free()
+        except Exception as e:  # pragma: no cover - freeing a plan only fails on CUDA errors
+            error = error or e
+    if error is not None:
+        raise error
+
+
+_plans = _PlanCache(_CACHE_SIZE)
 
 
 def plan_cache_info() -> dict:
-    """Size and keys of :func:`matmul`'s plan cache (for tests and debugging)."""
-    with _cache_lock:
-        return {"size": len(_plan_cache), "capacity": _CACHE_SIZE, "keys": list(_plan_cache)}
+    """Size and keys of :func:`matmul`'s plan cache (for tests and debugging).
+
+    Only idle plans are counted; plans in use by a :func:`matmul` call are not in the cache.
+    """
+    return _plans.info()
 
 
 def clear_plan_cache() -> None:
-    """Free every plan cached by :func:`matmul`."""
-    with _cache_lock:
-        for mm in _plan_cache.values():
-            mm.free()
-        _plan_cache.clear()
+    """Free every plan cached by :func:`matmul`.
+
+    Plans in use by a :func:`matmul` call running in another thread are not freed under it:
+    they are freed when that call ends instead of going back into the cache.
+    """
+    _plans.clear()
 
 
 _OPTION_FIELDS = tuple(f.name for f in dataclasses.fields(MatmulOptions))
@@ -1800,9 +2001,19 @@ def _wrap_all(a, b, c, epilog_inputs):
         if not isinstance(epilog_inputs, dict):
             raise TypeError(f"epilog_inputs: expected a dict; got {type(epilog_inputs).__name__}")
         for k, v in epilog_inputs.items():
-            what = _INPUT_WHAT.get(k) or f"epilog_inputs[{k!r}]"
+            what = _INPUT_WHAT.get(k) or _input_what(k)
             inputs[k] = _wrap_aux(v, what) if k == "relu_aux" else wrap(v, what)
     return oa, ob, oc, inputs
+
+
+def _input_what(key) -> str:
+    """``epilog_inputs[key]`` (how errors name the input), or TypeError for a non-str key."""
+    if not isinstance(key, str):
+        raise TypeError(
+            f"epilog_inputs: keys are input names (str), e.g. 'bias', 'relu_aux', 'gelu_aux'; "
+            f"got {key!r}"
+        )
+    return f"epilog_inputs[{key!r}]"
 
 
 # the ``what`` of the usual epilog inputs, made once (matmul() wraps them at each call)
@@ -1812,6 +2023,8 @@ _INPUT_WHAT = {k: f"epilog_inputs[{k!r}]" for k in ("bias", "relu_aux", "gelu_au
 def _cache_key(a, b, c, alpha, beta, epilog, epilog_inputs, options, qscales) -> tuple:
     """The plan-cache key of a :func:`matmul` call (everything but the data)."""
     oa, ob, oc, inputs = _wrap_all(a, b, c, epilog_inputs)
+    if epilog is not None:
+        epilog = _as_epilog(epilog)
     return _key_of(oa, ob, oc, epilog, inputs, options, qscales, alpha, beta)
 
 
@@ -1833,9 +2046,12 @@ def matmul(
 
     Same arguments and result as :class:`Matmul` + :meth:`Matmul.plan` +
     :meth:`Matmul.execute`. GPU plans are kept in a small LRU cache keyed on everything but
-    the data (shapes, strides, dtypes, package, device, pointer alignment, epilog, options),
-    so repeated calls with the same shapes do not re-plan. A cached plan keeps a reference to
-    the arrays of its latest call until it is reused or evicted.
+    the data (shapes, strides, dtypes, package, device, pointer alignment, epilog, options,
+    stream), so repeated calls with the same shapes on the same stream do not re-plan. A
+    cached plan keeps a reference to the arrays of its latest call until it is reused or
+    evicted. Thread-safe: a call takes its plan out of the cache while it uses it (a call
+    from another thread meanwhile plans its own), so no plan is shared by two calls at once
+    or freed while one runs.
 
     Parameters
     ----------
@@ -1846,10 +2062,12 @@ def matmul(
         Added as ``beta * c``.
     alpha, beta : scalar, optional
         Default ``1`` and, when ``c`` is given, ``1`` (else ``0``).
-    epilog : MatmulEpilog, optional
-        The epilog fused into the matmul (default: none).
+    epilog : MatmulEpilog or str, optional
+        The epilog fused into the matmul, or its name (case-insensitive, e.g.
+        ``"gelu_bias"``); default: none.
     epilog_inputs : dict, optional
-        The epilog's inputs by name, e.g. ``{"bias": bias}`` or ``{"relu_aux": mask}``.
+        The epilog's inputs by name, e.g. ``{"bias": bias}`` or ``{"relu_aux": mask}``; a key
+        the epilog does not take is an error.
     quantization_scales : dict, optional
         FP8 only: ``{"a": ..., "b": ...}``, plus ``"d"`` for an FP8 result; see
         :class:`Matmul`.
@@ -1888,29 +2106,43 @@ def matmul(
         ) as mm:
             mm.plan(preferences, epilog=epilog, epilog_inputs=epilog_inputs)
             return mm.execute(stream=stream)
-    if epilog is not None and not isinstance(epilog, MatmulEpilog):
-        try:
-            epilog = MatmulEpilog(epilog)
-        except ValueError:
-            raise ValueError(
-                f"epilog: unknown value {epilog!r}; allowed: {[e.name for e in MatmulEpilog]}"
-            ) from None
-    key = _key_of(oa, ob, oc, epilog, inputs, options, None, alpha, beta)
-    if preferences is not None:
-        key = key + (repr(preferences),)
-    with _cache_lock:
-        mm = _plan_cache.get(key)
-        if mm is not None:
-            _plan_cache.move_to_end(key)
-    if mm is None:
-        mm = Matmul(a, b, c, alpha=alpha, beta=beta, options=options)
-        mm.plan(preferences, epilog=epilog, epilog_inputs=epilog_inputs)
-        with _cache_lock:
-            _plan_cache[key] = mm
-            while len(_plan_cache) > _CACHE_SIZE:
-                _, old = _plan_cache.popitem(last=False)
-                old.free()
-    else:
-        # same key: same shapes, strides, dtypes, device, alignment; only pointers change
-        mm._swap_pointers(oa, ob, oc, inputs, alpha, beta)
-    return mm.execute(stream=stream)
+    if epilog is not None and type(epilog) is not MatmulEpilog:
+        epilog = _as_epilog(epilog)
+    # The stream is part of the key: a plan is reused only on the stream it ran on, in whose
+    # order its workspace is then used (cuBLASLt's workspace must not be shared by work that
+    # may run concurrently).
+    try:
+        if stream is None:
+            s = package(oa.package).current_stream(oa.device)
+            current = True
+        else:
+            s = stream_handle(stream)
+            current = False
+    except Exception:
+        # bad arguments are reported before any CUDA error (Matmul validates them first)
+        Matmul(a, b, c, alpha=alpha, beta=beta, options=options).free()
+        raise
+    try:
+        key = _key_of(oa, ob, oc, epilog, inputs, options, None, alpha, beta) + (s,)
+        if preferences is not None:
+            key = key + (repr(preferences),)
+        mm, ticket = _plans.checkout(key)
+    except TypeError:  # options that cannot be a key (unhashable or unsortable values)
+        _check_options(_as_dataclass(options, MatmulOptions, "options"))  # names the field
+        raise TypeError(f"options: cannot be used as a cache key: {options!r}") from None
+    # mm is this call's alone until checkin: no other thread swaps pointers into it, launches
+    # it or frees it (eviction and clear_plan_cache() never see a checked-out plan)
+    try:
+        if mm is None:
+            mm = Matmul(a, b, c, alpha=alpha, beta=beta, options=options, stream=s)
+            mm.plan(preferences, epilog=epilog, epilog_inputs=epilog_inputs)
+        else:
+            # same key: same shapes, strides, dtypes, device, alignment; only pointers change
+            mm._swap_pointers(oa, ob, oc, inputs, alpha, beta)
+        result = mm._run(s, current)
+    except BaseException:
+        if mm is not None:  # not cached: its state may be half updated
+            mm.free()
+        raise
+    _plans.checkin(key, mm, ticket)
+    return result
