@@ -6,12 +6,14 @@ No numba import here. Traits are compiled constants read from NVRTC output (no G
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 
 import numpy as np
 
 from . import _arch
 from ._codegen import fftdb
+from ._descriptor import Frozen, show
+from ._descriptor import choice as _choice
 
 __all__ = ["FFT"]
 
@@ -23,28 +25,32 @@ _LAYOUTS = ("natural", "packed", "full")
 _REAL_MODES = ("normal", "folded")
 
 
-def _parse_precision(precision) -> np.dtype:
+_REAL_OPTION_KEYS = ("complex_layout", "real_mode")
+
+
+def _parse_precision(precision, argname: str = "precision") -> np.dtype:
     try:
         dt = np.dtype(precision)
-    except TypeError:
+    except Exception:  # noqa: BLE001 - numpy raises TypeError, ValueError, ... for non-types
         dt = None
     if dt not in _PRECISIONS:
-        raise ValueError(f"precision must be one of numpy.float16, numpy.float32, numpy.float64; got {precision!r}")
+        raise ValueError(
+            f"{argname} must be one of numpy.float16, numpy.float32, numpy.float64; got {show(precision)}"
+        )
     return dt
 
 
 def _parse_int_or_suggested(value, name):
-    if value is None or value == "suggested":
+    if value is None or (isinstance(value, str) and value == "suggested"):
         return "suggested"
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be a positive int or 'suggested', got {value!r}")
+        raise TypeError(f"{name} must be a positive int or 'suggested', got {show(value)}")
     if value < 1:
-        raise ValueError(f"{name} must be a positive int or 'suggested', got {value!r}")
+        raise ValueError(f"{name} must be a positive int or 'suggested', got {show(value)}")
     return int(value)
 
 
-@dataclass(frozen=True)
-class FFT:
+class FFT(Frozen):
     """A cuFFTDx FFT, callable inside ``@cuda.jit`` kernels as ``fft.execute(...)``.
 
     Parameters
@@ -78,86 +84,85 @@ class FFT:
     values on input (view the register array as ``precision``), for c2r on output.
     """
 
-    size: int
-    precision: object = np.float32
-    fft_type: str = "c2c"
-    direction: str | None = None
-    elements_per_thread: object = "suggested"
-    ffts_per_block: object = "suggested"
-    execution: str = "Block"
-    sm: object = None
-    real_fft_options: object = None
-    _key: tuple = field(init=False, repr=False, compare=True, hash=True)
-
-    def __post_init__(self):
-        size = self.size
+    def __init__(self, size: int, precision=np.float32, fft_type: str = "c2c", direction: str | None = None,
+                 elements_per_thread="suggested", ffts_per_block="suggested", execution: str = "Block",
+                 sm=None, real_fft_options=None):
         if isinstance(size, (bool, np.bool_)) or not isinstance(size, (int, np.integer)):
-            raise TypeError(f"size must be an int >= 2, got {size!r}")
+            raise TypeError(f"size must be an int >= 2, got {show(size)}")
         size = int(size)
         if size < 2:
-            raise ValueError(f"size must be >= 2, got {size}")
-        precision = _parse_precision(self.precision)
+            raise ValueError(f"size must be >= 2, got {show(size)}")
+        precision = _parse_precision(precision)
         prec = _PRECISIONS[precision]
-        if self.fft_type not in _FFT_TYPES:
-            raise ValueError(f"fft_type must be one of {_FFT_TYPES}, got {self.fft_type!r}")
-        fft_type = self.fft_type
-        direction = self.direction
+        fft_type = _choice(fft_type, _FFT_TYPES, "fft_type")
         implied = {"r2c": "forward", "c2r": "inverse"}.get(fft_type)
-        if direction is not None and direction not in _DIRECTIONS:
-            raise ValueError(f"direction must be one of {_DIRECTIONS} (or None for r2c/c2r), got {direction!r}")
+        if direction is not None:
+            direction = _choice(direction, _DIRECTIONS, "direction", " (or None for r2c/c2r)")
         if implied is not None:
             if direction is not None and direction != implied:
-                raise ValueError(f"direction={direction!r} contradicts fft_type={fft_type!r}, which is always {implied!r}")
+                raise ValueError(
+                    f"direction={direction!r} contradicts fft_type={fft_type!r}, which is always {implied!r}"
+                )
             direction = implied
         elif direction is None:
             raise ValueError("direction is required for fft_type='c2c': 'forward' or 'inverse'")
-        if self.execution not in _EXECUTIONS:
-            raise ValueError(f"execution must be one of {_EXECUTIONS}, got {self.execution!r}")
-        execution = self.execution
-        sm = _arch.parse_sm(self.sm)
-        ept = _parse_int_or_suggested(self.elements_per_thread, "elements_per_thread")
-        fpb = _parse_int_or_suggested(self.ffts_per_block, "ffts_per_block")
+        execution = _choice(execution, _EXECUTIONS, "execution")
+        sm = _arch.parse_sm(sm)
+        ept = _parse_int_or_suggested(elements_per_thread, "elements_per_thread")
+        fpb = _parse_int_or_suggested(ffts_per_block, "ffts_per_block")
 
         layout, mode = "natural", "normal"
-        if self.real_fft_options is not None:
-            if not isinstance(self.real_fft_options, dict):
-                raise TypeError(f"real_fft_options must be a dict or None, got {self.real_fft_options!r}")
-            unknown = set(self.real_fft_options) - {"complex_layout", "real_mode"}
+        if real_fft_options is not None:
+            if not isinstance(real_fft_options, Mapping):
+                raise TypeError(
+                    "real_fft_options must be a dict {'complex_layout': ..., 'real_mode': ...} or None, "
+                    f"got {show(real_fft_options)}"
+                )
+            unknown = [k for k in real_fft_options if not (isinstance(k, str) and k in _REAL_OPTION_KEYS)]
             if unknown:
-                raise ValueError(f"real_fft_options: unknown keys {sorted(unknown)}; allowed: complex_layout, real_mode")
-            layout = self.real_fft_options.get("complex_layout", "natural")
-            mode = self.real_fft_options.get("real_mode", "normal")
-            if layout not in _LAYOUTS:
-                raise ValueError(f"real_fft_options['complex_layout'] must be one of {_LAYOUTS}, got {layout!r}")
-            if mode not in _REAL_MODES:
-                raise ValueError(f"real_fft_options['real_mode'] must be one of {_REAL_MODES}, got {mode!r}")
+                raise ValueError(
+                    f"real_fft_options: unknown keys [{', '.join(show(k) for k in unknown)}]; "
+                    "allowed: 'complex_layout', 'real_mode'"
+                )
+            layout = _choice(real_fft_options.get("complex_layout", "natural"), _LAYOUTS,
+                             "real_fft_options['complex_layout']")
+            mode = _choice(real_fft_options.get("real_mode", "normal"), _REAL_MODES,
+                           "real_fft_options['real_mode']")
             if fft_type == "c2c" and (layout, mode) != ("natural", "normal"):
                 raise ValueError("real_fft_options apply to r2c/c2r only; fft_type='c2c' takes none")
         if layout == "packed" and size % 2:
             raise ValueError(f"real_fft_options complex_layout='packed' needs an even size, got size={size}")
         if mode == "folded":
             if execution == "Block" and size & (size - 1):
-                raise ValueError(f"real_mode='folded' with Block execution needs a power-of-2 size, got {size}")
+                raise ValueError(f"real_mode='folded' with Block execution needs a power-of-2 size, got {show(size)}")
             if execution == "Thread" and size % 2:
-                raise ValueError(f"real_mode='folded' with Thread execution needs an even size, got {size}")
+                raise ValueError(f"real_mode='folded' with Thread execution needs an even size, got {show(size)}")
         exec_size = size // 2 if mode == "folded" else size
         epts = fftdb.valid_epts(sm, prec, exec_size)
 
         if execution == "Thread":
             limit = fftdb.THREAD_MAX[prec]
             if size > limit * (2 if mode == "folded" else 1):
-                raise ValueError(f"size={size} is too large for Thread execution in {precision.name}; at most {limit}")
+                raise ValueError(
+                    f"size={show(size)} is too large for Thread execution in {precision.name}; at most {limit}"
+                )
             if ept not in ("suggested", size):
-                raise ValueError(f"elements_per_thread must equal size ({size}) for Thread execution, got {ept}")
+                raise ValueError(f"elements_per_thread must equal size ({size}) for Thread execution, got {show(ept)}")
             if fpb not in ("suggested", 1):
-                raise ValueError(f"ffts_per_block applies to Block execution only; use 1 or 'suggested' with Thread, got {fpb}")
+                raise ValueError(
+                    "ffts_per_block applies to Block execution only; use 1 or 'suggested' with Thread, "
+                    f"got {show(fpb)}"
+                )
             ept, fpb = size, 1
             if exec_size not in fftdb.records(sm, prec):
                 raise NotImplementedError(f"size={size} has no cuFFTDx Thread implementation in {precision.name}")
         else:
             limit = fftdb.block_max_size(sm, prec)
             if exec_size > limit:
-                raise ValueError(f"size={size} is too large for Block execution in {precision.name} on sm_{sm}; at most {limit}")
+                raise ValueError(
+                    f"size={show(size)} is too large for Block execution in {precision.name} on sm_{sm}; "
+                    f"at most {limit}"
+                )
             if not epts:
                 raise NotImplementedError(
                     f"size={size} ({precision.name}, sm_{sm}) needs a cuFFTDx workspace (Bluestein algorithm), "
@@ -168,22 +173,23 @@ class FFT:
                 eff = ept // 2 if mode == "folded" else ept
                 if eff not in epts or (mode == "folded" and ept % 2):
                     allowed = [e * 2 for e in epts] if mode == "folded" else list(epts)
-                    raise ValueError(f"elements_per_thread={ept} is not implemented for size={size} ({precision.name}, sm_{sm}); allowed: {allowed}")
+                    raise ValueError(
+                        f"elements_per_thread={show(ept)} is not implemented for size={size} "
+                        f"({precision.name}, sm_{sm}); allowed: {allowed}"
+                    )
             if fpb != "suggested" and prec == "fp16" and fpb % 2:
                 raise ValueError(f"ffts_per_block must be even for float16 (two FFTs per half2 value), got {fpb}")
-        key = (size, precision.name, fft_type, direction, ept, fpb, execution, sm, layout, mode)
-        for name, value in zip(("size", "precision", "direction", "elements_per_thread", "ffts_per_block", "sm"),
-                               (size, precision.type, direction, ept, fpb, sm)):
-            object.__setattr__(self, name, value)
-        object.__setattr__(self, "real_fft_options", {"complex_layout": layout, "real_mode": mode})
-        object.__setattr__(self, "_key", key)
+        # _key: exactly what the generated code depends on (equality and hash go through it)
+        self._set(size=size, precision=precision.type, fft_type=fft_type, direction=direction,
+                  elements_per_thread=ept, ffts_per_block=fpb, execution=execution, sm=sm,
+                  real_fft_options={"complex_layout": layout, "real_mode": mode},
+                  _key=(size, precision.name, fft_type, direction, ept, fpb, execution, sm, layout, mode))
 
-    # frozen dataclass with a dict field: hash/eq through _key only
-    def __hash__(self):
-        return hash(self._key)
-
-    def __eq__(self, other):
-        return isinstance(other, FFT) and other._key == self._key
+    def __repr__(self):
+        return (f"FFT(size={self.size}, precision={self.precision.__name__}, fft_type={self.fft_type!r}, "
+                f"direction={self.direction!r}, elements_per_thread={self.elements_per_thread!r}, "
+                f"ffts_per_block={self.ffts_per_block!r}, execution={self.execution!r}, sm={self.sm}, "
+                f"real_fft_options={self.real_fft_options!r})")
 
     def __reduce__(self):
         return (_rebuild_fft, (self._key,))
@@ -236,13 +242,7 @@ class FFT:
     def _traits(self) -> dict:
         # kept on the instance: every trait property reads it, and a cache lookup renders the
         # shim source and hashes it (~10 us); kernel launchers read several traits per call
-        t = self.__dict__.get("_traits_memo")
-        if t is None:
-            from ._codegen.fft_codegen import fft_traits
-
-            t = fft_traits(self)
-            object.__setattr__(self, "_traits_memo", t)
-        return t
+        return self._memo("_traits_memo", lambda: _fft_traits(self))
 
     @property
     def value_type(self) -> np.dtype:
@@ -387,6 +387,12 @@ class FFT:
         )
 
     del _trait
+
+
+def _fft_traits(fft) -> dict:
+    from ._codegen.fft_codegen import fft_traits
+
+    return fft_traits(fft)
 
 
 def _rebuild_fft(key):

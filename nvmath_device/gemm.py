@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import _arch
+from ._descriptor import Frozen, show
+from ._descriptor import choice as _choice
 
 __all__ = ["Matmul"]
 
@@ -73,7 +75,7 @@ def _parse_one_precision(p, argname) -> str:
             name = None
     if name not in _PRECISIONS:
         raise ValueError(
-            f"{argname} must be one of {_PRECISION_HINT} (or an (a, b, c) tuple of them); got {p!r}"
+            f"{argname} must be one of {_PRECISION_HINT} (or an (a, b, c) tuple of them); got {show(p)}"
         )
     return name
 
@@ -81,7 +83,7 @@ def _parse_one_precision(p, argname) -> str:
 def _parse_precision(precision) -> tuple[str, str, str]:
     if isinstance(precision, (tuple, list)):
         if len(precision) != 3:
-            raise ValueError(f"precision must be one type or an (a, b, c) tuple of 3 types, got {precision!r}")
+            raise ValueError(f"precision must be one type or an (a, b, c) tuple of 3 types, got {show(precision)}")
         return tuple(_parse_one_precision(p, f"precision[{i}]") for i, p in enumerate(precision))
     p = _parse_one_precision(precision, "precision")
     return (p, p, p)
@@ -89,11 +91,11 @@ def _parse_precision(precision) -> tuple[str, str, str]:
 
 def _parse_size(size) -> tuple[int, int, int]:
     if not isinstance(size, (tuple, list)) or len(size) != 3:
-        raise TypeError(f"size must be a tuple (m, n, k) of 3 positive ints, got {size!r}")
+        raise TypeError(f"size must be a tuple (m, n, k) of 3 positive ints, got {show(size)}")
     out = []
     for name, v in zip("mnk", size):
         if not _is_int(v):
-            raise TypeError(f"size must be a tuple (m, n, k) of positive ints; {name}={v!r}")
+            raise TypeError(f"size must be a tuple (m, n, k) of positive ints; {name}={show(v)}")
         if v < 1:
             raise ValueError(f"size must hold positive ints; {name}={v}")
         out.append(int(v))
@@ -105,11 +107,11 @@ def _parse_arrangement(arrangement) -> tuple[str, str, str]:
         arrangement = (arrangement,) * 3
     if not isinstance(arrangement, (tuple, list)) or len(arrangement) != 3:
         raise ValueError(
-            f"arrangement must be one of {_ARRANGEMENTS} or a tuple of 3 of them (A, B, C), got {arrangement!r}"
+            f"arrangement must be one of {_ARRANGEMENTS} or a tuple of 3 of them (A, B, C), got {show(arrangement)}"
         )
     for name, a in zip("ABC", arrangement):
         if a not in _ARRANGEMENTS:
-            raise ValueError(f"arrangement of {name} must be one of {_ARRANGEMENTS}, got {a!r}")
+            raise ValueError(f"arrangement of {name} must be one of {_ARRANGEMENTS}, got {show(a)}")
     return tuple(arrangement)
 
 
@@ -118,7 +120,7 @@ def _parse_block_dim(block_dim, block_size):
         raise ValueError("pass block_dim or block_size, not both")
     if block_size is not None and block_size != "suggested":
         if not _is_int(block_size):
-            raise TypeError(f"block_size must be an int or 'suggested', got {block_size!r}")
+            raise TypeError(f"block_size must be an int or 'suggested', got {show(block_size)}")
         block_dim = (int(block_size), 1, 1)
         argname = "block_size"
     else:
@@ -128,15 +130,15 @@ def _parse_block_dim(block_dim, block_size):
     if _is_int(block_dim):
         block_dim = (int(block_dim),)
     if not isinstance(block_dim, (tuple, list)) or not 1 <= len(block_dim) <= 3 or not all(_is_int(d) for d in block_dim):
-        raise TypeError(f"{argname} must be 'suggested', an int or a tuple of 1-3 ints, got {block_dim!r}")
+        raise TypeError(f"{argname} must be 'suggested', an int or a tuple of 1-3 ints, got {show(block_dim)}")
     dims = tuple(int(d) for d in block_dim) + (1,) * (3 - len(block_dim))
     if any(d < 1 for d in dims):
-        raise ValueError(f"{argname} must hold positive ints, got {block_dim!r}")
+        raise ValueError(f"{argname} must hold positive ints, got {show(block_dim)}")
     if dims[0] > 1024 or dims[1] > 1024 or dims[2] > 64:
-        raise ValueError(f"{argname}={block_dim!r} exceeds CUDA's limits (x, y <= 1024, z <= 64)")
+        raise ValueError(f"{argname}={show(block_dim)} exceeds CUDA's limits (x, y <= 1024, z <= 64)")
     total = dims[0] * dims[1] * dims[2]
     if not 32 <= total <= 1024:
-        raise ValueError(f"{argname}={block_dim!r} has {total} threads; cuBLASDx needs 32 to 1024 threads")
+        raise ValueError(f"{argname}={show(block_dim)} has {total} threads; cuBLASDx needs 32 to 1024 threads")
     return dims
 
 
@@ -150,7 +152,7 @@ def _round_up(x: int, a: int) -> int:
     return (x + a - 1) // a * a
 
 
-class Matmul:
+class Matmul(Frozen):
     """A cuBLASDx GEMM ``C = alpha * A @ B + beta * C``, callable inside ``@cuda.jit`` kernels.
 
     Parameters
@@ -217,22 +219,15 @@ class Matmul:
                  arrangement=("col_major", "col_major", "col_major"), leading_dimension=None,
                  block_dim="suggested", block_size=None, alignment=None, execution: str = "Block",
                  sm=None):
-        for name, value in (("size", size), ("precision", precision), ("data_type", data_type),
-                            ("arrangement", arrangement), ("leading_dimension", leading_dimension),
-                            ("_block_dim", block_dim), ("_block_size", block_size),
-                            ("alignment", alignment), ("execution", execution), ("sm", sm)):
-            object.__setattr__(self, name, value)
-        self._validate()
+        self._validate(size, precision, data_type, arrangement, leading_dimension, block_dim, block_size,
+                       alignment, execution, sm)
 
-    def __setattr__(self, name, value):
-        raise AttributeError(f"Matmul is immutable; create a new one instead of setting {name!r}")
-
-    def _validate(self):
-        m, n, k = _parse_size(self.size)
-        prec = _parse_precision(self.precision)
-        if self.data_type not in _DATA_TYPES:
-            raise ValueError(f"data_type must be one of {_DATA_TYPES}, got {self.data_type!r}")
-        if self.data_type == "complex" and any(p in ("float16", "bfloat16") for p in prec):
+    def _validate(self, size, precision, data_type, arrangement, leading_dimension, block_dim, block_size,
+                  alignment, execution, sm):
+        m, n, k = _parse_size(size)
+        prec = _parse_precision(precision)
+        data_type = _choice(data_type, _DATA_TYPES, "data_type")
+        if data_type == "complex" and any(p in ("float16", "bfloat16") for p in prec):
             raise ValueError(
                 f"precision={prec} with data_type='complex': complex GEMMs need float32 or float64 "
                 "precisions (numpy/numba have no complex float16 or bfloat16)"
@@ -245,24 +240,23 @@ class Matmul:
                 "other products into bfloat16); use ('bfloat16', 'bfloat16', 'bfloat16') or a wider C, "
                 "e.g. ('bfloat16', 'bfloat16', numpy.float32)"
             )
-        arr = _parse_arrangement(self.arrangement)
-        if self.execution not in _EXECUTIONS:
-            raise ValueError(f"execution must be one of {_EXECUTIONS}, got {self.execution!r}")
-        sm = _arch.parse_sm(self.sm)
+        arr = _parse_arrangement(arrangement)
+        execution = _choice(execution, _EXECUTIONS, "execution")
+        sm = _arch.parse_sm(sm)
         if "bfloat16" in prec and sm < 80:
             raise ValueError(
                 f"precision={prec} on sm_{sm}: bfloat16 needs sm_80 or newer (numba-cuda supports "
                 "bfloat16 from compute capability 8.0)"
             )
-        bdim = _parse_block_dim(self._block_dim, self._block_size)
-        cplx = 2 if self.data_type == "complex" else 1
+        bdim = _parse_block_dim(block_dim, block_size)
+        cplx = 2 if data_type == "complex" else 1
         itemsizes = tuple(_PRECISIONS[p][1] * cplx for p in prec)
 
         # leading dimensions (cuBLASDx: col_major A is m x k stored with ld >= m, ...)
         rows = (m, k, m)
         cols = (k, n, n)
         tight = tuple(r if a == "col_major" else c for r, c, a in zip(rows, cols, arr))
-        ld = self.leading_dimension
+        ld = leading_dimension
         if ld is None:
             lds, ld_mode = tight, None
         elif ld == "suggested":
@@ -274,25 +268,25 @@ class Matmul:
             ld_mode = "suggested"
         else:
             if not isinstance(ld, (tuple, list)) or len(ld) != 3 or not all(_is_int(v) for v in ld):
-                raise TypeError(f"leading_dimension must be None, 'suggested' or a tuple (lda, ldb, ldc) of ints, got {ld!r}")
+                raise TypeError(f"leading_dimension must be None, 'suggested' or a tuple (lda, ldb, ldc) of ints, got {show(ld)}")
             for name, v, t, a, what in zip(("lda", "ldb", "ldc"), ld, tight, arr, ("A", "B", "C")):
                 if v < t:
                     dim = "rows" if a == "col_major" else "columns"
                     raise ValueError(
                         f"leading_dimension: {name}={v} is smaller than the {dim} of {what} ({t}) for "
-                        f"arrangement {a!r}"
+                        f"arrangement {show(a)}"
                     )
             lds = tuple(int(v) for v in ld)
             ld_mode = lds
 
         # alignment
         natural = tuple(min(s, 16) for s in itemsizes)
-        al = self.alignment
+        al = alignment
         if al is None:
             aligns = natural
         else:
             if not isinstance(al, (tuple, list)) or len(al) != 3 or not all(_is_int(v) for v in al):
-                raise TypeError(f"alignment must be None or a tuple of 3 ints (bytes), got {al!r}")
+                raise TypeError(f"alignment must be None or a tuple of 3 ints (bytes), got {show(al)}")
             for name, v, nat in zip("ABC", al, natural):
                 if v < nat or v > 16 or v & (v - 1):
                     raise ValueError(
@@ -314,33 +308,20 @@ class Matmul:
         if smem > limit:
             raise ValueError(
                 f"size={(m, n, k)} needs {smem} bytes of shared memory for A, B and C "
-                f"(precision={prec}, data_type={self.data_type!r}, leading dimensions {lds}); sm_{sm} "
+                f"(precision={prec}, data_type={data_type!r}, leading dimensions {lds}); sm_{sm} "
                 f"allows at most {limit} bytes per block"
             )
-        key = ((m, n, k), prec, self.data_type, arr, ld_mode, bdim, aligns if al is not None else None,
-               self.execution, sm)
-        object.__setattr__(self, "size", (m, n, k))
-        object.__setattr__(self, "precision", tuple(_precision_dtype(p).type for p in prec))
-        object.__setattr__(self, "arrangement", arr)
-        object.__setattr__(self, "leading_dimension", lds)
-        object.__setattr__(self, "_block_dim", bdim)
-        object.__setattr__(self, "alignment", aligns)
-        object.__setattr__(self, "sm", sm)
-        object.__setattr__(self, "_key", key)
-        object.__setattr__(self, "_layout", {
-            "itemsizes": itemsizes, "sizes": sizes, "offsets": (a_off, b_off, c_off), "smem": smem,
-        })
-
-    def __hash__(self):
-        return hash(self._key)
-
-    def __eq__(self, other):
-        return isinstance(other, Matmul) and other._key == self._key
+        # _key: exactly what the generated code depends on (equality and hash go through it)
+        key = ((m, n, k), prec, data_type, arr, ld_mode, bdim, aligns if al is not None else None,
+               execution, sm)
+        self._set(size=(m, n, k), precision=tuple(_precision_dtype(p).type for p in prec),
+                  data_type=data_type, arrangement=arr, leading_dimension=lds, _block_dim=bdim,
+                  alignment=aligns, execution=execution, sm=sm, _key=key,
+                  _layout={"itemsizes": itemsizes, "sizes": sizes, "offsets": (a_off, b_off, c_off),
+                           "smem": smem})
 
     def __repr__(self):
-        key = self.__dict__.get("_key")
-        if key is None:  # not validated (an error is being raised)
-            return f"Matmul(size={self.size!r}, precision={self.precision!r}, ...)"
+        key = self._key
         return (f"Matmul(size={self.size}, precision={tuple(np.dtype(p).name for p in self.precision)}, "
                 f"data_type={self.data_type!r}, arrangement={self.arrangement}, "
                 f"leading_dimension={self.leading_dimension}, block_dim={key[5]!r}, sm={self.sm})")
@@ -464,13 +445,7 @@ class Matmul:
     def _traits(self) -> dict:
         # kept on the instance: every trait property reads it, and a cache lookup renders the
         # shim source and hashes it (~10 us); kernel launchers read several traits per call
-        t = self.__dict__.get("_traits_memo")
-        if t is None:
-            from ._codegen.gemm_codegen import gemm_traits
-
-            t = gemm_traits(self)
-            object.__setattr__(self, "_traits_memo", t)
-        return t
+        return self._memo("_traits_memo", lambda: _gemm_traits(self))
 
     @property
     def block_dim(self) -> tuple[int, int, int]:
@@ -618,6 +593,12 @@ class Matmul:
             ``(sC, gC)``: the shared tile and a 2-D global array (any strides).
         """
         return self._copy("store_c", args)
+
+
+def _gemm_traits(mm) -> dict:
+    from ._codegen.gemm_codegen import gemm_traits
+
+    return gemm_traits(mm)
 
 
 def _rebuild_matmul(key):
