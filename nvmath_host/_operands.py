@@ -165,7 +165,12 @@ def memory_order_bytes(arr: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
 
 
 def _dtype_name_from_numpy(dt: np.dtype, what: str) -> DType:
-    return dtype_of_name(np.dtype(dt).name, what)
+    if not dt.isnative:  # the name would hide the byte order, which cuBLASLt does not take
+        raise ValueError(
+            f"{what}: dtype {dt.str!r} is not in the machine's byte order; convert it first, "
+            f"e.g. x.astype(x.dtype.newbyteorder('='))"
+        )
+    return dtype_of_name(dt.name, what)
 
 
 _TORCH_DTYPES: dict = {}

@@ -405,6 +405,11 @@ class _Problem:
             )
         self.batch_shape = ba or bb
         self.batch = math.prod(self.batch_shape)
+        if self.batch < 1:
+            raise ValueError(
+                f"{'a' if ba else 'b'}: empty batches are not supported (batch shape "
+                f"{self.batch_shape})"
+            )
         # ---- dtypes
         at, bt = a.dtype, b.dtype
         if at.kind == "f8" or bt.kind == "f8":
@@ -1044,6 +1049,8 @@ class Matmul:
                 raise TypeError(f"{nm}: expected a number; got {type(v).__name__}")
         self.package_name = oa.package
         self._host = oa.package == "numpy"
+        if self._host and self.options.inplace and oc is not None and not c.flags.writeable:
+            raise ValueError("c: a read-only array; options.inplace writes the result into c")
         self._user = {"a": oa, "b": ob, "c": oc}
         self._user_inputs: dict[str, Operand] = {}
         self._scales_in = dict(quantization_scales or {})
@@ -1678,7 +1685,7 @@ class Matmul:
                 )
             new[name] = op
         new_inputs = {}
-        if epilog_inputs:
+        if epilog_inputs is not None:
             wrapped = self._wrap_inputs(epilog_inputs)
             for k, op in wrapped.items():
                 old = getattr(self, "_user_inputs", {}).get(k)
@@ -1997,7 +2004,7 @@ def _wrap_all(a, b, c, epilog_inputs):
     oa, ob = wrap(a, "a"), wrap(b, "b")
     oc = wrap(c, "c") if c is not None else None
     inputs = {}
-    if epilog_inputs:
+    if epilog_inputs is not None:
         if not isinstance(epilog_inputs, dict):
             raise TypeError(f"epilog_inputs: expected a dict; got {type(epilog_inputs).__name__}")
         for k, v in epilog_inputs.items():
@@ -2092,7 +2099,9 @@ def matmul(
     >>> d = matmul(a, b, epilog=MatmulEpilog.RELU_BIAS, epilog_inputs={"bias": bias})  # doctest: +SKIP
     """
     oa, ob, oc, inputs = _wrap_all(a, b, c, epilog_inputs)
-    if oa.package == "numpy" or quantization_scales:  # host operands / FP8 scales: no cache
+    qs = quantization_scales
+    if oa.package == "numpy" or (qs is not None and (type(qs) is not dict or qs)):
+        # host operands / FP8 scales: no cache (Matmul checks the type of the scales)
         with Matmul(
             a,
             b,
