@@ -2,7 +2,11 @@
 """The main job: low-pass filter a batch of noisy synthetic signals with the fused FFT convolution,
 check it against NumPy, time it against CuPy's cuFFT path, and optionally plot it.
 
-    python -m kernels [--batch B] [--n N] [--plot FILE.png]
+    python -m kernels [--batch B] [--n N] [--taps T] [--plot FILE.png]
+
+--n must be an FFT length the fused kernel implements (FFT.valid_sizes(), e.g. a power of 2 up
+to 4096) and larger than 2 * --taps (the noise figure leaves out --taps samples at each end);
+--plot needs matplotlib: pip install "numba-mathdx[plot]".
 
 Without a GPU it re-runs itself under numba-cuda's CUDA simulator at a small size, and says so.
 """
@@ -40,15 +44,70 @@ def synthetic_signals(batch: int, n: int, rng) -> tuple[np.ndarray, np.ndarray]:
     return clean.astype(np.float32), noisy.astype(np.float32)
 
 
+PLOT_INSTALL = 'pip install "numba-mathdx[plot]"'
+
+
+def median_ms(fn, warmup: int = 3, repeat: int = 20, event=None, elapsed_ms=None) -> float:
+    """Median time of ``fn()`` in milliseconds, measured on the GPU with CUDA events recorded
+    on the current CuPy stream around each of ``repeat`` calls, after ``warmup`` calls.
+    ``event`` (an event factory) and ``elapsed_ms(start, end)`` default to CuPy's."""
+    if event is None:
+        import cupy
+
+        event, elapsed_ms = cupy.cuda.Event, cupy.cuda.get_elapsed_time
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        start, end = event(), event()
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(elapsed_ms(start, end))
+    return float(np.median(times))
+
+
+def _check_args(ap, args, simulated: bool) -> None:
+    """argparse errors (exit status 2) for values the job cannot run with."""
+    if args.batch is not None and args.batch < 1:
+        ap.error(f"--batch must be >= 1, got {args.batch}")
+    if args.taps < 1:
+        ap.error(f"--taps must be >= 1, got {args.taps}")
+    if args.n is None:
+        return
+    from nvmath_device import FFT
+
+    sizes = FFT.valid_sizes(np.float32, sm=90 if simulated else None)
+    if args.n not in sizes:
+        lo = max((v for v in sizes if v < args.n), default=None)
+        hi = min((v for v in sizes if v > args.n), default=None)
+        near = " and ".join(str(v) for v in (lo, hi) if v is not None)
+        ap.error(f"--n must be an FFT length the fused kernel implements (nvmath_device.FFT.valid_sizes(): "
+                 f"{len(sizes)} lengths from {sizes[0]} to {sizes[-1]}, every power of 2 among them); "
+                 f"the nearest to {args.n} are {near}")
+    if args.n <= 2 * args.taps:
+        ap.error(f"--n must be larger than 2 * --taps = {2 * args.taps} (the noise figure leaves out "
+                 f"--taps samples at each end); got --n {args.n}")
+
+
 def main(argv=None) -> int:
     """Run the main job; returns the process exit status (0: result matches NumPy)."""
     ap = argparse.ArgumentParser(prog="python -m kernels", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--batch", type=int, default=None, help="signals (default 65536 on a GPU, 8 simulated)")
-    ap.add_argument("--n", type=int, default=None, help="samples per signal (default 4096 on a GPU, 256 simulated)")
-    ap.add_argument("--taps", type=int, default=63)
-    ap.add_argument("--plot", metavar="FILE.png", help="draw signal, filtered signal and their spectra")
+    ap.add_argument("--batch", type=int, default=None, help="signals, >= 1 (default 65536 on a GPU, 8 simulated)")
+    ap.add_argument("--n", type=int, default=None,
+                    help="samples per signal, in FFT.valid_sizes() and > 2 * TAPS (default 4096 on a GPU, "
+                         "256 simulated)")
+    ap.add_argument("--taps", type=int, default=63, help="low-pass FIR length, >= 1 (default 63)")
+    ap.add_argument("--plot", metavar="FILE.png",
+                    help=f"draw signal, filtered signal and their spectra (needs matplotlib: {PLOT_INSTALL})")
     args = ap.parse_args(argv)
+    if args.plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            ap.error(f"--plot needs matplotlib, which is not installed: {PLOT_INSTALL}")
 
     simulated = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
     if not simulated and not _has_gpu():
@@ -57,8 +116,11 @@ def main(argv=None) -> int:
         env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
         os.execve(sys.executable, [sys.executable, "-m", "kernels", *(argv if argv is not None else sys.argv[1:])], env)
 
+    _check_args(ap, args, simulated)
     batch = args.batch or (8 if simulated else 65536)
     n = args.n or (256 if simulated else 4096)
+    if n <= 2 * args.taps:
+        ap.error(f"--taps must be smaller than n / 2 = {n / 2:g} (n = {n}); got {args.taps}")
     where = "CUDA simulator (CPU)" if simulated else "GPU"
     print(f"numba-mathdx main job on the {where}: low-pass filtering {batch} noisy signals of {n} samples "
           f"with a {args.taps}-tap FIR as one fused FFT -> multiply -> inverse FFT kernel", flush=True)
@@ -92,15 +154,14 @@ def main(argv=None) -> int:
 
     if not simulated:
         import cupy as cp
-        from triton.testing import do_bench
 
         spec = cp.asarray(np.fft.rfft(taps, n).astype(np.complex64))
 
         def cupy_path():
             return cp.fft.irfft(cp.fft.rfft(d_noisy, axis=-1) * spec, n=n, axis=-1)
 
-        ms_ours = do_bench(lambda: fft_convolve(d_noisy, taps), return_mode="median")
-        ms_cupy = do_bench(cupy_path, return_mode="median")
+        ms_ours = median_ms(lambda: fft_convolve(d_noisy, taps))
+        ms_cupy = median_ms(cupy_path)
         floor = 2 * noisy.nbytes / 4.3e12 * 1e3
         print(f"time per call (median, {batch}x{n} float32): numba-mathdx {ms_ours:.3f} ms, "
               f"CuPy cuFFT (rfft, multiply, irfft) {ms_cupy:.3f} ms -> {ms_cupy / ms_ours:.2f}x; "

@@ -228,6 +228,58 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
     return kernel
 
 
+@functools.cache
+def spectrum_kernel(fwd: FFT):
+    """h (m,) -> H (nfreq,): ``H = FFT(h zero-padded to n) / n`` in ``fwd``'s output layout (the
+    filter spectrum :func:`filter_kernel` reads), computed on the device from device taps. Launch
+    as one row (:func:`launch_rows` with ``nrows=1``); ``m <= n``, h real for a real ``fwd``."""
+    n = fwd.size
+    stride = fwd.stride
+    s2 = 2 * fwd.storage_size
+    in_ept, mid_ept, nfreq = fwd.input_ept, fwd.output_ept, fwd.output_length
+    prec = fwd.precision_type
+    real = fwd.fft_type == "r2c"
+    folded = real and fwd.real_fft_options["real_mode"] == "folded"
+    rzero = np.dtype(prec).type(0)
+    scale = np.dtype(prec).type(1.0 / n)
+    nthreads = fwd.block_dim[0] * fwd.block_dim[1] * fwd.block_dim[2]
+
+    @jit(nthreads)
+    def kernel(h, out):
+        r = cuda.local.array(s2, dtype=prec, alignment=16)
+        smem = cuda.shared.array(0, dtype=prec)
+        tx = cuda.threadIdx.x
+        m = h.shape[0]
+        for i in range(in_ept):
+            j = tx + i * stride
+            if folded:  # complex index j holds the samples 2j and 2j + 1
+                for p in range(2):
+                    jj = 2 * j + p
+                    r[2 * i + p] = h[jj].real if jj < m else rzero
+            elif real:
+                r[i] = h[j].real if j < m else rzero
+            else:
+                r[2 * i] = h[j].real if j < m else rzero
+                r[2 * i + 1] = h[j].imag if j < m else rzero
+        fwd.execute(r, smem)
+        if cuda.threadIdx.y == 0:
+            for i in range(mid_ept):
+                k = tx + i * stride
+                if k < nfreq:
+                    out[k] = complex(r[2 * i] * scale, r[2 * i + 1] * scale)
+
+    return kernel
+
+
+def device_spectrum(fwd: FFT, h, like, stream):
+    """``FFT(h, n) / n`` of the device taps ``h`` (a DevArray, or the simulator's array), on the
+    device and on ``stream``: a new device array of ``fwd.output_length`` complex values."""
+    cdt = np.complex64 if fwd.precision_type == np.float32 else np.complex128
+    out = Output((fwd.output_length,), cdt, like, stream).dev
+    launch_rows(spectrum_kernel(fwd), fwd, 1, stream, h, out)
+    return out
+
+
 def launch_rows(kernel, fwd: FFT, nrows: int, stream, *args):
     """Launch ``kernel`` with one FFT row per ``threadIdx.y`` slot: enough blocks for ``nrows``."""
     fpb = fwd.ffts_per_block_value

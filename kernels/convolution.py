@@ -7,8 +7,16 @@ import functools
 
 import numpy as np
 
-from ._arrays import Operand, Output, resolve_stream, to_device_const
-from ._fused import aligned, can_fold, fft_pair, filter_kernel, launch_rows, pairs_ok
+from ._arrays import Operand, Output, on_device, resolve_stream, to_device_const
+from ._fused import (
+    aligned,
+    can_fold,
+    device_spectrum,
+    fft_pair,
+    filter_kernel,
+    launch_rows,
+    pairs_ok,
+)
 
 _REAL = (np.dtype(np.float32), np.dtype(np.float64))
 _COMPLEX = (np.dtype(np.complex64), np.dtype(np.complex128))
@@ -32,14 +40,41 @@ def _spectrum_maker(n, real, precision):
 
 
 def _taps(name, h, real, precision, max_len):
-    h = np.asarray(h.get() if hasattr(h, "get") else h)  # CuPy arrays: the taps are small
-    if h.ndim != 1 or h.size == 0:
-        raise ValueError(f"{name} must be a non-empty 1-D array, got shape {h.shape}")
-    if real and np.iscomplexobj(h):
-        raise TypeError(f"{name} must be real for a real signal, got dtype {h.dtype}")
-    if h.size > max_len:
-        raise ValueError(f"{name} has {h.size} taps; at most {max_len} fit this FFT length")
+    """The taps: a float64/complex128 NumPy array, or an Operand of device taps (left on the
+    device: their spectrum is computed there, see :func:`_run`)."""
+    if on_device(h):
+        ho = Operand(name, h, _REAL + _COMPLEX, (1,), None)
+        size, cplx = ho.shape[0], ho.dtype in _COMPLEX
+    else:
+        try:
+            h = np.asarray(h)
+        except (TypeError, ValueError) as e:  # e.g. a ragged list, a tensor on another device
+            raise TypeError(f"{name} must be an array of numbers, got {type(h).__name__}: {e}") from None
+        if h.dtype.kind not in "biufc":
+            raise TypeError(f"{name} must be an array of numbers, got dtype {h.dtype}")
+        if h.ndim != 1:
+            raise ValueError(f"{name} must be a non-empty 1-D array, got shape {h.shape}")
+        size, cplx = h.size, np.iscomplexobj(h)
+    if size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D array, got shape (0,)")
+    if real and cplx:
+        raise TypeError(f"{name} must be real for a real signal, got a complex dtype")
+    if size > max_len:
+        raise ValueError(f"{name} has {size} taps; at most {max_len} fit this FFT length")
+    if on_device(h):
+        return ho
     return h.astype(np.float64 if real else np.complex128)
+
+
+def _ntaps(taps) -> int:
+    """len(taps) of host or device taps, without copying device taps."""
+    if on_device(taps):
+        shape = tuple(taps.shape)
+        return shape[0] if len(shape) == 1 else 0
+    try:
+        return int(np.size(taps)) if np.ndim(taps) == 1 else 0
+    except (TypeError, ValueError):  # np.size of a ragged list: _taps names the argument
+        return 0
 
 
 def fft_convolve(x, h, *, stream=None):
@@ -56,7 +91,12 @@ def fft_convolve(x, h, *, stream=None):
         ``n`` must be a size cuFFTDx implements without a workspace (``FFT.valid_sizes()``;
         every power of 2 from 2 to 4096 is).
     h : array_like, shape (m,), m <= n
-        Filter taps (host or device; real for real ``x``).
+        Filter taps, real for real ``x``. Host taps (NumPy, lists): their spectrum is computed
+        on the host once and kept on the device for later calls with the same taps. Device
+        taps (CuPy, PyTorch, Numba; float32/float64/complex64/complex128, C-contiguous) stay
+        on the device: their spectrum is computed there by one small kernel on ``stream`` at
+        every call (their content may change between calls), with no copy to the host and no
+        synchronisation.
     stream : optional
         Numba/CuPy/PyTorch stream, ``__cuda_stream__`` object or raw handle; default: the current
         stream of ``x``'s package. No synchronisation for GPU arrays.
@@ -84,6 +124,7 @@ def fir_filter(x, taps, *, fft_size=None, stream=None):
     x : array, shape (batch, L) or (L,)
         float32/float64 or complex64/complex128 (see :func:`fft_convolve` for the array kinds).
     taps : array_like, shape (M,)
+        Host or device taps, as ``h`` of :func:`fft_convolve`.
     fft_size : int, optional
         Segment FFT length: a power of 2 with ``fft_size >= 2 * M`` (default: the smallest
         power of 2 >= max(64, 4 * M), capped at 4096).
@@ -91,29 +132,37 @@ def fir_filter(x, taps, *, fft_size=None, stream=None):
     xo = Operand("x", x, _REAL + _COMPLEX, (1, 2), None)
     real = xo.dtype in _REAL
     precision = _precision(xo.dtype)
-    t = np.asarray(taps.get() if hasattr(taps, "get") else taps)
-    m = t.size
+    m = _ntaps(taps)
     if fft_size is None:
         fft_size = 64
         while fft_size < 4 * m and fft_size < 4096:
             fft_size *= 2
-    if isinstance(fft_size, bool) or not isinstance(fft_size, (int, np.integer)) or fft_size & (fft_size - 1):
-        raise ValueError(f"fft_size must be a power of 2, got {fft_size!r}")
+    if (isinstance(fft_size, bool) or not isinstance(fft_size, (int, np.integer)) or fft_size < 2
+            or fft_size > 4096 or fft_size & (fft_size - 1)):
+        raise ValueError(f"fft_size must be a power of 2 from 2 to 4096, got {fft_size!r}")
     if fft_size < 2 * m:
         raise ValueError(f"fft_size={fft_size} must be at least 2 * len(taps) = {2 * m}")
-    taps = _taps("taps", t, real, precision, fft_size // 2)
+    taps = _taps("taps", taps, real, precision, fft_size // 2)
     return _run(xo, taps, int(fft_size), real, precision, halo=m - 1, stream=stream, conj=False)
 
 
 def _run(xo, taps, n, real, precision, *, halo, stream, conj):
     s = resolve_stream(stream, xo)
     folded = real and can_fold(n)
-    fwd, inv = fft_pair(n, precision, real, folded=folded)
-    spec = to_device_const(taps, s, _spectrum_maker(n, real, precision))
+    try:
+        fwd, inv = fft_pair(n, precision, real, folded=folded)
+    except ValueError as e:
+        raise ValueError(f"x: rows of {n} samples: {e}" if halo == 0 else f"fft_size: {e}") from None
+    if isinstance(taps, Operand):  # device taps: the spectrum on the device, on s
+        spec = device_spectrum(fwd, taps.dev, xo, s)
+    else:
+        spec = to_device_const(taps, s, _spectrum_maker(n, real, precision))
     batch, length = (1, xo.shape[0]) if len(xo.shape) == 1 else xo.shape
     step = n - halo
     nseg = -(-length // step)
     y = Output((batch, length), xo.dtype, xo, s)
+    if batch * nseg == 0:  # nothing to compute (and no segment to divide rows among)
+        return y.result(s, xo.shape)
     xd, yd, cols = xo.dev, y.dev, length
     pairs = pairs_ok(real, folded, n, length, step, halo, xd, yd)
     if pairs:  # real rows as complex sample pairs (viewed before any reshape); positions count pairs

@@ -10,8 +10,8 @@ from numba import cuda
 
 from nvmath_device import FFT, Matmul, load_complex, store_complex
 
-from ._arrays import Operand, Output, resolve_stream, simulator
-from ._fused import vectors_ok
+from ._arrays import Operand, Output, on_device, resolve_stream, simulator, to_device_const
+from ._fused import copy_1d, vectors_ok
 from ._launch import launch, resident_blocks
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.complex64), np.dtype(np.complex128))
@@ -356,7 +356,10 @@ def beamform_spectra(x, weights, *, stream=None):
     x : array, shape (batch, channels, samples), complex64 or complex128
         ``samples`` a power of 2 from 32 to 1024.
     weights : array_like, shape (beams, channels)
-        Beam weights; ``beams`` a power of 2 from 1 to 16 (one FFT per beam and block).
+        Beam weights; ``beams`` a power of 2 from 1 to 16 (one FFT per beam and block). Host
+        weights are kept on the device for later calls; device weights (CuPy, PyTorch, Numba)
+        are read in place, converted on the device (on ``stream``) when their dtype differs
+        from ``x``'s; never copied to the host.
 
     Returns
     -------
@@ -364,8 +367,17 @@ def beamform_spectra(x, weights, *, stream=None):
     """
     xo = Operand("x", x, (np.dtype(np.complex64), np.dtype(np.complex128)), (3,), None)
     batch, channels, nsamp = xo.shape
-    w = np.asarray(weights.get() if hasattr(weights, "get") else weights).astype(xo.dtype)
-    if w.ndim != 2 or w.shape[1] != channels:
+    if on_device(weights):  # device weights stay there (converted there to x's dtype)
+        w = Operand("weights", weights, _DTYPES, (1, 2, 3), None)
+    else:
+        try:
+            w = np.asarray(weights)
+        except (TypeError, ValueError) as e:  # e.g. a ragged list, a tensor on another device
+            raise TypeError(f"weights must be an array of numbers, got {type(weights).__name__}: {e}") from None
+        if w.dtype.kind not in "biufc":
+            raise TypeError(f"weights must be an array of numbers, got dtype {w.dtype}")
+        w = w.astype(xo.dtype)
+    if len(w.shape) != 2 or w.shape[1] != channels:
         raise ValueError(f"weights must have shape (beams, channels={channels}), got {w.shape}")
     beams = w.shape[0]
     if beams < 1 or beams > 16 or beams & (beams - 1):
@@ -374,10 +386,20 @@ def beamform_spectra(x, weights, *, stream=None):
         raise ValueError(f"x must have a power-of-2 number of samples from 32 to 1024, got {nsamp}")
     s = resolve_stream(stream, xo)
     prec = np.float32 if xo.dtype == np.dtype(np.complex64) else np.float64
-    kernel, smem, block = _beamform_plan(beams, nsamp, channels, prec, _sm())
-    from ._arrays import to_device_const
-
-    wd = to_device_const(w, s)
+    try:
+        kernel, smem, block = _beamform_plan(beams, nsamp, channels, prec, _sm())
+    except ValueError as e:  # e.g. too few threads for cuBLASDx: name the arguments' sizes
+        raise ValueError(f"x and weights: {beams} beams of {nsamp} samples from {channels} channels do "
+                         f"not fit one block: {e}") from None
+    if not isinstance(w, Operand):
+        wd = to_device_const(w, s)
+    elif simulator():
+        wd = np.asarray(w.dev).astype(xo.dtype)
+    elif w.dtype != xo.dtype:
+        wd = Output(w.shape, xo.dtype, xo, s).dev
+        copy_1d(w.dev.reshape(w.dev.size), wd.reshape(wd.size), s)
+    else:
+        wd = w.dev
     out = Output((batch, beams, nsamp), xo.dtype, xo, s)
     launch(kernel, batch, block, s, smem, wd, xo.dev, out.dev)
     return out.result(s)

@@ -10,8 +10,17 @@ from numba import cuda
 
 from nvmath_device import FFT, load_complex, store_complex
 
-from ._arrays import Operand, Output, resolve_stream, simulator, to_device_const
-from ._fused import aligned, can_fold, copy_1d, fft_pair, jit, launch_rows, pairs_ok
+from ._arrays import Operand, Output, on_device, resolve_stream, simulator, to_device_const
+from ._fused import (
+    aligned,
+    can_fold,
+    copy_1d,
+    device_spectrum,
+    fft_pair,
+    jit,
+    launch_rows,
+    pairs_ok,
+)
 
 _REAL = (np.dtype(np.float32), np.dtype(np.float64))
 _COMPLEX = (np.dtype(np.complex64), np.dtype(np.complex128))
@@ -101,6 +110,10 @@ def matched_filter(x, template, *, return_correlation=False, stream=None):
         complex64/complex128, or float32/float64 (computed as complex). Array kinds and ``n``:
         as for :func:`kernels.fft_convolve`.
     template : array_like, shape (m,), m <= n
+        Host template (NumPy, list): its spectrum is computed on the host once and kept on the
+        device for later calls. Device template (CuPy, PyTorch, Numba): its spectrum is computed
+        on the device by one small kernel on ``stream`` at every call, with no copy to the host
+        and no synchronisation.
     return_correlation : bool
         Also return the full correlation (complex, shape of ``x``).
 
@@ -114,8 +127,8 @@ def matched_filter(x, template, *, return_correlation=False, stream=None):
     precision = np.float32 if xo.dtype in (np.dtype(np.float32), np.dtype(np.complex64)) else np.float64
     cdt = np.dtype(np.complex64 if precision is np.float32 else np.complex128)
     n = xo.shape[-1]
-    t = np.asarray(template.get() if hasattr(template, "get") else template)
-    if t.ndim != 1 or t.size == 0 or t.size > n:
+    t = _host_or_device("template", template, _REAL + _COMPLEX)
+    if len(t.shape) != 1 or t.shape[0] == 0 or t.shape[0] > n:
         raise ValueError(f"template must be a 1-D array of 1..{n} samples, got shape {t.shape}")
     if not isinstance(return_correlation, bool):
         raise TypeError(f"return_correlation must be a bool, got {return_correlation!r}")
@@ -123,8 +136,11 @@ def matched_filter(x, template, *, return_correlation=False, stream=None):
     if xo.dtype in _REAL:  # promote on the device side of the copy: one extra pass, documented
         x2 = _to_complex(x2, cdt, xo, s)
     x2 = aligned(x2, xo, s)  # complex values move as single accesses
-    fwd, inv = fft_pair(n, precision, real=False)
-    tspec = to_device_const(t, s, _template_spectrum(n, np.dtype(cdt)))
+    fwd, inv = _fft_pair("x", n, precision, False)
+    if isinstance(t, Operand):  # a device template: its spectrum on the device, on s
+        tspec = device_spectrum(fwd, t.dev, xo, s)
+    else:
+        tspec = to_device_const(t, s, _template_spectrum(n, np.dtype(cdt)))
     batch = x2.shape[0]
     corr = Output((batch, n) if return_correlation else (1, 1), cdt, xo, s)
     pidx = Output((batch,), np.int32, xo, s)
@@ -135,6 +151,30 @@ def matched_filter(x, template, *, return_correlation=False, stream=None):
     if return_correlation:
         out.append(corr.result(s, xo.shape))
     return tuple(out)
+
+
+def _host_or_device(name, obj, dtypes):
+    """A device array as an :class:`Operand` (left on the device), anything else as a NumPy
+    array of ``dtypes``' kinds (TypeError naming ``name`` otherwise)."""
+    if on_device(obj):
+        return Operand(name, obj, dtypes, (1, 2, 3), None)
+    try:
+        arr = np.asarray(obj)
+    except (TypeError, ValueError) as e:  # e.g. a ragged list, a tensor on another device
+        raise TypeError(f"{name} must be an array of numbers, got {type(obj).__name__}: {e}") from None
+    kinds = "biu" + "".join(sorted({d.kind for d in dtypes}))
+    if arr.dtype.kind not in kinds:
+        raise TypeError(f"{name} must be an array of {' or '.join(d.name for d in dtypes)} values, "
+                        f"got dtype {arr.dtype}")
+    return arr
+
+
+def _fft_pair(name, n, precision, real, folded=False):
+    """:func:`kernels._fused.fft_pair`, its ValueError naming the argument whose length ``n`` is."""
+    try:
+        return fft_pair(n, precision, real, folded=folded)
+    except ValueError as e:
+        raise ValueError(f"{name}: {e}") from None
 
 
 def _to_complex(x, cdt, like, stream):
@@ -205,6 +245,9 @@ def stft_power(x, window, hop, *, stream=None):
     x : array, shape (batch, L) or (L,), float32/float64
     window : array_like, shape (nfft,)
         Real window (e.g. ``numpy.hanning(nfft)``); ``nfft`` must be in ``FFT.valid_sizes()``.
+        A host window is kept on the device for later calls; a device window (CuPy, PyTorch,
+        Numba; float32/float64) is read in place, converted on the device (on ``stream``) when
+        its dtype differs from ``x``'s; never copied to the host.
     hop : int
         Samples between frames, >= 1.
 
@@ -215,10 +258,10 @@ def stft_power(x, window, hop, *, stream=None):
     """
     xo = Operand("x", x, _REAL, (1, 2), None)
     s = resolve_stream(stream, xo)
-    w = np.asarray(window.get() if hasattr(window, "get") else window)
-    if w.ndim != 1 or np.iscomplexobj(w):
-        raise ValueError(f"window must be a real 1-D array, got shape {w.shape} dtype {w.dtype}")
-    nfft = w.size
+    w = _host_or_device("window", window, _REAL)
+    if len(w.shape) != 1 or w.shape[0] == 0:
+        raise ValueError(f"window must be a non-empty real 1-D array, got shape {w.shape}")
+    nfft = w.shape[0]
     if isinstance(hop, bool) or not isinstance(hop, (int, np.integer)) or hop < 1:
         raise ValueError(f"hop must be an int >= 1, got {hop!r}")
     length = xo.shape[-1]
@@ -226,17 +269,27 @@ def stft_power(x, window, hop, *, stream=None):
         raise ValueError(f"x has {length} samples, fewer than one frame of len(window) = {nfft}")
     precision = np.float32 if xo.dtype == np.dtype(np.float32) else np.float64
     folded = can_fold(nfft)
-    fft, _ = fft_pair(nfft, precision, real=True, folded=folded)
+    fft, _ = _fft_pair("window", nfft, precision, True, folded)
     hop = int(hop)
     nframes = 1 + (length - nfft) // hop
     batch = 1 if len(xo.shape) == 1 else xo.shape[0]
     out = Output((batch, nframes, nfft // 2 + 1), xo.dtype, xo, s)
-    xd, wh, cols = xo.dev, w.astype(xo.dtype), length
-    pairs = pairs_ok(True, folded, nfft, length, hop, 0, xd)
+    xd, cols = xo.dev, length
+    if isinstance(w, Operand):  # a device window stays there (converted there to x's dtype)
+        wd = w.dev
+        if simulator():
+            wd = np.asarray(wd).astype(xo.dtype)
+        elif w.dtype != xo.dtype:
+            wd = Output((nfft,), xo.dtype, xo, s).dev
+            copy_1d(w.dev, wd, s)
+    else:
+        wd = w.astype(xo.dtype)
+    pairs = pairs_ok(True, folded, nfft, length, hop, 0, xd, *(() if isinstance(wd, np.ndarray) else (wd,)))
     if pairs:  # frames as complex sample pairs (viewed before the reshape), window likewise
         cdt = np.complex64 if precision is np.float32 else np.complex128
-        xd, wh, hop, cols = xd.view(cdt), wh.view(cdt), hop // 2, length // 2
-    wd = to_device_const(wh, s)
+        xd, wd, hop, cols = xd.view(cdt), wd.view(cdt), hop // 2, length // 2
+    if isinstance(wd, np.ndarray) and not isinstance(w, Operand):
+        wd = to_device_const(wd, s)
     launch_rows(_stft_kernel(fft, pairs), fft, batch * nframes, s, xd.reshape(batch, cols), wd, out.dev,
                 batch * nframes, nframes, hop)
     return out.result(s, (nframes, nfft // 2 + 1) if len(xo.shape) == 1 else None)
