@@ -177,6 +177,11 @@ def test_valid_problems_match_numpy(problem, form):
 # ----------------------------------------------------------------------------- one defect
 
 
+def _first(x):
+    """The first matrix of x."""
+    return x.reshape((-1,) + x.shape[-2:])[0]
+
+
 def _strided(x):
     """x as a view with no unit stride in its matrices; a matrix with one row or column is
     expressible with any strides (M = 0 then, another defect of a)."""
@@ -229,8 +234,8 @@ DEFECTS = {
     "b has another batch": (
         "b",
         lambda a, b, c, kw: (
-            np.broadcast_to(a, (4,) + a.shape[-2:]).copy(),
-            np.broadcast_to(b, (5,) + b.shape[-2:]).copy(),
+            np.broadcast_to(_first(a), (4,) + a.shape[-2:]).copy(),
+            np.broadcast_to(_first(b), (5,) + b.shape[-2:]).copy(),
             c,
             kw,
         ),
