@@ -17,10 +17,30 @@ Entries are written to a temporary file in the same folder and renamed into plac
 the same entry both succeed (the later rename wins; both wrote the same bytes). A truncated,
 corrupted or misplaced entry fails the checks: it is reported with a warning, removed and
 rebuilt, never used. Reading an entry refreshes its modification time (the LRU clock).
+
+Eviction (past ``NUMBA_MATHDX_CACHE_MAX_MB``, after every write) removes least-recently-used
+entries but never the entry just written, so a bound smaller than one entry still caches the
+newest one. Removing an entry another process is reading is harmless (POSIX: the reader keeps
+the file it opened).
+
+Building an entry: :func:`building` serialises the builders of one key, across threads (a lock
+per key) and across processes (``fcntl.flock`` on ``<folder>/<xx>/.lock-<key>``, removed by its
+holder when done). Callers check the cache again once they hold it, so N processes starting
+with an empty cache compile each key once; the others wait and read the entry. A holder killed
+mid-compile releases its lock (the kernel drops flocks of dead processes); a holder that hangs
+past ``_LOCK_TIMEOUT`` seconds is given up on, and the waiter compiles too (a duplicate compile,
+never a damaged entry: writes stay atomic). Without a writable folder (or without ``fcntl``)
+only the threads of one process are serialised.
+
+A folder that cannot be written (read-only, full disk, no permission) is reported once per
+process with a ``RuntimeWarning``; compiles then work as usual and their results are kept in
+memory for the life of the process.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import logging
 import os
@@ -42,10 +62,15 @@ _HEAD = len(_MAGIC) + 32 + 32 + 8
 _SUFFIX = ".bin"
 _TMP_PREFIX = ".tmp-"
 _STALE_TMP_SECONDS = 3600.0  # temp files older than this are leftovers of killed writers
+_LOCK_PREFIX = ".lock-"
+_LOCK_TIMEOUT = 900.0  # seconds a builder waits for another one's lock before compiling itself
+_LOCK_POLL = 0.05
 
 _memory: dict[str, bytes] = {}
 _lock = threading.Lock()
-stats = {"hits": 0, "misses": 0, "corrupt": 0, "writes": 0}
+stats = {"hits": 0, "misses": 0, "corrupt": 0, "writes": 0, "write_errors": 0, "lock_waits": 0}
+_key_locks: dict[str, threading.Lock] = {}
+_unwritable_warned: set = set()
 
 
 def cache_dir() -> str | None:
@@ -176,8 +201,9 @@ def _ident(st: os.stat_result):
 def put(key: str, payload: bytes) -> bool:
     """Store ``payload`` under ``key`` (memory always; disk when enabled).
 
-    Never raises on disk errors (they are logged as warnings). Returns True when the entry
-    was written to disk.
+    Never raises on disk errors: the first one for a folder is reported with a
+    ``RuntimeWarning`` (see :func:`_write_failed`), later ones are logged at DEBUG. Returns True
+    when the entry was written to disk.
     """
     payload = bytes(payload)
     with _lock:
@@ -198,12 +224,12 @@ def put(key: str, payload: bytes) -> bool:
             tmp = None
             stats["writes"] += 1
             break
-        except FileNotFoundError:
+        except FileNotFoundError as e:
             if attempt:
-                log.warning("numba-mathdx: could not write cache entry %s: its folder keeps vanishing", path)
+                _write_failed(root, path, e)
                 return False
         except OSError as e:
-            log.warning("numba-mathdx: could not write cache entry %s: %s", path, e)
+            _write_failed(root, path, e)
             return False
         finally:
             if tmp is not None:
@@ -211,8 +237,109 @@ def put(key: str, payload: bytes) -> bool:
                     os.unlink(tmp)
                 except OSError:
                     pass
-    evict(root)
+    evict(root, keep=path)
     return True
+
+
+def _write_failed(root: str, path: str, e: OSError) -> None:
+    """Report a failed write: once per folder and process as a RuntimeWarning, then at DEBUG."""
+    stats["write_errors"] += 1
+    if root in _unwritable_warned:
+        log.debug("numba-mathdx: could not write cache entry %s: %s", path, e)
+        return
+    _unwritable_warned.add(root)
+    why = {errno.EROFS: "read-only file system", errno.EACCES: "permission denied",
+           errno.EPERM: "permission denied", errno.ENOSPC: "no space left on device",
+           errno.EDQUOT: "disk quota exceeded"}.get(e.errno, str(e))
+    warnings.warn(f"numba-mathdx: cannot write to the cache folder {root} ({why}: {e}); generated "
+                  f"code is compiled as usual but kept in memory for this process only. Set "
+                  f"{ENV_DIR} to a writable folder (or to 'off' to silence this)",
+                  RuntimeWarning, stacklevel=3)
+
+
+@contextlib.contextmanager
+def building(key: str):
+    """Hold the build lock of ``key`` (see the module docstring); callers check :func:`get`
+    again inside it before compiling. Never raises on disk errors (then only threads of this
+    process are serialised)."""
+    with _lock:
+        tlock = _key_locks.setdefault(key, threading.Lock())
+    if not tlock.acquire(blocking=False):
+        stats["lock_waits"] += 1
+        tlock.acquire()
+    try:
+        held = _flock(key)
+        try:
+            yield
+        finally:
+            if held is not None:
+                _funlock(*held)
+    finally:
+        tlock.release()
+
+
+def _flock(key: str):
+    """``(fd, path)`` of the held lock file of ``key``, or None (no folder, no fcntl, an OS
+    error, or another holder past ``_LOCK_TIMEOUT``)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        return None
+    root = cache_dir()
+    if root is None:
+        return None
+    path = os.path.join(root, key[:2], _LOCK_PREFIX + key)
+    deadline = time.monotonic() + _LOCK_TIMEOUT
+    waited = False
+    while True:
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            log.debug("numba-mathdx: no lock file %s (%s); builders in other processes may duplicate "
+                      "this compile", path, e)
+            return None
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if not waited:
+                        waited = True
+                        stats["lock_waits"] += 1
+                    if time.monotonic() > deadline:
+                        log.warning("numba-mathdx: another process has held %s for over %.0f s; "
+                                    "compiling here too", path, _LOCK_TIMEOUT)
+                        os.close(fd)
+                        return None
+                    time.sleep(_LOCK_POLL)
+            # the holder before us removes the file when done: our lock is only good if the
+            # file we locked is still the one at ``path`` (else lock the new one)
+            st = os.fstat(fd)
+            try:
+                cur = os.stat(path)
+            except FileNotFoundError:
+                cur = None
+            if cur is not None and (cur.st_dev, cur.st_ino) == (st.st_dev, st.st_ino):
+                return fd, path
+        except OSError as e:
+            log.debug("numba-mathdx: could not lock %s: %s", path, e)
+            os.close(fd)
+            return None
+        os.close(fd)
+
+
+def _funlock(fd: int, path: str) -> None:
+    try:
+        st = os.fstat(fd)
+        cur = os.stat(path)
+        if (cur.st_dev, cur.st_ino) == (st.st_dev, st.st_ino):
+            os.unlink(path)  # still ours: remove it before unlocking (waiters then re-open)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _walk(root: str):
@@ -254,10 +381,10 @@ def entries(root: str | None = None) -> list[tuple[str, int, float]]:
     return out
 
 
-def evict(root: str | None = None, limit: int | None = None) -> int:
+def evict(root: str | None = None, limit: int | None = None, keep: str | None = None) -> int:
     """Remove least-recently-used entries until the total is within ``limit`` bytes
-    (default: :func:`max_bytes`), and temp files left by killed writers. Returns how many
-    entries were removed."""
+    (default: :func:`max_bytes`), and temp files left by killed writers. The entry at path
+    ``keep`` (the one just written) is never removed. Returns how many entries were removed."""
     root = root or cache_dir()
     if root is None:
         return 0
@@ -276,6 +403,8 @@ def evict(root: str | None = None, limit: int | None = None) -> int:
     for p, size, _ in ents:
         if total <= limit:
             break
+        if p == keep:
+            continue
         try:
             os.unlink(p)
             n += 1

@@ -176,11 +176,14 @@ def _compile_cached(key: str, source: str, sm: int, name: str, *announce, on_mis
     with the INFO line ``announce``: format and arguments; then ``on_miss()`` is called) and cached."""
     blob = cache.get(key)
     if blob is None:
-        log.info(*announce)
-        if on_miss is not None:
-            on_miss()
-        blob = compile_source(source, sm, "ltoir", name=name, extra_options=FFT_OPTIONS)
-        cache.put(key, blob)
+        with cache.building(key):  # one builder per key, across threads and processes
+            blob = cache.get(key)  # built by another while this one waited
+            if blob is None:
+                log.info(*announce)
+                if on_miss is not None:
+                    on_miss()
+                blob = compile_source(source, sm, "ltoir", name=name, extra_options=FFT_OPTIONS)
+                cache.put(key, blob)
     return blob
 
 
@@ -303,11 +306,14 @@ def _twiddle_job(sm: int) -> tuple[bytes | None, Future | None]:
 
 def _compile_twiddles(key: str, sm: int, job: Future) -> None:
     try:
-        log.info("numba-mathdx: compiling cuFFTDx's twiddle tables for sm_%d with NVRTC (once per machine; "
-                 "cached afterwards)", sm)
-        blob = compile_source_in_child(_TWIDDLE_SOURCE, sm, "ltoir", name=f"nvmathdx_fft_twiddles_sm{sm}.cu",
-                                       extra_options=FFT_OPTIONS)
-        cache.put(key, blob)
+        with cache.building(key):  # another process may be compiling them: wait and read its entry
+            blob = cache.get(key)
+            if blob is None:
+                log.info("numba-mathdx: compiling cuFFTDx's twiddle tables for sm_%d with NVRTC (once per "
+                         "machine; cached afterwards)", sm)
+                blob = compile_source_in_child(_TWIDDLE_SOURCE, sm, "ltoir",
+                                               name=f"nvmathdx_fft_twiddles_sm{sm}.cu", extra_options=FFT_OPTIONS)
+                cache.put(key, blob)
     except BaseException as e:  # raised to whoever needs the tables (the NVRTC log in it)
         job.set_exception(e)
     else:

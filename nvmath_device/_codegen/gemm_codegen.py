@@ -272,10 +272,14 @@ def gemm_ltoir(mm) -> bytes:
     key = _ltoir_key(mm)
     blob = cache.get(key)
     if blob is None:
-        log.info("numba-mathdx: compiling %s (GEMM %s) with NVRTC (~15 s; cached afterwards)",
-                 gemm_symbol(mm), mm.size)
-        blob = _compile(render_shim_source(mm), mm.sm, "ltoir", f"{gemm_symbol(mm)}.cu")
-        cache.put(key, blob)
+        src = render_shim_source(mm)  # may compile the traits first: outside the key's lock
+        with cache.building(key):  # one builder per key, across threads and processes
+            blob = cache.get(key)
+            if blob is None:
+                log.info("numba-mathdx: compiling %s (GEMM %s) with NVRTC (~15 s; cached afterwards)",
+                         gemm_symbol(mm), mm.size)
+                blob = _compile(src, mm.sm, "ltoir", f"{gemm_symbol(mm)}.cu")
+                cache.put(key, blob)
     return blob
 
 

@@ -62,7 +62,8 @@ def mathdx_version() -> str:
     parts = []
     for name, path in (("cufftdx", "cufftdx/cufftdx_version.hpp"), ("cublasdx", "cublasdx/cublasdx_version.hpp")):
         try:
-            text = open(os.path.join(root, path)).read()
+            with open(os.path.join(root, path)) as f:
+                text = f.read()
             m = re.search(r"#define\s+\w+_VERSION\s+(\d+)", text)
             parts.append(f"{name}{m.group(1) if m else '?'}")
         except OSError:
@@ -72,10 +73,20 @@ def mathdx_version() -> str:
 
 @functools.lru_cache(maxsize=1)
 def nvrtc_version() -> tuple[int, int]:
-    """(major, minor) of the NVRTC library in use (part of every cache key)."""
-    from cuda.bindings import nvrtc
+    """(major, minor) of the NVRTC library in use (part of every cache key).
 
-    err, major, minor = nvrtc.nvrtcVersion()
+    Raises CompileError when the NVRTC library cannot be loaded (the loader's reason in it).
+    """
+    try:
+        from cuda.bindings import nvrtc
+
+        err, major, minor = nvrtc.nvrtcVersion()
+    except Exception as e:  # cuda.pathfinder's DynamicLibNotFoundError, an OSError from dlopen, ...
+        raise CompileError(
+            f"numba-mathdx needs NVRTC to compile FFT/GEMM device code, and the NVRTC library could not be "
+            f"loaded ({type(e).__name__}: {e}). Install it with `pip install nvidia-cuda-nvrtc` (or "
+            f"`pip install numba-cuda[cu13]`)."
+        ) from e
     _check_nvrtc(err, "nvrtcVersion")
     return int(major), int(minor)
 
@@ -262,6 +273,7 @@ def compile_source(source: str, sm: int, output: str, name: str = "nvmath_device
 
 
 def _compile_here(source: str, sm: int, output: str, name: str, opts: list[str], heavy: bool = True) -> bytes:
+    nvrtc_version()  # a CompileError saying why when the NVRTC library cannot be loaded
     from cuda.bindings import nvrtc
 
     t0 = time.perf_counter()

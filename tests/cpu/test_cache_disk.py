@@ -69,7 +69,8 @@ def test_hit_and_miss(cdir):
     assert cache.get(key) == b"payload"  # memory
     _fresh_process()
     assert cache.get(key) == b"payload"  # disk
-    assert _delta(before) == {"hits": 2, "misses": 1, "corrupt": 0, "writes": 1}
+    assert _delta(before) == {"hits": 2, "misses": 1, "corrupt": 0, "writes": 1, "write_errors": 0,
+                              "lock_waits": 0}
     (entry,) = cache.entries()
     assert entry[0] == os.path.join(str(cdir), key[:2], key + ".bin")
 
@@ -242,6 +243,9 @@ def test_a_failed_twiddle_compile_reaches_the_caller_with_the_nvrtc_log(cdir, mo
     from nvmath_device import CompileError
 
     bad = "#include <cufftdx.hpp>\nnmdx_not_a_type nmdx_broken_tables;\n"
+    # the child never uses -pch; nor must the compile here (its options are in the message), which
+    # "auto" would turn on after an earlier test's third cuFFTDx compile in this process
+    monkeypatch.setenv(toolchain.ENV_PCH, "0")
     monkeypatch.setattr(fft_codegen, "_TWIDDLE_SOURCE", bad)
     monkeypatch.setattr(fft_codegen, "compile_source", lambda *a, **k: b"unit")  # the unit compiles
     n = toolchain.stats["nvrtc_child_compiles"]
