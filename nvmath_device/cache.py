@@ -18,6 +18,11 @@ Environment variables
     second cuBLASDx and the fourth cuFFTDx compile of a process on, where creating the PCH
     has paid off), ``1`` (from the first), ``0`` (never).
 
+Several processes (or threads) that need the same code at once compile it once: the first
+holds a lock file per entry (``.lock-<key>``, ``fcntl.flock``) while the others wait and then
+read its entry. A cache folder that cannot be written is reported once per process with a
+``RuntimeWarning``; compiling then works as usual, the results kept in memory only.
+
 Kernels that call our device functions can use ``@cuda.jit(cache=True)``: Numba's own
 cache (``NUMBA_CACHE_DIR``) then keeps the linked cubin, and a later process loads it
 without running NVRTC or nvJitLink.
