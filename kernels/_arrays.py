@@ -389,7 +389,10 @@ def to_device_const(arr, stream: Stream, make=None):
     the stream of the call that missed, an event is recorded after it, and a call on another
     stream makes its stream wait for that event (``cuStreamWaitEvent``) until the upload is
     seen complete. An evicted entry is freed only after every stream that read it has passed
-    the point of eviction (an event per stream, polled on later misses). Thread-safe."""
+    the point of eviction (an event per stream, polled on later misses). Thread-safe.
+
+    A miss copies from pageable host memory, which CUDA starts only after the work already
+    queued on ``stream`` (the host waits for it, on a miss only); a hit makes no copy."""
     arr = np.ascontiguousarray(arr)
     key = (arr.tobytes(), arr.dtype.str, arr.shape, make, current_context() or _make_context())
     h = stream.handle
