@@ -340,3 +340,19 @@ def test_fast_launch_packs_arguments_like_numba():
     for i, (f, g) in enumerate(zip(fmts, got)):
         raw = ctypes.string_at(ptrs[i], struct.calcsize(f))
         assert struct.unpack("=" + f, raw)[0] == g, i  # values exact in their formats
+
+
+@pytest.mark.parametrize("kind", ["real", "folded", "complex"])
+def test_spectrum_kernel_links(kind):
+    """The device-taps spectrum kernel (``kernels._fused.spectrum_kernel``), which the simulator
+    suite runs, also compiles and links for sm_90, for every taps dtype the functions accept."""
+    from kernels._fused import spectrum_kernel
+
+    if kind == "complex":
+        fwd, taps = FWD, (types.float32, types.float64, types.complex64, types.complex128)
+    else:
+        fwd = R2C if kind == "real" else _pair_descriptors(
+            64, np.float32, True, "suggested", "suggested", sm=90, folded=True)[0]
+        taps = (types.float32, types.float64)
+    for dt in taps:
+        _link(spectrum_kernel(fwd), (types.Array(dt, 1, "C"), types.complex64[::1]), [fwd])
