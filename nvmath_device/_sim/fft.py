@@ -32,7 +32,7 @@ import functools
 
 import numpy as np
 
-from ._block import Exchange, Round, exchange, is_shared, missing_threads_error
+from ._block import Round, collective, is_shared
 from ._block import kernel_context as _kernel_context
 
 __all__ = ["sim_execute"]
@@ -212,17 +212,9 @@ def _check_block_dim(p: _Plan, ctx) -> None:
 
 
 # ---------------------------------------------------------------------------- block exchange
-def _close_round(p: _Plan, ex: Exchange, rnd: Round, call: int, thread) -> None:
-    """Run by the first thread past the first barrier, holding ``ex.lock``."""
-    rnd.closed = True
-    bx, by, bz = p.block_dim
-    block = tuple(thread.blockIdx)
-    rnd.error = missing_threads_error(
-        "FFT.execute", ex, rnd, call, block, p.block_dim,
-        "did they return early, or skip execute in a branch? all threads must call execute, also "
-        "those that load no data")
-    if rnd.error:
-        return
+def _close_round(p: _Plan, rnd: Round, call: int, block: tuple) -> None:
+    """Every FFT of the block, run by the first thread past the barrier (see ``_block.collective``)."""
+    by = p.block_dim[1]
     others = {f for f, _, _ in rnd.deposits.values() if f != p.fft}
     if others:
         rnd.error = (
@@ -244,42 +236,19 @@ def _close_round(p: _Plan, ex: Exchange, rnd: Round, call: int, thread) -> None:
 
 def _execute_block(p: _Plan, thread_data, shared_memory) -> None:
     thread, ctx = _kernel_context("FFT.execute")
-    tid = tuple(thread.threadIdx)
-    ex = exchange(thread, "fft")
-    try:
+
+    def checks():
         _check_registers(p, thread_data)
         _check_block_dim(p, ctx)
         _check_shared(p, ctx, shared_memory)
-    except (TypeError, ValueError) as e:
-        with ex.lock:
-            ex.failed[tid] = f"{type(e).__name__}: {e}"
-        raise
-    with ex.lock:
-        call = ex.calls.get(tid, 0)
-        ex.calls[tid] = call + 1
-        rnd = ex.rounds.get(call)
-        if rnd is None:
-            rnd = ex.rounds[call] = Round()
-        late = rnd.closed
-        if not late:
-            rnd.deposits[tid] = (p.fft, thread_data, shared_memory)
-    if late:
-        raise RuntimeError(
-            f"FFT.execute is block-collective, but thread {tid} of block {tuple(thread.blockIdx)} "
-            f"reached call #{call + 1} after the rest of the block had gone through it (a "
-            "thread that skipped an earlier call, or called execute in a divergent branch?)"
-        )
-    thread.syncthreads()
-    with ex.lock:
-        if not rnd.closed:
-            _close_round(p, ex, rnd, call, thread)
-    if rnd.error:
-        raise RuntimeError(rnd.error)
-    thread.syncthreads()
-    with ex.lock:
-        rnd.leaving += 1
-        if rnd.leaving == len(rnd.deposits):
-            ex.rounds.pop(call, None)
+        return (p.fft, thread_data, shared_memory)
+
+    block = tuple(thread.blockIdx)
+    collective(
+        "FFT.execute", "fft", thread, ctx, checks,
+        lambda rnd, call: _close_round(p, rnd, call, block),
+        "did they return early, or skip execute in a branch? all threads must call execute, also "
+        "those that load no data")
 
 
 def _execute_thread(p: _Plan, thread_data) -> None:

@@ -38,7 +38,7 @@ import threading
 
 import numpy as np
 
-from ._block import Exchange, Round, exchange, is_shared, missing_threads_error
+from ._block import Round, collective, is_shared
 from ._block import kernel_context as _kernel_context_base
 
 
@@ -209,16 +209,8 @@ def _describe(d: _Deposit) -> str:
     return "execute(alpha, a, b, beta, c)" if d.form == "smem" else "execute(a, b, accumulator)"
 
 
-def _close_round(ex: Exchange, rnd: Round, call: int, thread, ctx) -> None:
-    """Run by the first thread past the first barrier, holding ``ex.lock``."""
-    rnd.closed = True
-    block = tuple(thread.blockIdx)
-    rnd.error = missing_threads_error(
-        "Matmul.execute", ex, rnd, call, block, tuple(ctx.blockDim),
-        "did they return early, or skip execute in a branch? every thread computes its share of C: "
-        "all threads must call execute, also those that load no data")
-    if rnd.error:
-        return
+def _close_round(rnd: Round, call: int, block: tuple) -> None:
+    """Every GEMM of the block, run by the first thread past the barrier (see ``_block.collective``)."""
     first = next(iter(rnd.deposits.values()))
     for tid, d in rnd.deposits.items():
         if d.mm != first.mm:
@@ -285,48 +277,21 @@ def _compute(p: _Plan, work) -> None:
                 acc[~ok] = np.nan  # unspecified on the GPU
 
 
-def _execute_collective(p: _Plan, deposit_args: dict, checks) -> None:
+def _execute_collective(p: _Plan, form: str, checks) -> None:
     thread, ctx = _kernel_context_gemm("execute")
-    tid = tuple(thread.threadIdx)
-    ex = exchange(thread, "gemm")
-    try:
+
+    def deposit():
         _check_block_dim(p, ctx, "execute")
         arrays = checks(ctx)
-    except (TypeError, ValueError) as e:
-        with ex.lock:
-            ex.failed[tid] = f"{type(e).__name__}: {e}"
-        raise
-    t, group = _rank_index(p, thread, ctx)
-    dep = _Deposit(p.mm, deposit_args["form"], t, group, **arrays)
-    with ex.lock:
-        call = ex.calls.get(tid, 0)
-        ex.calls[tid] = call + 1
-        rnd = ex.rounds.get(call)
-        if rnd is None:
-            rnd = ex.rounds[call] = Round()
-        late = rnd.closed
-        if not late:
-            rnd.deposits[tid] = dep
-    if late:
-        raise RuntimeError(
-            f"Matmul.execute is block-collective, but thread {tid} of block {tuple(thread.blockIdx)} "
-            f"reached call #{call + 1} after the rest of the block had gone through it (a thread "
-            "that skipped an earlier call, or called execute in a divergent branch?)"
-        )
-    thread.syncthreads()
-    with ex.lock:
-        if not rnd.closed:
-            try:
-                _close_round(ex, rnd, call, thread, ctx)
-            except Exception as e:  # noqa: BLE001 - every thread of the round reports it
-                rnd.error = f"Matmul.execute failed: {type(e).__name__}: {e}"
-    if rnd.error:
-        raise RuntimeError(rnd.error)
-    thread.syncthreads()
-    with ex.lock:
-        rnd.leaving += 1
-        if rnd.leaving == len(rnd.deposits):
-            ex.rounds.pop(call, None)
+        t, group = _rank_index(p, thread, ctx)
+        return _Deposit(p.mm, form, t, group, **arrays)
+
+    block = tuple(thread.blockIdx)
+    collective(
+        "Matmul.execute", "gemm", thread, ctx, deposit,
+        lambda rnd, call: _close_round(rnd, call, block),
+        "did they return early, or skip execute in a branch? every thread computes its share of C: "
+        "all threads must call execute, also those that load no data")
 
 
 def sim_execute(mm, *args) -> None:
@@ -344,7 +309,7 @@ def sim_execute(mm, *args) -> None:
                 "c": _check_tile(p, ctx, 2, c, "Matmul.execute: c (5th argument)"),
             }
 
-        _execute_collective(p, {"form": "smem"}, checks)
+        _execute_collective(p, "smem", checks)
     elif len(args) == 3:
         a, b, acc = args
         hint = "a local array cuda.local.array(MM.accumulator_size, dtype=MM.c_value_type)"
@@ -358,7 +323,7 @@ def sim_execute(mm, *args) -> None:
             p.table  # noqa: B018 - compile/load the fragment table before the barrier
             return out
 
-        _execute_collective(p, {"form": "rmem"}, checks)
+        _execute_collective(p, "rmem", checks)
     else:
         _kernel_context_gemm("execute")
         raise TypeError(

@@ -5,6 +5,7 @@ Run: NUMBA_ENABLE_CUDASIM=1 python -m pytest -q tests/sim
 """
 
 import threading
+import traceback
 
 import numpy as np
 import pytest
@@ -425,3 +426,55 @@ def test_float16_is_refused():
     )
     with pytest.raises(NotImplementedError, match="float16"):
         fft.execute(np.zeros(16, np.float16), np.zeros(16, np.float16))
+
+
+# ------------------------------------------------------------------------ errors inside execute
+def _errors_kernel(fft, short_thread=-1):
+    s, vt = fft.storage_size, fft.value_type
+
+    @cuda.jit
+    def kernel(x):
+        n = s - 1 if cuda.threadIdx.x == short_thread else s
+        r = np.zeros(n, vt)
+        smem = cuda.shared.array(0, dtype=vt)
+        fft.execute(r, smem)
+        cuda.syncthreads()
+        fft.execute(r, smem)
+
+    return kernel
+
+
+def _full_text(e):
+    return "".join(traceback.format_exception(e))
+
+
+def test_one_thread_with_a_bad_argument_reaches_the_caller():
+    fft = MISC["c2c16d"]  # 4 threads, storage_size 4
+    for _ in range(10):  # which thread the simulator reports first is up to its thread scheduling
+        with pytest.raises(ValueError, match=r"thread_data.*has 3 complex128 values.*at least 4") as info:
+            _launch(_errors_kernel(fft, short_thread=1), 1, fft.block_dim, fft.shared_memory_size,
+                    np.zeros(1), timeout=30)
+        assert "_check_registers" in _full_text(info.value)  # the traceback of the raise
+
+
+def test_an_error_inside_the_block_round_reaches_the_caller(monkeypatch):
+    """An exception while the block's FFTs are computed (here an IndexError in thread 2's part)
+    reaches the caller with its message and traceback from every thread: the other threads of the
+    round stop with it instead of running on with registers that were never computed (before,
+    about a third of the launches reported 'did not reach call #2' instead)."""
+    import nvmath_device._sim.fft as sim_fft
+
+    fft = MISC["c2c16d"]
+    gather = sim_fft._gather
+
+    def failing_gather(p, dst, row, x, regs):
+        if x == 2:
+            raise IndexError("index 99 is out of bounds in thread 2's part")
+        return gather(p, dst, row, x, regs)
+
+    monkeypatch.setattr(sim_fft, "_gather", failing_gather)
+    for _ in range(15):
+        with pytest.raises(IndexError, match="index 99 is out of bounds in thread 2's part") as info:
+            _launch(_errors_kernel(fft), 1, fft.block_dim, fft.shared_memory_size, np.zeros(1),
+                    timeout=30)
+        assert "failing_gather" in _full_text(info.value)

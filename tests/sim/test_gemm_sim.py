@@ -383,6 +383,8 @@ def _smem_kernel(MM, variant="ok", other=None):
             MM.execute(1.0, sa, cuda.local.array(MM.b_size, dtype=MM.b_value_type), 0.0, sc)
         elif variant == "complex-alpha":
             MM.execute(1j, sa, sb, 0.0, sc)
+        elif variant == "complex-alpha-thread-5":
+            MM.execute(1j if t == 5 else 1.0, sa, sb, 0.0, sc)
         elif variant == "four-args":
             MM.execute(sa, sb, 0.0, sc)
         elif variant == "other-mm" and t >= 32:
@@ -583,3 +585,30 @@ def test_fragment_table_is_compiled_once_for_all_simulated_threads(monkeypatch):
     for t in threads:
         t.join()
     assert len(calls) == 1 and len(got) == 16 and all(g is got[0] for g in got)
+
+
+def test_an_error_inside_the_block_round_reaches_the_caller(monkeypatch):
+    """An exception while the block's GEMMs are computed reaches the caller as itself (type,
+    message, traceback), from whichever thread the simulator reports: before, every thread
+    raised RuntimeError('Matmul.execute failed: IndexError: ...') without the traceback."""
+    import traceback
+
+    import nvmath_device._sim.gemm as sim_gemm
+
+    def failing_compute(p, work):
+        raise IndexError("index 99 is out of bounds for the C tile")
+
+    monkeypatch.setattr(sim_gemm, "_compute", failing_compute)
+    MM = MISC["f32"]
+    for _ in range(3):
+        with pytest.raises(IndexError, match="index 99 is out of bounds for the C tile") as info:
+            _launch(_smem_kernel(MM), 1, MM.block_dim, 0, np.zeros(1), timeout=60)
+        assert "failing_compute" in "".join(traceback.format_exception(info.value))
+
+
+def test_one_thread_with_a_bad_argument_reaches_the_caller():
+    MM = MISC["f32"]
+    for _ in range(3):
+        with pytest.raises(TypeError, match=r"alpha \(1st argument\) is complex"):
+            _launch(_smem_kernel(MM, "complex-alpha-thread-5"), 1, MM.block_dim, 0, np.zeros(1),
+                    timeout=60)
