@@ -16,7 +16,7 @@ from collections.abc import Mapping, Set
 
 import numpy as np
 
-__all__ = ["Frozen", "FrozenDict", "choice", "freeze", "show"]
+__all__ = ["Frozen", "FrozenDict", "choice", "freeze", "parse_sm", "show"]
 
 
 def show(value, limit: int = 80) -> str:
@@ -38,6 +38,20 @@ def choice(value, allowed: tuple, name: str, extra: str = "") -> str:
     if value not in allowed:
         raise ValueError(f"{name} must be one of {allowed}{extra}, got {show(value)}")
     return allowed[allowed.index(value)]
+
+
+def parse_sm(sm) -> int:
+    """``_arch.parse_sm``, refusing out-of-range integer spellings itself: its message formats
+    the value in full, and ``str`` of an int past ``sys.get_int_max_str_digits()`` raises."""
+    from ._arch import SUPPORTED_SM
+    from ._arch import parse_sm as _parse_sm
+
+    ints = (sm,) if isinstance(sm, int) else (sm if isinstance(sm, tuple) else ())
+    if ints and all(isinstance(v, int) and not isinstance(v, bool) for v in ints):
+        value = ints[0] * 10 + ints[1] if len(ints) == 2 else ints[0]
+        if len(ints) <= 2 and value not in SUPPORTED_SM:
+            raise ValueError(f"sm={show(sm)} is not supported; allowed: {', '.join(map(str, SUPPORTED_SM))}")
+    return _parse_sm(sm)
 
 
 class FrozenDict(dict):

@@ -10,10 +10,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from . import _arch
 from ._codegen import fftdb
 from ._descriptor import Frozen, show
 from ._descriptor import choice as _choice
+from ._descriptor import parse_sm as _parse_sm
 
 __all__ = ["FFT"]
 
@@ -107,7 +107,7 @@ class FFT(Frozen):
         elif direction is None:
             raise ValueError("direction is required for fft_type='c2c': 'forward' or 'inverse'")
         execution = _choice(execution, _EXECUTIONS, "execution")
-        sm = _arch.parse_sm(sm)
+        sm = _parse_sm(sm)
         ept = _parse_int_or_suggested(elements_per_thread, "elements_per_thread")
         fpb = _parse_int_or_suggested(ffts_per_block, "ffts_per_block")
 
@@ -131,7 +131,7 @@ class FFT(Frozen):
             if fft_type == "c2c" and (layout, mode) != ("natural", "normal"):
                 raise ValueError("real_fft_options apply to r2c/c2r only; fft_type='c2c' takes none")
         if layout == "packed" and size % 2:
-            raise ValueError(f"real_fft_options complex_layout='packed' needs an even size, got size={size}")
+            raise ValueError(f"real_fft_options complex_layout='packed' needs an even size, got size={show(size)}")
         if mode == "folded":
             if execution == "Block" and size & (size - 1):
                 raise ValueError(f"real_mode='folded' with Block execution needs a power-of-2 size, got {show(size)}")
@@ -144,7 +144,9 @@ class FFT(Frozen):
             limit = fftdb.THREAD_MAX[prec]
             if size > limit * (2 if mode == "folded" else 1):
                 raise ValueError(
-                    f"size={show(size)} is too large for Thread execution in {precision.name}; at most {limit}"
+                    f"size={show(size)} is too large for Thread execution with precision={precision.name}"
+                    f"{' and real_mode=folded' if mode == 'folded' else ''}; at most "
+                    f"{limit * (2 if mode == 'folded' else 1)}"
                 )
             if ept not in ("suggested", size):
                 raise ValueError(f"elements_per_thread must equal size ({size}) for Thread execution, got {show(ept)}")
@@ -155,17 +157,20 @@ class FFT(Frozen):
                 )
             ept, fpb = size, 1
             if exec_size not in fftdb.records(sm, prec):
-                raise NotImplementedError(f"size={size} has no cuFFTDx Thread implementation in {precision.name}")
+                raise NotImplementedError(
+                    f"size={size} has no cuFFTDx Thread implementation with precision={precision.name}"
+                )
         else:
             limit = fftdb.block_max_size(sm, prec)
             if exec_size > limit:
                 raise ValueError(
-                    f"size={show(size)} is too large for Block execution in {precision.name} on sm_{sm}; "
+                    f"size={show(size)} is too large for Block execution with precision={precision.name} on "
+                    f"sm={sm}{' (real_mode=folded: size/2)' if mode == 'folded' else ''}; "
                     f"at most {limit}"
                 )
             if not epts:
                 raise NotImplementedError(
-                    f"size={size} ({precision.name}, sm_{sm}) needs a cuFFTDx workspace (Bluestein algorithm), "
+                    f"size={size} (precision={precision.name}, sm={sm}) needs a cuFFTDx workspace (Bluestein algorithm), "
                     "which numba-mathdx does not support yet; sizes with a direct implementation: "
                     "see FFT.valid_sizes(...)"
                 )
@@ -175,7 +180,7 @@ class FFT(Frozen):
                     allowed = [e * 2 for e in epts] if mode == "folded" else list(epts)
                     raise ValueError(
                         f"elements_per_thread={show(ept)} is not implemented for size={size} "
-                        f"({precision.name}, sm_{sm}); allowed: {allowed}"
+                        f"(precision={precision.name}, sm={sm}); allowed: {allowed}"
                     )
             if fpb != "suggested" and prec == "fp16" and fpb % 2:
                 raise ValueError(f"ffts_per_block must be even for float16 (two FFTs per half2 value), got {fpb}")
@@ -186,6 +191,8 @@ class FFT(Frozen):
                   _key=(size, precision.name, fft_type, direction, ept, fpb, execution, sm, layout, mode))
 
     def __repr__(self):
+        if "_key" not in self.__dict__:  # a constructor that raised
+            return f"<{type(self).__name__} (invalid, not constructed)>"
         return (f"FFT(size={self.size}, precision={self.precision.__name__}, fft_type={self.fft_type!r}, "
                 f"direction={self.direction!r}, elements_per_thread={self.elements_per_thread!r}, "
                 f"ffts_per_block={self.ffts_per_block!r}, execution={self.execution!r}, sm={self.sm}, "
@@ -214,7 +221,7 @@ class FFT(Frozen):
             The allowed ``elements_per_thread`` values, ascending (empty if ``size`` has no
             workspace-free implementation).
         """
-        sm = _arch.parse_sm(sm)
+        sm = _parse_sm(sm)
         return fftdb.valid_epts(sm, _PRECISIONS[_parse_precision(precision)], int(size))
 
     @staticmethod
@@ -233,7 +240,7 @@ class FFT(Frozen):
         tuple of int
             The sizes, ascending (every power of 2 from 2 to 4096 among them).
         """
-        sm = _arch.parse_sm(sm)
+        sm = _parse_sm(sm)
         prec = _PRECISIONS[_parse_precision(precision)]
         return tuple(sorted(fftdb.records(sm, prec)))
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _arch
 from ._descriptor import Frozen, show
 from ._descriptor import choice as _choice
+from ._descriptor import parse_sm as _parse_sm
 
 __all__ = ["Matmul"]
 
@@ -36,6 +36,11 @@ _SHARED_MEMORY_LIMIT = {
     89: 99 * 1024, 90: 227 * 1024, 100: 227 * 1024, 101: 227 * 1024, 103: 227 * 1024,
     120: 99 * 1024, 121: 99 * 1024,
 }
+
+
+def _is_suggested(v) -> bool:
+    """None or "suggested" (numpy arrays and other objects compare false, without raising)."""
+    return v is None or (isinstance(v, str) and v == "suggested")
 
 
 def _is_int(v) -> bool:
@@ -71,7 +76,7 @@ def _parse_one_precision(p, argname) -> str:
     else:
         try:
             name = np.dtype(p).name
-        except TypeError:
+        except Exception:  # noqa: BLE001 - numpy raises TypeError, ValueError, ... for non-types
             name = None
     if name not in _PRECISIONS:
         raise ValueError(
@@ -97,7 +102,7 @@ def _parse_size(size) -> tuple[int, int, int]:
         if not _is_int(v):
             raise TypeError(f"size must be a tuple (m, n, k) of positive ints; {name}={show(v)}")
         if v < 1:
-            raise ValueError(f"size must hold positive ints; {name}={v}")
+            raise ValueError(f"size must hold positive ints; {name}={show(v)}")
         out.append(int(v))
     return tuple(out)
 
@@ -110,22 +115,22 @@ def _parse_arrangement(arrangement) -> tuple[str, str, str]:
             f"arrangement must be one of {_ARRANGEMENTS} or a tuple of 3 of them (A, B, C), got {show(arrangement)}"
         )
     for name, a in zip("ABC", arrangement):
-        if a not in _ARRANGEMENTS:
+        if not (isinstance(a, str) and a in _ARRANGEMENTS):
             raise ValueError(f"arrangement of {name} must be one of {_ARRANGEMENTS}, got {show(a)}")
     return tuple(arrangement)
 
 
 def _parse_block_dim(block_dim, block_size):
-    if block_size is not None and block_dim not in (None, "suggested"):
+    if block_size is not None and not _is_suggested(block_dim):
         raise ValueError("pass block_dim or block_size, not both")
-    if block_size is not None and block_size != "suggested":
+    if block_size is not None and not _is_suggested(block_size):
         if not _is_int(block_size):
             raise TypeError(f"block_size must be an int or 'suggested', got {show(block_size)}")
         block_dim = (int(block_size), 1, 1)
         argname = "block_size"
     else:
         argname = "block_dim"
-    if block_dim is None or block_dim == "suggested":
+    if _is_suggested(block_dim):
         return "suggested"
     if _is_int(block_dim):
         block_dim = (int(block_dim),)
@@ -242,7 +247,7 @@ class Matmul(Frozen):
             )
         arr = _parse_arrangement(arrangement)
         execution = _choice(execution, _EXECUTIONS, "execution")
-        sm = _arch.parse_sm(sm)
+        sm = _parse_sm(sm)
         if "bfloat16" in prec and sm < 80:
             raise ValueError(
                 f"precision={prec} on sm_{sm}: bfloat16 needs sm_80 or newer (numba-cuda supports "
@@ -259,7 +264,7 @@ class Matmul(Frozen):
         ld = leading_dimension
         if ld is None:
             lds, ld_mode = tight, None
-        elif ld == "suggested":
+        elif isinstance(ld, str) and ld == "suggested":
             best = tuple(_pad_if_needed(s, t) for s, t in zip(itemsizes, tight))
             # cuBLASDx keeps the padding only if A and B still fit in shared memory
             need = _round_up(itemsizes[0] * best[0] * (cols[0] if arr[0] == "col_major" else rows[0]), 1)
@@ -273,7 +278,7 @@ class Matmul(Frozen):
                 if v < t:
                     dim = "rows" if a == "col_major" else "columns"
                     raise ValueError(
-                        f"leading_dimension: {name}={v} is smaller than the {dim} of {what} ({t}) for "
+                        f"leading_dimension: {name}={show(v)} is smaller than the {dim} of {what} ({t}) for "
                         f"arrangement {show(a)}"
                     )
             lds = tuple(int(v) for v in ld)
@@ -291,7 +296,7 @@ class Matmul(Frozen):
                 if v < nat or v > 16 or v & (v - 1):
                     raise ValueError(
                         f"alignment of {name} must be a power of 2 between {nat} (its value type's "
-                        f"alignment) and 16 bytes, got {v}"
+                        f"alignment) and 16 bytes, got {show(v)}"
                     )
             aligns = tuple(int(v) for v in al)
 
@@ -307,8 +312,8 @@ class Matmul(Frozen):
         limit = _SHARED_MEMORY_LIMIT[sm]
         if smem > limit:
             raise ValueError(
-                f"size={(m, n, k)} needs {smem} bytes of shared memory for A, B and C "
-                f"(precision={prec}, data_type={data_type!r}, leading dimensions {lds}); sm_{sm} "
+                f"size={show((m, n, k))} needs {show(smem)} bytes of shared memory for A, B and C "
+                f"(precision={prec}, data_type={data_type!r}, leading_dimension={show(lds)}); sm_{sm} "
                 f"allows at most {limit} bytes per block"
             )
         # _key: exactly what the generated code depends on (equality and hash go through it)
@@ -321,7 +326,9 @@ class Matmul(Frozen):
                            "smem": smem})
 
     def __repr__(self):
-        key = self._key
+        key = self.__dict__.get("_key")
+        if key is None:  # a constructor that raised
+            return f"<{type(self).__name__} (invalid, not constructed)>"
         return (f"Matmul(size={self.size}, precision={tuple(np.dtype(p).name for p in self.precision)}, "
                 f"data_type={self.data_type!r}, arrangement={self.arrangement}, "
                 f"leading_dimension={self.leading_dimension}, block_dim={key[5]!r}, sm={self.sm})")
