@@ -8,18 +8,15 @@ four take about a minute on a 2-core machine.
 
 from __future__ import annotations
 
-import json
+import importlib.util
 import os
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 PATHS = sorted(NOTEBOOKS.glob("*.ipynb"))
-KERNEL = "numba-mathdx-tests"
 
 
 def test_the_notebooks_are_there():
@@ -32,26 +29,40 @@ def test_the_notebooks_are_there():
     ]
 
 
+def _runner():
+    spec = importlib.util.spec_from_file_location("notebooks_execute", NOTEBOOKS / "execute.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+RUNNER = _runner()
+
+
 @pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
-def test_stored_without_outputs(path):
+def test_stored_executed(path):
+    """Stored with outputs (readable where the repository is browsed), from the current code."""
     nb = nbformat.read(path, as_version=4)
     nbformat.validate(nb)
-    for i, cell in enumerate(nb.cells):
-        if cell.cell_type == "code":
-            assert not cell.outputs and cell.execution_count is None, (
-                f"{path.name} cell {i} holds outputs; clear them before committing"
-            )
+    stored = nb.metadata.get("numba_mathdx", {}).get("source_sha256")
+    assert stored == RUNNER.source_hash(nb), (
+        f"{path.name}: its code changed after it was executed; run python notebooks/execute.py"
+    )
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert [c.execution_count for c in code] == list(range(1, len(code) + 1)), (
+        f"{path.name}: cells not executed once, in order; run python notebooks/execute.py"
+    )
+    outputs = [o for c in code for o in c.outputs]
+    assert outputs, f"{path.name} holds no outputs"
+    assert not [o for o in outputs if o.output_type == "error"], f"{path.name} stores an error"
+    if any("plt." in c.source for c in code):
+        assert any("image/png" in o.get("data", {}) for o in outputs), f"{path.name}: no plot stored"
 
 
 @pytest.fixture
 def kernel_env(tmp_path, monkeypatch):
     """A kernel spec running this interpreter, and the environment the kernel inherits."""
-    spec = tmp_path / "kernels" / KERNEL
-    spec.mkdir(parents=True)
-    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
-    (spec / "kernel.json").write_text(
-        json.dumps({"argv": argv, "display_name": KERNEL, "language": "python"})
-    )
+    RUNNER.kernel_spec(tmp_path)
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path))
     # the tests' disk cache (set by tests/conftest.py), so descriptors compile once per test run
     monkeypatch.setenv("NUMBA_MATHDX_CACHE_DIR", os.environ["NUMBA_MATHDX_CACHE_DIR"])
@@ -62,14 +73,7 @@ def kernel_env(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
 def test_notebook_runs(path, kernel_env):
-    nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(
-        nb,
-        kernel_name=KERNEL,
-        timeout=600,  # per cell: a cold cache compiles a descriptor in ~10 s, a GEMM link in ~30 s
-        resources={"metadata": {"path": str(NOTEBOOKS)}},
-    )
-    client.execute()  # raises CellExecutionError (with the cell and traceback) on any error
+    nb = RUNNER.execute(path)  # raises CellExecutionError (with the cell and traceback) on any error
     errors = [
         o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"
     ]
