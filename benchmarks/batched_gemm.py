@@ -439,7 +439,7 @@ def run(out_dir, batch=65536, check=True, peers=True, sweep=False, sizes=None, v
 
     from nvmath_device import Matmul
     from nvmath_device._arch import current_device_cc
-    from nvmath_device._codegen import gemm_codegen
+    from nvmath_device._build import gemm_codegen
 
     cc = current_device_cc()
     sm = cc[0] * 10 + cc[1]

@@ -167,7 +167,7 @@ def child(args) -> dict:
 
     if args.impl == "ours":
         import nvmath_device  # noqa: F401
-        from nvmath_device._codegen import toolchain
+        from nvmath_device._build import toolchain
     elif args.impl == "nvmath":
         import nvmath.device  # noqa: F401
     import_s = time.perf_counter() - t

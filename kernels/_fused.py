@@ -34,7 +34,7 @@ def _pair_descriptors(n, precision, real, ept, fpb, sm=None, folded=False):
 
 def prefetch(shapes) -> None:
     """Compute the traits of the FFT pairs for ``(n, precision, real)`` shapes in one NVRTC run."""
-    from nvmath_device._codegen.fft_codegen import prefetch_traits
+    from nvmath_device._build.fft_codegen import prefetch_traits
 
     prefetch_traits([d for n, p, r in shapes for d in _pair_descriptors(n, p, r, "suggested", "suggested")])
 

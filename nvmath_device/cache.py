@@ -34,7 +34,7 @@ import argparse
 import json
 import sys
 
-from ._codegen import cache as _cache
+from ._build import cache as _cache
 
 __all__ = ["clear", "info", "main"]
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ._codegen import fftdb
+from ._build import fftdb
 from ._descriptor import Frozen, show
 from ._descriptor import choice as _choice
 from ._descriptor import parse_sm as _parse_sm
@@ -353,13 +353,13 @@ class FFT(Frozen):
     @property
     def symbol(self) -> str:
         """Name of the generated ``extern "C"`` device function."""
-        from ._codegen.fft_codegen import fft_symbol
+        from ._build.fft_codegen import fft_symbol
 
         return fft_symbol(self)
 
     def ltoir(self) -> bytes:
         """LTO-IR of this FFT's device function for ``sm`` (compiled once, then cached)."""
-        from ._codegen.fft_codegen import fft_ltoir
+        from ._build.fft_codegen import fft_ltoir
 
         return fft_ltoir(self)
 
@@ -397,7 +397,7 @@ class FFT(Frozen):
 
 
 def _fft_traits(fft) -> dict:
-    from ._codegen.fft_codegen import fft_traits
+    from ._build.fft_codegen import fft_traits
 
     return fft_traits(fft)
 

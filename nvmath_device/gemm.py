@@ -489,13 +489,13 @@ class Matmul(Frozen):
     @property
     def symbol(self) -> str:
         """Base name of the generated ``extern "C"`` device functions."""
-        from ._codegen.gemm_codegen import gemm_symbol
+        from ._build.gemm_codegen import gemm_symbol
 
         return gemm_symbol(self)
 
     def ltoir(self) -> bytes:
         """LTO-IR of this GEMM's device functions for ``sm`` (compiled once, then cached)."""
-        from ._codegen.gemm_codegen import gemm_ltoir
+        from ._build.gemm_codegen import gemm_ltoir
 
         return gemm_ltoir(self)
 
@@ -603,7 +603,7 @@ class Matmul(Frozen):
 
 
 def _gemm_traits(mm) -> dict:
-    from ._codegen.gemm_codegen import gemm_traits
+    from ._build.gemm_codegen import gemm_traits
 
     return gemm_traits(mm)
 

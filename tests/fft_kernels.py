@@ -248,7 +248,7 @@ def crosscheck_run(folder, threads_per_block=32):
     tag = "sim" if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0") else "gpu"
     with open(os.path.join(folder, "cases.pkl"), "rb") as f:
         cases = pickle.load(f)
-    from nvmath_device._codegen.fft_codegen import prefetch_traits
+    from nvmath_device._build.fft_codegen import prefetch_traits
 
     prefetch_traits([fft for _, fft in cases])  # one NVRTC run for the traits not cached yet
     for name, fft in cases:

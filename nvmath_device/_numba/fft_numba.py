@@ -7,7 +7,7 @@ from numba.core import types
 from numba.core.errors import TypingError
 from numba.cuda.extending import lower_builtin, typeof_impl
 
-from .._codegen.fft_codegen import TwiddleTables
+from .._build.fft_codegen import TwiddleTables
 from ..fft import FFT
 from .common import (
     DescriptorType,

@@ -11,7 +11,7 @@ Layouts are cuBLASDx's, from the same descriptor and the same compiled constants
   blockDim.y))``. A launch may add dimensions beyond that rank (a ``(64, 4)`` launch of a
   ``block_dim=(64, 1, 1)`` GEMM); each value of the extra coordinates is a separate GEMM.
 - Register form: accumulator value ``i`` of thread ``t`` is C[row, col] from the table that
-  :mod:`.._codegen.gemm_sim_tables` compiles out of cuBLASDx's partitioner (no guessing);
+  :mod:`.._build.gemm_sim_tables` compiles out of cuBLASDx's partitioner (no guessing);
   ``fragment_coordinates`` fills the same table's row.
 
 ``execute`` is block-collective (as on the GPU, where every thread computes its share of C):
@@ -78,7 +78,7 @@ class _Plan:
         if self._table is None:
             with self._table_lock:
                 if self._table is None:
-                    from .._codegen.gemm_sim_tables import fragment_table
+                    from .._build.gemm_sim_tables import fragment_table
 
                     self._table = fragment_table(self.mm)[0]
         return self._table

@@ -2,7 +2,7 @@
 """Concurrent builds with real NVRTC compiles of small FFT units: threads of one process, and
 processes (multiprocessing spawn) sharing one empty disk cache.
 
-What the design allows (nvmath_device._codegen.cache.building): the builders of one key are
+What the design allows (nvmath_device._build.cache.building): the builders of one key are
 serialised across threads (a lock per key) and processes (fcntl.flock on a lock file per key),
 and check the cache again once they hold the lock, so each key is compiled once however many
 threads and processes ask for it at once; different keys compile at the same time (in one
@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from nvmath_device import FFT
-from nvmath_device._codegen import cache, fft_codegen, toolchain
+from nvmath_device._build import cache, fft_codegen, toolchain
 
 LTOIR_MAGIC = bytes.fromhex("ed434e7f")
 

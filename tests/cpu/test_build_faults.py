@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from nvmath_device import FFT, CompileError, MathDxError
-from nvmath_device._codegen import cache, fft_codegen, toolchain
+from nvmath_device._build import cache, fft_codegen, toolchain
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LTOIR_MAGIC = bytes.fromhex("ed434e7f")

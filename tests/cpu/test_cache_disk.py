@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from nvmath_device import FFT
-from nvmath_device._codegen import cache, fft_codegen, toolchain
+from nvmath_device._build import cache, fft_codegen, toolchain
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TINY = 'extern "C" __device__ int nmdx_tiny_{i}() {{ return {i}; }}\n'

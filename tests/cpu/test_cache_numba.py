@@ -42,8 +42,8 @@ class TinyUnit:
         return f"nmdx_test_tiny_{self.value}"
 
     def ltoir(self) -> bytes:
-        from nvmath_device._codegen import cache
-        from nvmath_device._codegen.toolchain import compile_source, toolchain_id
+        from nvmath_device._build import cache
+        from nvmath_device._build.toolchain import compile_source, toolchain_id
 
         src = f'extern "C" __device__ void {self.symbol}(void* p) {{ *(int*)p = {self.value}; }}\n'
         key = cache.make_key("test-tiny", src, toolchain_id(), 90)
@@ -129,7 +129,7 @@ def child_save(out_dir: str) -> None:
     from numba.cuda import serialize
     from numba.cuda.dispatcher import CUDACache
 
-    from nvmath_device._codegen import cache, toolchain
+    from nvmath_device._build import cache, toolchain
     from nvmath_device._numba import common
 
     counts = _child_setup()
@@ -167,7 +167,7 @@ def child_load(out_dir: str) -> None:
     from numba.cuda.descriptor import cuda_target
     from numba.cuda.dispatcher import CUDACache
 
-    from nvmath_device._codegen import toolchain
+    from nvmath_device._build import toolchain
     from nvmath_device._numba.common import DescriptorLTOIR
     from nvmath_device._numba.launch import raise_shared_memory_limit
 
@@ -320,7 +320,7 @@ def test_fft_kernel_library_pickles_with_its_twiddle_tables(monkeypatch):
     from numba.core import serialize
 
     from nvmath_device import FFT
-    from nvmath_device._codegen.fft_codegen import TwiddleTables
+    from nvmath_device._build.fft_codegen import TwiddleTables
     from nvmath_device._compat import compile_kernel_library
 
     fft = FFT(size=64, precision=np.float32, fft_type="c2c", direction="forward", sm=90)

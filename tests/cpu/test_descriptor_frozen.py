@@ -14,7 +14,7 @@ import pytest
 import nvmath_device.fft as fft_module
 import nvmath_device.gemm as gemm_module
 from nvmath_device import FFT, Matmul
-from nvmath_device._codegen import toolchain
+from nvmath_device._build import toolchain
 from nvmath_device._descriptor import FrozenDict, freeze
 
 

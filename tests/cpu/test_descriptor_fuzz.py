@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nvmath_device import FFT, Matmul
-from nvmath_device._codegen import toolchain
+from nvmath_device._build import toolchain
 
 SETTINGS = settings(max_examples=2500, derandomize=True, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow])

@@ -9,8 +9,8 @@ from numba import cuda, types
 from numba.core.errors import TypingError
 
 from nvmath_device import FFT, CompileError
-from nvmath_device._codegen import toolchain
-from nvmath_device._codegen.fft_codegen import TwiddleTables, prefetch_traits
+from nvmath_device._build import toolchain
+from nvmath_device._build.fft_codegen import TwiddleTables, prefetch_traits
 from nvmath_device.aot import compile_kernel
 
 TWIDDLES_90 = f"{TwiddleTables(90).symbol}.ltoir"  # every kernel with an FFT links cuFFTDx's tables
@@ -112,7 +112,7 @@ def test_record_scan_matches_the_json(prec):
     import json
     import os
 
-    from nvmath_device._codegen import fftdb
+    from nvmath_device._build import fftdb
 
     for sm, arch in fftdb._RECORD_ARCH.items():
         fftdb.records.cache_clear()
@@ -331,7 +331,7 @@ def test_a_unit_includes_only_its_codelets_and_links(kw):
     # to a cubin proves nothing it calls is missing (the primary template is only declared).
     from numba import from_dtype
 
-    from nvmath_device._codegen.fft_codegen import codelet_includes
+    from nvmath_device._build.fft_codegen import codelet_includes
 
     fft = FFT(sm=90, **kw)
     folded = kw.get("real_fft_options", {}).get("real_mode") == "folded"

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from nvmath_device import Matmul
-from nvmath_device._codegen import cache, gemm_codegen, toolchain
+from nvmath_device._build import cache, gemm_codegen, toolchain
 
 # One traits translation unit for all of these (one NVRTC run, then cached).
 DESCS = [

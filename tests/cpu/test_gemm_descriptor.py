@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from nvmath_device import Matmul
-from nvmath_device._codegen import toolchain
+from nvmath_device._build import toolchain
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,7 @@ from numba import types
 
 from kernels._fused import _pair_descriptors, filter_kernel
 from kernels.spectral import _matched_kernel, _stft_kernel
-from nvmath_device._codegen.fft_codegen import TwiddleTables
+from nvmath_device._build.fft_codegen import TwiddleTables
 from nvmath_device.aot import compile_kernel
 
 R2C, C2R = _pair_descriptors(64, np.float32, True, "suggested", "suggested", sm=90)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from nvmath_device import CompileError
-from nvmath_device._codegen import toolchain
+from nvmath_device._build import toolchain
 
 
 def test_compile_does_not_overwrite_shared_bytes_objects():
@@ -21,7 +21,7 @@ def test_compile_does_not_overwrite_shared_bytes_objects():
     # compile is certainly in-process and the singleton is the marshalled one.
     code = (
         "import io, numpy as np\n"
-        "from nvmath_device._codegen import toolchain\n"
+        "from nvmath_device._build import toolchain\n"
         "toolchain.compile_source('extern \"C\" __global__ void k(){}', 90, 'ptx')\n"
         "space = bytes([32])  # CPython hands out its cached one-byte object\n"
         "assert list(space) == [32], repr(space)\n"

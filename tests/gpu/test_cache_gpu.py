@@ -47,7 +47,7 @@ drv._Linker = CountingLinker
 nvvm.compile_ir = counting_compile_ir
 
 from nvmath_device import FFT  # noqa: E402
-from nvmath_device._codegen import toolchain  # noqa: E402
+from nvmath_device._build import toolchain  # noqa: E402
 
 fft = FFT(size=128, precision=np.float32, fft_type="c2c", direction="forward",
           elements_per_thread=8, ffts_per_block=2)

@@ -99,7 +99,7 @@ CASES = _cases()
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
     """Fresh inputs for every case, run by the simulator (subprocess) and the GPU (here)."""
-    from nvmath_device._codegen.fft_codegen import prefetch_traits
+    from nvmath_device._build.fft_codegen import prefetch_traits
 
     prefetch_traits(list(CASES.values()))
     out = tmp_path_factory.mktemp("fft-sim-crosscheck")

@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.xdist_group("test_gemm_matmul")]
 from numba import cuda  # noqa: E402  (a GPU is required: these tests fail, not skip, without one)
 
 from nvmath_device import Matmul  # noqa: E402
-from nvmath_device._codegen import gemm_codegen  # noqa: E402
+from nvmath_device._build import gemm_codegen  # noqa: E402
 from nvmath_device._numba.gemm_numba import opt_in_dynamic_shared_memory  # noqa: E402
 from tests.device_arrays import to_device, to_host  # noqa: E402
 from tests.gemm_kernels import user_kernel  # noqa: E402

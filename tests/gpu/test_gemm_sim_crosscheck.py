@@ -86,11 +86,11 @@ def crosscheck_run(folder):
         cases = pickle.load(f)
     mms = {name: Matmul(sm=SM, **kw) for name, kw in cases}
     if tag == "sim":
-        from nvmath_device._codegen.gemm_sim_tables import prefetch_fragment_tables
+        from nvmath_device._build.gemm_sim_tables import prefetch_fragment_tables
 
         prefetch_fragment_tables(list(mms.values()))  # one NVRTC run for the tables not cached yet
     else:
-        from nvmath_device._codegen.gemm_codegen import prefetch_ltoir
+        from nvmath_device._build.gemm_codegen import prefetch_ltoir
 
         prefetch_ltoir(list(mms.values()))
     for name, mm in mms.items():

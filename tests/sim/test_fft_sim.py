@@ -119,7 +119,7 @@ MISC = {
 @pytest.fixture(scope="module", autouse=True)
 def _traits():
     """All descriptors' traits in one NVRTC run (~10-20 s the first time, then from the cache)."""
-    from nvmath_device._codegen.fft_codegen import prefetch_traits
+    from nvmath_device._build.fft_codegen import prefetch_traits
 
     prefetch_traits([_fft(*a) for _, a in BLOCK + THREAD] + list(MISC.values()))
 

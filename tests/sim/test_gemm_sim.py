@@ -66,7 +66,7 @@ def all_descriptors(cases=CASES):
 @pytest.fixture(scope="module", autouse=True)
 def _tables():
     """Traits and register-fragment tables of every descriptor: one NVRTC run each, then cached."""
-    from nvmath_device._codegen.gemm_sim_tables import prefetch_fragment_tables
+    from nvmath_device._build.gemm_sim_tables import prefetch_fragment_tables
 
     prefetch_fragment_tables(all_descriptors() + list(MISC.values()))
 
@@ -226,7 +226,7 @@ def test_both_forms_against_numpy(kw):
 def test_fragment_table_matches_partitioner_facts():
     """Independent checks of the compiled table: thread 0 holds C[0, 0] first; a partial tile
     (33x17) leaves -1 entries; the 64-thread table has 64 rows of accumulator_size pairs."""
-    from nvmath_device._codegen.gemm_sim_tables import fragment_table
+    from nvmath_device._build.gemm_sim_tables import fragment_table
 
     for MM in all_descriptors():
         table, info = fragment_table(MM)
@@ -566,7 +566,7 @@ def test_fragment_table_is_compiled_once_for_all_simulated_threads(monkeypatch):
     compiled the same table, one after another (more than 10 minutes for a 64-thread block)."""
     import time
 
-    from nvmath_device._codegen import gemm_sim_tables
+    from nvmath_device._build import gemm_sim_tables
     from nvmath_device._sim.gemm import _Plan
 
     calls = []

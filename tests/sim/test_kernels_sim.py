@@ -167,7 +167,7 @@ def _gemm_tables():
     """The simulator's register-fragment tables of every batched GEMM here, in one NVRTC run
     (compiled on first use otherwise, one descriptor at a time, by the first simulated thread)."""
     from kernels.gemm import _batched_descriptor
-    from nvmath_device._codegen.gemm_sim_tables import prefetch_fragment_tables
+    from nvmath_device._build.gemm_sim_tables import prefetch_fragment_tables
 
     prefetch_fragment_tables([_batched_descriptor(*size, d) for d, size in GEMM_CASES])
 
