@@ -438,10 +438,10 @@ def run(out_dir, batch=65536, check=True, peers=True, sweep=False, sizes=None, v
     from numba import cuda
 
     from nvmath_device import Matmul
-    from nvmath_device._arch import current_device_cc
     from nvmath_device._build import gemm_codegen
+    from nvmath_device.common_cuda import get_current_device_cc
 
-    cc = current_device_cc()
+    cc = get_current_device_cc()
     sm = cc[0] * 10 + cc[1]
     dev = cuda.get_current_device()
     gpu = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)

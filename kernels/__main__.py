@@ -22,9 +22,13 @@ import numpy as np
 
 
 def _has_gpu() -> bool:
-    from nvmath_device._arch import current_device_cc
+    from nvmath_device.common_cuda import get_current_device_cc
 
-    return current_device_cc() is not None
+    try:
+        get_current_device_cc()
+    except RuntimeError:  # DriverError: no GPU or driver here
+        return False
+    return True
 
 
 def lowpass_taps(ntaps: int, cutoff: float) -> np.ndarray:

@@ -16,18 +16,10 @@ from collections.abc import Mapping, Set
 
 import numpy as np
 
+from . import _types, common_cuda
+from ._types import show
+
 __all__ = ["Frozen", "FrozenDict", "choice", "freeze", "parse_sm", "show"]
-
-
-def show(value, limit: int = 80) -> str:
-    """``repr(value)`` for an error message: shortened, and never raising (a huge int's repr does)."""
-    try:
-        text = repr(value)
-    except Exception:  # noqa: BLE001 - ValueError for ints past sys.get_int_max_str_digits(), ...
-        text = f"<{type(value).__name__}>"
-    if len(text) <= limit:
-        return text
-    return text[: limit - 3] + "..."
 
 
 def choice(value, allowed: tuple, name: str, extra: str = "") -> str:
@@ -40,18 +32,10 @@ def choice(value, allowed: tuple, name: str, extra: str = "") -> str:
     return allowed[allowed.index(value)]
 
 
-def parse_sm(sm) -> int:
-    """``_arch.parse_sm``, refusing out-of-range integer spellings itself: its message formats
-    the value in full, and ``str`` of an int past ``sys.get_int_max_str_digits()`` raises."""
-    from ._arch import SUPPORTED_SM
-    from ._arch import parse_sm as _parse_sm
-
-    ints = (sm,) if isinstance(sm, int) else (sm if isinstance(sm, tuple) else ())
-    if ints and all(isinstance(v, int) and not isinstance(v, bool) for v in ints):
-        value = ints[0] * 10 + ints[1] if len(ints) == 2 else ints[0]
-        if len(ints) <= 2 and value not in SUPPORTED_SM:
-            raise ValueError(f"sm={show(sm)} is not supported; allowed: {', '.join(map(str, SUPPORTED_SM))}")
-    return _parse_sm(sm)
+def parse_sm(sm, argname: str = "sm") -> int:
+    """The target architecture as an int like 90 (see :func:`_types.parse_sm`); None means
+    the current GPU, asked through :mod:`common_cuda`."""
+    return _types.parse_sm(sm, argname, current_cc=lambda: common_cuda.current_device_cc())
 
 
 class FrozenDict(dict):

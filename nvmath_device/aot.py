@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import _arch
+from ._descriptor import parse_sm
 
 __all__ = ["CompiledKernel", "compile_kernel"]
 
@@ -51,7 +51,7 @@ def compile_kernel(pyfunc, argtypes, sm=90, *, fastmath: bool = False, opt: bool
 
     from ._compat import compile_kernel_library
 
-    sm = _arch.parse_sm(sm, "sm")
+    sm = parse_sm(sm, "sm")
     if not isinstance(argtypes, tuple) or not all(isinstance(t, types.Type) for t in argtypes):
         raise TypeError(f"argtypes must be a tuple of numba types, got {argtypes!r}")
     pyfunc = getattr(pyfunc, "py_func", pyfunc)

@@ -14,10 +14,11 @@ from ._build import fftdb
 from ._descriptor import Frozen, show
 from ._descriptor import choice as _choice
 from ._descriptor import parse_sm as _parse_sm
+from ._types import FFT_PRECISIONS as _PRECISIONS
+from ._types import FFT_THREAD_MAX, complex_dtype
 
 __all__ = ["FFT"]
 
-_PRECISIONS = {np.dtype(np.float16): "fp16", np.dtype(np.float32): "fp32", np.dtype(np.float64): "fp64"}
 _FFT_TYPES = ("c2c", "r2c", "c2r")
 _DIRECTIONS = ("forward", "inverse")
 _EXECUTIONS = ("Block", "Thread")
@@ -141,7 +142,7 @@ class FFT(Frozen):
         epts = fftdb.valid_epts(sm, prec, exec_size)
 
         if execution == "Thread":
-            limit = fftdb.THREAD_MAX[prec]
+            limit = FFT_THREAD_MAX[prec]
             if size > limit * (2 if mode == "folded" else 1):
                 raise ValueError(
                     f"size={show(size)} is too large for Thread execution with precision={precision.name}"
@@ -259,7 +260,7 @@ class FFT(Frozen):
                 "float16 FFTs use cuFFTDx's complex<__half2> (two FFTs per value); it has no numpy "
                 "equivalent and is not yet callable from Numba kernels"
             )
-        return np.dtype(np.complex64 if self.precision is np.float32 else np.complex128)
+        return complex_dtype(self.precision)
 
     @property
     def precision_type(self) -> np.dtype:

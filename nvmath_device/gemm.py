@@ -14,28 +14,18 @@ import numpy as np
 from ._descriptor import Frozen, show
 from ._descriptor import choice as _choice
 from ._descriptor import parse_sm as _parse_sm
+from ._types import GEMM_PRECISIONS as _PRECISIONS
+from ._types import NUMBA_PRECISION_NAMES as _NUMBA_NAMES
+from ._types import SHARED_MEMORY_LIMIT as _SHARED_MEMORY_LIMIT
+from ._types import complex_dtype, precision_dtype
 
 __all__ = ["Matmul"]
 
-# precision name -> (C++ type, bytes). bfloat16 has no NumPy dtype: its value type is
-# ml_dtypes.bfloat16's (the dtype numba-cuda types as its ``bfloat16``).
-_PRECISIONS = {
-    "float16": ("__half", 2), "bfloat16": ("__nv_bfloat16", 2),
-    "float32": ("float", 4), "float64": ("double", 8),
-}
-# names of numba's scalar types (numba.float32, numba.cuda.types.bfloat16, ...) -> precision name
-_NUMBA_NAMES = {"float16": "float16", "__nv_bfloat16": "bfloat16", "float32": "float32", "float64": "float64"}
 _PRECISION_HINT = ("numpy.float16, 'bfloat16' (or ml_dtypes.bfloat16, numba.cuda.types.bfloat16), "
                    "numpy.float32, numpy.float64")
 _DATA_TYPES = ("real", "complex")
 _ARRANGEMENTS = ("row_major", "col_major")
 _EXECUTIONS = ("Block",)
-# Bytes of shared memory one block may use, per architecture (cuBLASDx's commondx::device_info).
-_SHARED_MEMORY_LIMIT = {
-    70: 96 * 1024, 72: 96 * 1024, 75: 64 * 1024, 80: 163 * 1024, 86: 99 * 1024, 87: 163 * 1024,
-    89: 99 * 1024, 90: 227 * 1024, 100: 227 * 1024, 101: 227 * 1024, 103: 227 * 1024,
-    120: 99 * 1024, 121: 99 * 1024,
-}
 
 
 def _is_suggested(v) -> bool:
@@ -45,26 +35,6 @@ def _is_suggested(v) -> bool:
 
 def _is_int(v) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
-
-
-def _bfloat16_dtype() -> np.dtype:
-    """``numpy.dtype(ml_dtypes.bfloat16)``: the value type of bfloat16 GEMM operands.
-
-    NumPy has no bfloat16; ml_dtypes provides one, and numba-cuda types arrays of it as its own
-    ``bfloat16`` (``numba.cuda.types.bfloat16``, C++ ``__nv_bfloat16``).
-    """
-    try:
-        import ml_dtypes
-    except ImportError:  # pragma: no cover - ml_dtypes is a dependency
-        raise ImportError(
-            "bfloat16 precision needs the ml_dtypes package (pip install ml_dtypes): NumPy has no "
-            "bfloat16 dtype, and numba-cuda types ml_dtypes.bfloat16 arrays as bfloat16"
-        ) from None
-    return np.dtype(ml_dtypes.bfloat16)
-
-
-def _precision_dtype(name: str) -> np.dtype:
-    return _bfloat16_dtype() if name == "bfloat16" else np.dtype(name)
 
 
 def _parse_one_precision(p, argname) -> str:
@@ -319,7 +289,7 @@ class Matmul(Frozen):
         # _key: exactly what the generated code depends on (equality and hash go through it)
         key = ((m, n, k), prec, data_type, arr, ld_mode, bdim, aligns if al is not None else None,
                execution, sm)
-        self._set(size=(m, n, k), precision=tuple(_precision_dtype(p).type for p in prec),
+        self._set(size=(m, n, k), precision=tuple(precision_dtype(p).type for p in prec),
                   data_type=data_type, arrangement=arr, leading_dimension=lds, _block_dim=bdim,
                   alignment=aligns, execution=execution, sm=sm, _key=key,
                   _layout={"itemsizes": itemsizes, "sizes": sizes, "offsets": (a_off, b_off, c_off),
@@ -370,7 +340,7 @@ class Matmul(Frozen):
     def _vt(self, i) -> np.dtype:
         p = np.dtype(self.precision[i])
         if self.data_type == "complex":
-            return np.dtype(np.complex64 if p.itemsize == 4 else np.complex128)
+            return complex_dtype(p)
         return p
 
     @property

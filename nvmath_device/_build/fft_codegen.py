@@ -12,6 +12,7 @@ import os
 import threading
 from concurrent.futures import Future
 
+from .._types import FFT_CPP_TYPES, FFT_PRECISION_TAGS
 from . import cache
 from .toolchain import (
     compile_source,
@@ -24,7 +25,6 @@ from .toolchain import (
 
 log = logging.getLogger("nvmath_device")
 
-_CPP_PREC = {"float16": "__half", "float32": "float", "float64": "double"}
 
 # Order of the traits array; Thread FFTs have no block traits (0 there).
 BLOCK_TRAITS = (
@@ -47,7 +47,7 @@ def _description(fft, ept, fpb) -> str:
     size, prec, fft_type, direction, _, _, execution, sm, layout, mode = fft._key
     ops = [
         f"cufftdx::Size<{size}>()",
-        f"cufftdx::Precision<{_CPP_PREC[prec]}>()",
+        f"cufftdx::Precision<{FFT_CPP_TYPES[prec]}>()",
         f"cufftdx::Type<cufftdx::fft_type::{fft_type}>()",
         f"cufftdx::Direction<cufftdx::fft_direction::{direction}>()",
         f"cufftdx::SM<{sm * 10}>()",
@@ -120,7 +120,6 @@ def render_traits_source(ffts) -> str:
 CODELET_FILTER = "-DCUFFTDX_DETAIL_MANUAL_IMPL_FILTER"
 SEPARATE_TWIDDLES = "-DCUFFTDX_USE_SEPARATE_TWIDDLES"
 FFT_OPTIONS = (CODELET_FILTER, SEPARATE_TWIDDLES)
-_PREC_TAG = {"float16": "fp16", "float32": "fp32", "float64": "fp64"}
 
 
 @functools.cache
@@ -137,7 +136,7 @@ def codelet_includes(fft) -> str:
     """The ``#include`` of the cuFFTDx codelets ``fft`` can execute (see CODELET_FILTER)."""
     prec = fft._key[1]
     folded = fft.real_fft_options["real_mode"] == "folded"  # validated: folded sizes are even
-    name = f"fft_{fft.size // 2 if folded else fft.size}_{_PREC_TAG[prec]}_fwd.hpp.inc"
+    name = f"fft_{fft.size // 2 if folded else fft.size}_{FFT_PRECISION_TAGS[prec]}_fwd.hpp.inc"
     lines = ["namespace cufftdx { namespace database { namespace detail {"]
     if prec == "float16":  # as database.hpp does around its fp16 codelets
         lines.append("#define __HALF2_TO_UI(var) *(reinterpret_cast<unsigned int *>(&(var)))")

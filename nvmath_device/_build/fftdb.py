@@ -11,26 +11,12 @@ import functools
 import os
 import re
 
+from .._types import FFT_BLOCK_MAX, FFT_PRECISION_INDEX, FFT_RECORD_ARCH
 from .toolchain import mathdx_root
-
-# Architecture whose records an SM uses (cufftdx/database/detail/block_fft.hpp forwards these).
-_RECORD_ARCH = {70: 700, 72: 700, 75: 750, 80: 800, 86: 700, 87: 800, 89: 890, 90: 900,
-                100: 1000, 101: 1000, 103: 1000, 120: 1200, 121: 1200}
-# cufftdx/detail/fft_sizes.hpp: largest Block FFT per SM and precision (fp16, fp32, fp64).
-_BLOCK_MAX = {
-    70: (24389, 24389, 12167), 72: (24389, 24389, 12167), 75: (16384, 16384, 8192),
-    80: (32768, 32768, 16384), 86: (24389, 24389, 12167), 87: (32768, 32768, 16384),
-    89: (24389, 24389, 12167), 90: (32768, 32768, 16384), 100: (32768, 32768, 16384),
-    101: (32768, 32768, 16384), 103: (32768, 32768, 16384), 120: (24389, 24389, 12167),
-    121: (24389, 24389, 12167),
-}
-THREAD_MAX = {"fp16": 64, "fp32": 64, "fp64": 40}
-_PREC_INDEX = {"fp16": 0, "fp32": 1, "fp64": 2}
-
 
 def block_max_size(sm: int, prec: str) -> int:
     """Largest workspace-free Block FFT size cuFFTDx implements for ``sm`` and precision ``prec``."""
-    return _BLOCK_MAX[sm][_PREC_INDEX[prec]]
+    return FFT_BLOCK_MAX[sm][FFT_PRECISION_INDEX[prec]]
 
 
 # The records hold one object per (size, blob); only each size's elements_per_thread values are
@@ -45,7 +31,7 @@ _EPT = re.compile(r'"ept"\s*:\s*(\d+)')
 def records(sm: int, prec: str) -> dict[int, tuple[int, ...]]:
     """{size: sorted elements_per_thread values} of cuFFTDx's records for sm and precision
     ('fp16'|'fp32'|'fp64'); a size without a record needs a workspace."""
-    arch = _RECORD_ARCH[sm]
+    arch = FFT_RECORD_ARCH[sm]
     path = os.path.join(mathdx_root(), "include", "cufftdx", "database", "records", str(arch),
                         f"database_{prec}_fwd.json")
     with open(path) as f:

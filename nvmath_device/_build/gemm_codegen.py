@@ -27,15 +27,15 @@ import os
 import re
 
 from .._errors import CompileError
-from ..gemm import _PRECISIONS
+from .._types import GEMM_PRECISIONS
 from . import cache
 from .toolchain import compile_source, include_dirs, read_u32_arrays, toolchain_id
 
 log = logging.getLogger("nvmath_device")
 
-# cuBLASDx's Precision<> types, from the descriptor's table (__half, __nv_bfloat16, float,
-# double); cublasdx.hpp includes cuda_fp16.h and cuda_bf16.h itself (commondx/complex_types.hpp)
-_CPP_PREC = {name: cpp for name, (cpp, _) in _PRECISIONS.items()}
+# cuBLASDx's Precision<> types (__half, __nv_bfloat16, float, double); cublasdx.hpp includes
+# cuda_fp16.h and cuda_bf16.h itself (commondx/complex_types.hpp)
+_CPP_PREC = {name: cpp for name, (cpp, _) in GEMM_PRECISIONS.items()}
 
 TRAITS = (
     "block_dim_x", "block_dim_y", "block_dim_z",

@@ -13,7 +13,7 @@ the opt-in failed later with a bare CUDA_ERROR_INVALID_VALUE.
 
 from __future__ import annotations
 
-from .. import _arch
+from .. import common_cuda
 from .._errors import DriverError
 
 _WHY = "opting the kernels of a module in to more than 48 KiB of dynamic shared memory"
@@ -45,7 +45,7 @@ def _device_id(device):
 def set_kernel_max_dynamic_shared_memory(kernel, nbytes: int, device: int, driver=None) -> None:
     """``cuKernelSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes, kernel, device)``; raises
     :class:`DriverError` (kernel, bytes, device and the driver's error) when it fails."""
-    driver = driver or _arch._driver()
+    driver = driver or common_cuda._driver()
     attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
     (err,) = driver.cuKernelSetAttribute(attr, int(nbytes), kernel, device)
     _check(driver, err, "cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)",
@@ -61,9 +61,9 @@ def raise_shared_memory_limit(object_code) -> None:
     DriverError
         A driver call failed (its name and error code are in the message).
     """
-    driver = _arch._driver()
+    driver = common_cuda._driver()
     handle = getattr(object_code, "handle", object_code)
-    err, dev = _arch.current_device(driver)  # no cuCtxGetDevice without a current context
+    err, dev = common_cuda.current_device(driver)  # no cuCtxGetDevice without a current context
     _check(driver, err, "cuDeviceGet/cuCtxGetDevice")
     A = driver.CUdevice_attribute
     err, optin = driver.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev)

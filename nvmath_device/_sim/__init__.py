@@ -51,9 +51,9 @@ def _as_dtype(dtype) -> np.dtype:
 
     if isinstance(dtype, types.Type):
         if str(dtype) == "__nv_bfloat16":  # numba.cuda.types.bfloat16: no numpy_support mapping
-            from ..gemm import _bfloat16_dtype
+            from .._types import bfloat16_dtype
 
-            return _bfloat16_dtype()
+            return bfloat16_dtype()
         return numpy_support.as_dtype(dtype)
     return np.dtype(dtype)
 

@@ -113,8 +113,9 @@ def test_record_scan_matches_the_json(prec):
     import os
 
     from nvmath_device._build import fftdb
+    from nvmath_device._types import FFT_RECORD_ARCH
 
-    for sm, arch in fftdb._RECORD_ARCH.items():
+    for sm, arch in FFT_RECORD_ARCH.items():
         fftdb.records.cache_clear()
         path = os.path.join(toolchain.mathdx_root(), "include", "cufftdx", "database", "records",
                             str(arch), f"database_{prec}_fwd.json")
@@ -143,9 +144,9 @@ def test_sm_spellings_are_one_descriptor():
 
 
 def test_sm_required_without_gpu(monkeypatch):
-    from nvmath_device import _arch
+    from nvmath_device import common_cuda
 
-    monkeypatch.setattr(_arch, "current_device_cc", lambda: None)
+    monkeypatch.setattr(common_cuda, "current_device_cc", lambda: None)
     with pytest.raises(ValueError, match="no CUDA GPU/driver is available here; pass sm explicitly"):
         FFT(size=64, direction="forward")
 

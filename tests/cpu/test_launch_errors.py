@@ -12,7 +12,7 @@ import warnings
 
 import pytest
 
-from nvmath_device import MathDxError, _arch, _compat
+from nvmath_device import MathDxError, _compat, common_cuda
 from nvmath_device._errors import DriverError
 from nvmath_device._numba import launch
 
@@ -175,14 +175,14 @@ def test_gemm_opt_in_checks_cuKernelSetAttribute(fake):
 @pytest.mark.parametrize("ctx", [0, None])
 def test_current_device_cc_without_a_context_uses_device_0(fake, ctx):
     d = fake(ctx=ctx)
-    assert _arch.current_device_cc.__wrapped__() == (9, 0)
+    assert common_cuda.current_device_cc.__wrapped__() == (9, 0)
     assert "cuCtxGetDevice" not in d.calls, d.calls
     assert d.calls[:3] == ["cuInit", "cuCtxGetCurrent", "cuDeviceGet"]
 
 
 def test_current_device_cc_with_a_context_uses_its_device(fake):
     d = fake(ctx=5)
-    assert _arch.current_device_cc.__wrapped__() == (9, 0)
+    assert common_cuda.current_device_cc.__wrapped__() == (9, 0)
     assert "cuCtxGetDevice" in d.calls and "cuDeviceGet" not in d.calls
 
 

@@ -1,0 +1,105 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The current GPU's compute capability, read through the CUDA driver API (no numba).
+
+The names follow nvmath-python's ``nvmath.device.common_cuda``: :class:`ComputeCapability`
+and :func:`get_current_device_cc`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import namedtuple
+
+from ._errors import DriverError
+
+__all__ = ["ComputeCapability", "get_current_device_cc"]
+
+
+class ComputeCapability(namedtuple("ComputeCapability", ("major", "minor"))):
+    """A GPU's compute capability: ``major`` and ``minor`` (ints), e.g. ``(9, 0)`` for sm_90."""
+
+    __slots__ = ()
+
+
+def _driver():
+    """``cuda.bindings.driver`` (a function, so that tests can hand in a fake driver)."""
+    from cuda.bindings import driver
+
+    return driver
+
+
+def current_device(driver):
+    """``(err, device)``: the device of the current context, else device 0.
+
+    ``cuCtxGetDevice`` is only asked when a context is current: without one it fails with
+    CUDA_ERROR_INVALID_CONTEXT, which compute-sanitizer reports as an API error of the
+    program. ``cuCtxGetCurrent`` returns a null context (and success) when none is current.
+    """
+    err, ctx = driver.cuCtxGetCurrent()
+    if err == driver.CUresult.CUDA_SUCCESS and ctx is not None and int(ctx) != 0:
+        err, dev = driver.cuCtxGetDevice()
+        if err == driver.CUresult.CUDA_SUCCESS:
+            return err, dev
+    return driver.cuDeviceGet(0)
+
+
+def _query_cc(driver) -> ComputeCapability:
+    """The compute capability of the current context's device (else device 0); DriverError
+    naming the call that failed."""
+
+    def check(err, call):
+        if err != driver.CUresult.CUDA_SUCCESS:
+            name = getattr(err, "name", None) or repr(err)
+            raise DriverError(f"numba-mathdx: {call} failed with {name} while reading the current "
+                              "GPU's compute capability (is there a CUDA GPU and driver?)")
+
+    (err,) = driver.cuInit(0)
+    check(err, "cuInit")
+    err, dev = current_device(driver)
+    check(err, "cuDeviceGet/cuCtxGetDevice")
+    attr = driver.CUdevice_attribute
+    err, major = driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
+    check(err, "cuDeviceGetAttribute(COMPUTE_CAPABILITY_MAJOR)")
+    err, minor = driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
+    check(err, "cuDeviceGetAttribute(COMPUTE_CAPABILITY_MINOR)")
+    return ComputeCapability(int(major), int(minor))
+
+
+def get_current_device_cc() -> ComputeCapability:
+    """The compute capability of the current GPU.
+
+    The device of the current CUDA context, else device 0 (as nvmath-python's
+    ``get_current_device_cc``). Never initialises numba's CUDA context.
+
+    Returns
+    -------
+    ComputeCapability
+        ``(major, minor)``, e.g. ``ComputeCapability(major=9, minor=0)`` on an H100/H200.
+
+    Raises
+    ------
+    DriverError
+        There is no CUDA GPU or driver here (the message names the driver call that failed).
+    """
+    try:
+        driver = _driver()
+    except ImportError as e:  # pragma: no cover - cuda-bindings is a dependency
+        raise DriverError(f"numba-mathdx: cuda.bindings.driver cannot be imported ({e}); no GPU "
+                          "compute capability can be read") from None
+    try:
+        return _query_cc(driver)
+    except DriverError:
+        raise
+    except Exception as e:  # the driver library itself is missing: cuInit raises
+        raise DriverError(f"numba-mathdx: the CUDA driver is not available ({type(e).__name__}: "
+                          f"{e}); no GPU compute capability can be read") from None
+
+
+@functools.lru_cache(maxsize=1)
+def current_device_cc():
+    """``(major, minor)`` of the current GPU as :func:`get_current_device_cc`, or None when there
+    is no driver or GPU (never raises; the answer is kept for the process)."""
+    try:
+        return get_current_device_cc()
+    except Exception:
+        return None
