@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Every public name has a numpydoc docstring.
 
-Public: the names in ``__all__`` of nvmath_device, nvmath_device.aot, nvmath_host and kernels,
-and the public methods and properties of the descriptors (nvmath_device.FFT, nvmath_device.Matmul)
-and of nvmath_host.Matmul. A docstring must not be empty; a function or method that takes
+Public: the names in ``__all__`` of nvmath_device, nvmath_device.aot, nvmath_host, kernels and
+mathdx_operands, and the public methods and properties of the descriptors (nvmath_device.FFT,
+nvmath_device.Matmul), of nvmath_host.Matmul and of mathdx_operands' classes. A docstring must not be empty; a function or method that takes
 parameters (a class: whose own ``__init__`` does) must document them in a ``Parameters`` section
 (classes may use ``Attributes`` for dataclass fields).
 """
@@ -17,8 +17,16 @@ import re
 
 import pytest
 
-MODULES = ("nvmath_device", "nvmath_device.aot", "nvmath_host", "kernels")
-CLASSES = (("nvmath_device", "FFT"), ("nvmath_device", "Matmul"), ("nvmath_host", "Matmul"))
+MODULES = ("nvmath_device", "nvmath_device.aot", "nvmath_host", "kernels", "mathdx_operands")
+CLASSES = (
+    ("nvmath_device", "FFT"),
+    ("nvmath_device", "Matmul"),
+    ("nvmath_host", "Matmul"),
+    ("mathdx_operands", "Operand"),
+    ("mathdx_operands", "DType"),
+    ("mathdx_operands", "Package"),
+    ("mathdx_operands", "Stream"),
+)
 
 
 def _public_names():
@@ -80,6 +88,7 @@ def test_there_is_something_to_check():
     names = {n for n, _ in PUBLIC}
     assert {"nvmath_device.FFT", "nvmath_host.matmul", "kernels.fft_convolve"} <= names
     assert "nvmath_device.FFT.execute" in names and "nvmath_host.Matmul.plan" in names
+    assert {"mathdx_operands.wrap", "mathdx_operands.resolve_stream"} <= names
 
 
 @pytest.mark.parametrize(
