@@ -1,22 +1,26 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Array and stream adapters for the fused kernels: CuPy / PyTorch / Numba device arrays (zero
-copy through ``__cuda_array_interface__``), NumPy arrays (copied to the device and back), and
-the streams those packages use. Results come back as the caller's kind of array."""
+"""What only the fused kernels need on top of :mod:`mathdx_operands`: their validated inputs
+(:class:`Operand`, with NumPy inputs copied to the device), their outputs (:class:`Output`, the
+caller's kind of array), :class:`DevArray` for the fast launch and the device-constant cache
+(:func:`to_device_const`)."""
 
 from __future__ import annotations
 
 import functools
 import math
-import os
 import threading
 
 import numpy as np
 
-
-@functools.cache  # numba-cuda reads the variable once too, when numba.cuda is imported
-def simulator() -> bool:
-    """True when numba-cuda's CUDA simulator is enabled (NUMBA_ENABLE_CUDASIM)."""
-    return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
+from mathdx_operands import (
+    Stream,
+    caller_kind,
+    current_context,
+    device_empty,
+    ensure_context,
+    numpy_dtype_of_torch,
+    simulator,
+)
 
 
 def canonical(arr: np.ndarray) -> np.ndarray:
@@ -29,9 +33,9 @@ def canonical(arr: np.ndarray) -> np.ndarray:
 class DevArray:
     """A C-contiguous device array as a kernel launch needs it: data pointer, shape, dtype (and
     ``owner``, the object that keeps the memory alive). Made from ``__cuda_array_interface__``
-    without numba's DeviceNDArray (whose construction, context checks and ``typeof`` cost tens of
-    microseconds per array and call on the H200 machine); numba-cuda still accepts it as a kernel
-    argument through the same interface."""
+    without numba's DeviceNDArray (no construction, context checks or ``typeof`` per array and
+    call); it carries its numba type, and numba-cuda still accepts it as a kernel argument
+    through the same interface."""
 
     __slots__ = ("ptr", "shape", "dtype", "owner", "size")
 
@@ -103,132 +107,39 @@ def _from_numba(d) -> DevArray:
     return DevArray(d.device_ctypes_pointer.value or 0, d.shape, d.dtype, d)
 
 
-def on_device(obj) -> bool:
-    """Whether ``obj`` is a GPU array (``__cuda_array_interface__``, or the simulator's device
-    arrays): its data is used on the device and never copied to the host."""
-    return not isinstance(obj, np.ndarray) and (
-        hasattr(obj, "__cuda_array_interface__")
-        or (simulator() and type(obj).__name__ == "FakeCUDAArray")
-    )
-
-
 class Operand:
-    """One input array on the device plus what is needed to hand results back."""
+    """One input array of a fused kernel, checked and on the device, plus what is needed to
+    hand results back (``package``: the caller's kind, see :func:`mathdx_operands.caller_kind`).
+
+    ``dev`` is a :class:`DevArray` (GPU arrays: in place, no synchronisation with the producer's
+    stream, the kernel runs on the caller's; NumPy arrays: copied), the simulator's array or a
+    C-contiguous NumPy array under the simulator."""
 
     def __init__(self, name, obj, dtypes, ndim, stream):
         self.name = name
-        self.obj = obj
-        if isinstance(obj, np.ndarray):
-            arr = obj
-            self.kind = "numpy"
-        elif simulator() and type(obj).__name__ == "FakeCUDAArray":  # the simulator's device arrays
-            arr = obj
-            self.kind = "numba"
-        elif hasattr(obj, "__cuda_array_interface__"):
-            arr = obj
-            mod = type(obj).__module__.split(".")[0]
-            self.kind = mod if mod in ("cupy", "torch") else "numba"
+        self.obj = arr = obj
+        self.package = caller_kind(obj, name)
+        if self.package == "torch":
+            dtype = numpy_dtype_of_torch(arr.dtype)
+            dtype = np.dtype(np.void) if dtype is None else dtype
         else:
-            raise TypeError(
-                f"{name} must be a NumPy array or a GPU array exposing __cuda_array_interface__ "
-                f"(CuPy, PyTorch CUDA tensor, Numba device array); got {type(obj).__name__}"
-            )
-        shape, dtype = tuple(arr.shape), np.dtype(arr.dtype if self.kind != "torch" else _torch_dtype(arr))
+            dtype = np.dtype(arr.dtype)
+        shape = tuple(arr.shape)
         if dtype not in dtypes:
             raise TypeError(f"{name} must have dtype {' or '.join(d.name for d in dtypes)}, got {dtype.name}")
         if len(shape) not in ndim:
             raise ValueError(f"{name} must have {' or '.join(map(str, ndim))} dimension(s), got shape {shape}")
         self.shape, self.dtype = shape, dtype
         if simulator():
-            if self.kind != "numpy" and not arr.is_c_contiguous():  # as on the GPU
+            if self.package != "numpy" and not arr.is_c_contiguous():  # as on the GPU
                 raise ValueError(f"{name} must be C-contiguous (got strides {arr.strides})")
-            self.dev = np.ascontiguousarray(arr) if self.kind == "numpy" else arr
-        elif self.kind == "numpy":
+            self.dev = np.ascontiguousarray(arr) if self.package == "numpy" else arr
+        elif self.package == "numpy":
             from numba import cuda
 
             self.dev = _from_numba(cuda.to_device(canonical(arr), stream=stream.numba if stream else 0))
         else:
-            # no synchronisation with the producer's stream: the kernel runs on the caller's (by
-            # default the producer's) stream
             self.dev = DevArray.of(arr, name)
-
-
-def _torch_dtype(t):
-    import torch
-
-    return {torch.float32: np.float32, torch.float64: np.float64, torch.complex64: np.complex64,
-            torch.complex128: np.complex128}.get(t.dtype, np.void)
-
-
-class Stream:
-    """The stream a call runs on: its ``cudaStream_t`` (``handle``, 0 for the legacy default
-    stream) and, made on first use only (copies, numba's launch path), numba's stream object."""
-
-    __slots__ = ("handle", "_numba")
-
-    def __init__(self, handle: int = 0, numba_stream=None):
-        self.handle, self._numba = int(handle), numba_stream
-
-    @property
-    def numba(self):
-        if self._numba is None:
-            if simulator():
-                return 0
-            from numba import cuda
-
-            self._numba = cuda.external_stream(self.handle) if self.handle else cuda.default_stream()
-        return self._numba
-
-    def synchronize(self) -> None:
-        if not simulator():
-            self.numba.synchronize()
-
-
-def resolve_stream(stream, like: Operand) -> Stream:
-    """The :class:`Stream` for ``stream`` (None: the current stream of ``like``'s package)."""
-    if simulator():
-        if not (stream is None or hasattr(stream, "__cuda_stream__")
-                or (isinstance(stream, int) and not isinstance(stream, bool))
-                or type(stream).__module__.startswith(("numba", "cupy", "torch"))):
-            raise TypeError("stream must be None, a Numba/CuPy/PyTorch stream, an object with __cuda_stream__, "
-                            f"or a raw cudaStream_t handle (int); got {type(stream).__name__}")
-        return Stream()
-    if stream is None:
-        if like.kind == "cupy":
-            import cupy
-
-            return Stream(cupy.cuda.get_current_stream().ptr)
-        if like.kind == "torch":
-            import torch
-
-            return Stream(torch.cuda.current_stream().cuda_stream)
-        from numba import cuda
-
-        default = cuda.default_stream()
-        return Stream(raw_handle(default), default)
-    if hasattr(stream, "__cuda_stream__"):
-        _, handle = stream.__cuda_stream__()
-        return Stream(int(handle))
-    if type(stream).__module__.startswith("numba"):
-        return Stream(raw_handle(stream), stream)
-    for attr in ("ptr", "cuda_stream"):  # CuPy, PyTorch
-        if hasattr(stream, attr):
-            return Stream(int(getattr(stream, attr)))
-    if isinstance(stream, int) and not isinstance(stream, bool):
-        return Stream(stream)
-    raise TypeError(
-        "stream must be None, a Numba/CuPy/PyTorch stream, an object with __cuda_stream__, or a raw "
-        f"cudaStream_t handle (int); got {type(stream).__name__}"
-    )
-
-
-def raw_handle(stream) -> int:
-    """The cudaStream_t of a numba stream, as an int (0: the legacy default stream)."""
-    h = getattr(stream, "handle", 0)
-    try:
-        return int(h)
-    except TypeError:
-        return int(getattr(h, "value", 0) or 0)
 
 
 class Output:
@@ -240,36 +151,18 @@ class Output:
         if simulator():
             self.obj = np.full(shape, np.nan, dtype=dtype) if np.dtype(dtype).kind in "fc" else np.zeros(shape, dtype)
             self.dev = self.obj
-        elif like.kind == "cupy":
-            import cupy
-
-            if cupy.cuda.get_current_stream().ptr == stream.handle:
-                self.obj = cupy.empty(shape, dtype=dtype)
-            else:
-                with cupy.cuda.ExternalStream(stream.handle):
-                    self.obj = cupy.empty(shape, dtype=dtype)
-            self.dev = DevArray(self.obj.data.ptr, shape, dtype, self.obj)
-        elif like.kind == "torch":
-            import torch
-
-            tdt = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
-                   np.dtype(np.complex64): torch.complex64, np.dtype(np.complex128): torch.complex128,
-                   np.dtype(np.int32): torch.int32}[np.dtype(dtype)]
-            if torch.cuda.current_stream().cuda_stream == stream.handle:
-                self.obj = torch.empty(shape, dtype=tdt, device="cuda")
-            else:
-                with torch.cuda.stream(torch.cuda.ExternalStream(stream.handle)):
-                    self.obj = torch.empty(shape, dtype=tdt, device="cuda")
-            self.dev = DevArray(self.obj.data_ptr(), shape, dtype, self.obj)
+            return
+        self.obj = obj = device_empty(like.package, shape, dtype, stream)
+        if like.package == "cupy":
+            self.dev = DevArray(obj.data.ptr, shape, dtype, obj)
+        elif like.package == "torch":
+            self.dev = DevArray(obj.data_ptr(), shape, dtype, obj)
         else:
-            from numba import cuda
-
-            self.obj = cuda.device_array(shape, dtype=dtype, stream=stream.numba)
-            self.dev = _from_numba(self.obj)
+            self.dev = _from_numba(obj)
 
     def result(self, stream: Stream, shape=None):
         """The caller's kind of array (NumPy: copied back, blocking), optionally reshaped."""
-        if self.like.kind == "numpy":
+        if self.like.package == "numpy":
             if simulator():
                 out = np.asarray(self.obj)
             else:
@@ -278,26 +171,6 @@ class Output:
         else:
             out = self.obj
         return out.reshape(shape) if shape is not None else out
-
-
-def current_context() -> int:
-    """This thread's current CUDA context as an int (0: none, or the simulator)."""
-    if simulator():
-        return 0
-    from cuda.bindings import driver
-
-    err, ctx = driver.cuCtxGetCurrent()
-    return int(ctx) if err == driver.CUresult.CUDA_SUCCESS else 0
-
-
-def _make_context() -> int:
-    """numba's context made current in this thread (which had none), as an int; 0 simulated."""
-    if simulator():
-        return 0
-    from numba import cuda
-
-    cuda.current_context()
-    return current_context()
 
 
 class _Driver:
@@ -394,7 +267,7 @@ def to_device_const(arr, stream: Stream, make=None):
     A miss copies from pageable host memory, which CUDA starts only after the work already
     queued on ``stream`` (the host waits for it, on a miss only); a hit makes no copy."""
     arr = np.ascontiguousarray(arr)
-    key = (arr.tobytes(), arr.dtype.str, arr.shape, make, current_context() or _make_context())
+    key = (arr.tobytes(), arr.dtype.str, arr.shape, make, current_context() or ensure_context())
     h = stream.handle
     with _consts_lock:
         c = _consts.pop(key, None)

@@ -15,9 +15,10 @@ import functools
 import numpy as np
 from numba import cuda
 
+from mathdx_operands import simulator
 from nvmath_device import FFT, load_complex, store_complex
 
-from ._arrays import Output, simulator
+from ._arrays import Output
 from ._launch import launch
 
 

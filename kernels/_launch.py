@@ -5,14 +5,14 @@ On the GPU, the kernel compiled (by numba-cuda) for the arguments' types is laun
 ``cuLaunchKernel`` and its parameters are packed here, in numba-cuda's kernel ABI (what
 ``numba.cuda.dispatcher._Kernel._prepare_args`` builds: an array is meminfo, parent, size,
 itemsize, data pointer, shape..., strides...; a complex scalar its real and imaginary parts).
-That skips numba-cuda's per-call dispatch (``typeof`` of every argument, ~10 us each on the CI
-machine) and its launch wrappers: with the DevArray arguments of ``kernels._arrays``, 66-104 us
-of host time per ``kernels`` call on the H200 machine against 266-459 us through numba-cuda
-(``benchmarks/call_overhead.py``, same run), same results bit for bit (a GPU test). A
+That skips numba-cuda's per-call dispatch (``typeof`` of every argument) and its launch
+wrappers; the arguments are the DevArrays of ``kernels._arrays`` (which carry their numba type)
+and scalars. Results are the same as numba-cuda's launch, bit for bit (a GPU test); a
 ``tests/cpu`` test checks the packing against numba-cuda's own ``_prepare_args``.
 
 ``NUMBA_MATHDX_FAST_LAUNCH=0`` (read at import) launches through numba-cuda instead
-(``kernel[grid, block, stream, smem](*args)``), as the simulator always does.
+(``kernel[grid, block, stream, smem](*args)``), as the simulator always does, and so does a
+thread without a current CUDA context (numba-cuda makes one).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import threading
 import numpy as np
 from numba.core import types
 
-from ._arrays import Stream, simulator
+from mathdx_operands import Stream, current_context, simulator
 
 # struct format of one kernel parameter per numba scalar type (each parameter in its own
 # 8-byte slot: the pointer array points at slot i for parameter i)
@@ -133,7 +133,7 @@ def _argtype(a):
 
 def launch(kernel, grid, block, stream: Stream, smem: int, *args) -> None:
     """The fast launch (see the module), else ``kernel[grid, block, stream, smem](*args)``."""
-    ctx = _current_context() if FAST else 0
+    ctx = current_context() if FAST else 0
     if not ctx:  # numba's launch (it also makes the context when this thread has none)
         kernel[grid, block, stream.numba, smem](*args)
         return
@@ -143,14 +143,6 @@ def launch(kernel, grid, block, stream: Stream, smem: int, *args) -> None:
     if launcher is None:
         launcher = _LAUNCHERS[key] = _Launcher(kernel, argtypes)
     launcher(grid, block, stream.handle, int(smem), args)
-
-
-def _current_context() -> int:
-    """This thread's current CUDA context as an int (0: none)."""
-    from cuda.bindings import driver
-
-    err, ctx = driver.cuCtxGetCurrent()
-    return int(ctx) if err == driver.CUresult.CUDA_SUCCESS else 0
 
 
 _RESIDENT: dict = {}
@@ -164,7 +156,7 @@ def resident_blocks(kernel, block, smem: int, *args) -> int | None:
         return None
     argtypes = tuple(_argtype(a) for a in args)
     block = (block, 1, 1) if isinstance(block, int) else tuple(block) + (1,) * (3 - len(block))
-    key = (kernel, argtypes, block, int(smem), _current_context())
+    key = (kernel, argtypes, block, int(smem), current_context())
     n = _RESIDENT.get(key)
     if n is None:
         n = _RESIDENT[key] = kernel.compile(argtypes).max_cooperative_grid_blocks(block, int(smem))

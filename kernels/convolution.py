@@ -7,7 +7,9 @@ import functools
 
 import numpy as np
 
-from ._arrays import Operand, Output, on_device, resolve_stream, to_device_const
+from mathdx_operands import on_device, resolve_stream
+
+from ._arrays import Operand, Output, to_device_const
 from ._fused import (
     aligned,
     can_fold,

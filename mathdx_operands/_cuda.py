@@ -22,33 +22,42 @@ def simulator() -> bool:
     return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
 
 
-_driver_module = None
+_driver_module = None  # cuda.bindings.driver once loaded (never under the simulator)
+_SUCCESS = None  # its CUresult.CUDA_SUCCESS
 
 
 def _driver():
-    """``cuda.bindings.driver``, imported on first use and kept (no import statement per call)."""
-    global _driver_module
-    if _driver_module is None:
-        from cuda.bindings import driver
+    """``cuda.bindings.driver``, imported on first use; kept (no import per call) unless
+    simulated, so that :func:`current_context` finds it only on a GPU."""
+    global _driver_module, _SUCCESS
+    if _driver_module is not None:
+        return _driver_module
+    from cuda.bindings import driver
 
+    if not simulator():
+        _SUCCESS = driver.CUresult.CUDA_SUCCESS
         _driver_module = driver
-    return _driver_module
+    return driver
 
 
 def current_context() -> int:
     """This thread's current CUDA context.
 
+    Cheap enough to be asked at every kernel launch: one driver call once the driver is loaded.
+
     Returns
     -------
     int
-        The ``CUcontext`` as an int; 0 when the thread has none, the driver cannot be asked,
+        The ``CUcontext`` as an int; 0 when the thread has none, the driver reports an error,
         or under the simulator. Never creates a context.
     """
-    if simulator():
-        return 0
-    drv = _driver_module or _driver()
+    drv = _driver_module
+    if drv is None:
+        if simulator():
+            return 0
+        drv = _driver()
     err, ctx = drv.cuCtxGetCurrent()
-    return int(ctx) if err == drv.CUresult.CUDA_SUCCESS else 0
+    return int(ctx) if err == _SUCCESS else 0
 
 
 def ensure_context() -> int:

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from kernels import _arrays
-from kernels._arrays import Stream, to_device_const
+from kernels._arrays import to_device_const
+from mathdx_operands import Stream
 
 
 class FakeDriver:
