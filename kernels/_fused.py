@@ -34,10 +34,10 @@ def _pair_descriptors(n, precision, real, ept, fpb, sm=None, folded=False):
 
 
 def prefetch(shapes) -> None:
-    """Compute the traits of the FFT pairs for ``(n, precision, real)`` shapes in one NVRTC run."""
-    from nvmath_device._build.fft_codegen import prefetch_traits
+    """Build the FFT pairs of ``(n, precision, real)`` shapes now (``nvmath_device.prepare``)."""
+    from nvmath_device import prepare
 
-    prefetch_traits([d for n, p, r in shapes for d in _pair_descriptors(n, p, r, "suggested", "suggested")])
+    prepare(*[d for n, p, r in shapes for d in _pair_descriptors(n, p, r, "suggested", "suggested")])
 
 
 def can_fold(n: int) -> bool:

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from . import _dispatch
 from ._build import fftdb
 from ._descriptor import Frozen, show
 from ._descriptor import choice as _choice
@@ -384,15 +385,10 @@ class FFT(Frozen):
             ``fft.precision_type``), with at least ``fft.shared_memory_size`` bytes of dynamic
             shared memory given at launch. Every thread of ``fft.block_dim`` must call ``execute``.
         """
-        from ._sim import running_in_simulator
-
-        if running_in_simulator():
-            from ._sim.fft import sim_execute
-
-            return sim_execute(self, *args)
-        raise RuntimeError(
-            "FFT.execute can only be called inside a @cuda.jit kernel (or under NUMBA_ENABLE_CUDASIM=1)"
-        )
+        run = _dispatch.implementation(
+            "FFT.execute",
+            "FFT.execute can only be called inside a @cuda.jit kernel (or under NUMBA_ENABLE_CUDASIM=1)")
+        return run(self, *args)
 
     del _trait
 
@@ -400,7 +396,8 @@ class FFT(Frozen):
 def _fft_traits(fft) -> dict:
     from ._build.fft_codegen import fft_traits
 
-    return fft_traits(fft)
+    # under the simulator no device code is linked: the cheaper traits-only unit will do
+    return fft_traits(fft, from_unit=_dispatch.links_device_code())
 
 
 def _rebuild_fft(key):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _dispatch
 from ._descriptor import Frozen, show
 from ._descriptor import choice as _choice
 from ._descriptor import parse_sm as _parse_sm
@@ -41,7 +42,7 @@ def _parse_one_precision(p, argname) -> str:
     name = None
     if isinstance(p, str) and p in _PRECISIONS:
         name = p
-    elif type(p).__module__.split(".")[0] == "numba":  # a numba scalar type (no numba import here)
+    elif type(p).__module__.split(".")[0] == "numba":  # a numba scalar type, told by name
         name = _NUMBA_NAMES.get(str(p))
     else:
         try:
@@ -491,13 +492,9 @@ class Matmul(Frozen):
             ``a_value_type``/``b_value_type``/``c_value_type`` holding ``a_size``/``b_size``/
             ``c_size`` elements, ``acc`` a local array of ``accumulator_size`` ``c_value_type``.
         """
-        from ._sim import running_in_simulator
-
-        if running_in_simulator():
-            from ._sim.gemm import sim_execute
-
-            return sim_execute(self, *args)
-        raise RuntimeError("Matmul.execute can only be called inside a @cuda.jit kernel")
+        run = _dispatch.implementation(
+            "Matmul.execute", "Matmul.execute can only be called inside a @cuda.jit kernel")
+        return run(self, *args)
 
     def fragment_coordinates(self, *args):
         """Fill this thread's accumulator coordinates. Callable only inside ``@cuda.jit`` kernels.
@@ -512,22 +509,15 @@ class Matmul(Frozen):
         *args
             ``(rows, cols)``: int32 local arrays of ``accumulator_size`` elements, filled in place.
         """
-        from ._sim import running_in_simulator
-
-        if running_in_simulator():
-            from ._sim.gemm import sim_fragment_coordinates
-
-            return sim_fragment_coordinates(self, *args)
-        raise RuntimeError("Matmul.fragment_coordinates can only be called inside a @cuda.jit kernel")
+        run = _dispatch.implementation(
+            "Matmul.fragment_coordinates",
+            "Matmul.fragment_coordinates can only be called inside a @cuda.jit kernel")
+        return run(self, *args)
 
     def _copy(self, name, args):
-        from ._sim import running_in_simulator
-
-        if running_in_simulator():
-            from ._sim.gemm import sim_copy
-
-            return sim_copy(self, name, *args)
-        raise RuntimeError(f"Matmul.{name} can only be called inside a @cuda.jit kernel")
+        run = _dispatch.implementation(
+            "Matmul.copy", f"Matmul.{name} can only be called inside a @cuda.jit kernel")
+        return run(self, name, *args)
 
     def load_a(self, *args):
         """``MM.load_a(gA, sA)``: copy the 2-D global A (m x k) into the shared tile (``a_size``

@@ -222,21 +222,25 @@ def prefetch_traits(ffts) -> None:
             _store_traits(fft, arrays[name])
 
 
-def fft_traits(fft) -> dict:
+def fft_traits(fft, from_unit: bool = True) -> dict:
     """Traits of one descriptor: from the cache, else from compiling its unit (which also caches
-    the LTO-IR a kernel will need) and reading the constants back through nvJitLink."""
+    the LTO-IR a kernel will need) and reading the constants back through nvJitLink; with
+    ``from_unit=False`` (no device code will be linked) from the cheaper traits-only unit."""
     blob = cache.get(_traits_key(fft))
     if blob is not None:
         return json.loads(blob)
-    from .._sim import running_in_simulator
-
-    if running_in_simulator():  # no device code will be linked: the traits-only unit is cheaper
+    if not from_unit:
         prefetch_traits([fft])
         return json.loads(cache.get(_traits_key(fft)))
     ltoir = fft_ltoir(fft)
     name = _traits_block(fft, 0)[1]
     ptx = link_cubin([("ltoir", ltoir, "unit")], fft.sm, extra=["-ptx"])
     return _store_traits(fft, read_u32_arrays(ptx, {name})[name])
+
+
+def ltoir_key(fft) -> str:
+    """Disk-cache key of ``fft``'s LTO-IR."""
+    return _key("fft-ltoir", render_unit_source(fft), fft.sm)
 
 
 def fft_ltoir(fft) -> bytes:

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""NumPy implementations used under NUMBA_ENABLE_CUDASIM=1.
+"""The simulator: NumPy implementations of the descriptors' methods, with the devices' layouts.
 
-Besides the ``execute`` implementations (``_sim/fft.py``), this module makes two spellings that
+Imported (by ``nvmath_device/__init__.py``) only under NUMBA_ENABLE_CUDASIM=1; importing it
+registers the implementations of ``_sim/fft.py`` and ``_sim/gemm.py`` with the descriptors
+(:mod:`nvmath_device._dispatch`). Besides, this module makes two spellings that
 work in device code work in numba-cuda's simulator as well (applied when ``nvmath_device`` is
 imported with the simulator enabled; see :func:`install_simulator_compat`):
 
@@ -110,3 +112,25 @@ def install_simulator_compat() -> None:
 
 
 install_simulator_compat()
+
+
+def _register() -> None:
+    """Give the descriptors their host-side implementations: the NumPy ones of this package."""
+    from .. import _dispatch
+    from .fft import sim_execute as fft_execute
+    from .gemm import sim_copy, sim_execute, sim_fragment_coordinates
+
+    _dispatch.register({"FFT.execute": fft_execute, "Matmul.execute": sim_execute,
+                        "Matmul.fragment_coordinates": sim_fragment_coordinates,
+                        "Matmul.copy": sim_copy, "prepare": _prepare_gemms}, links_device_code=False)
+
+
+def _prepare_gemms(mms) -> None:
+    """``nvmath_device.prepare`` under the simulator: the GEMMs' register-fragment tables too."""
+    if mms:
+        from .._build.gemm_sim_tables import prefetch_fragment_tables
+
+        prefetch_fragment_tables(mms)
+
+
+_register()  # the simulator registers itself when imported
