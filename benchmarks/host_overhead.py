@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
-import importlib
 import itertools
 import os
 import shutil
@@ -46,9 +45,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import numpy as np  # noqa: E402
 
 from nvmath_host import _cublaslt as lt  # noqa: E402
-from nvmath_host import _operands  # noqa: E402
-
-mm_mod = importlib.import_module("nvmath_host.matmul")
+from nvmath_host import _function, _gpu, _operands  # noqa: E402
 
 # ------------------------------------------------------------------------------- fake torch
 
@@ -160,9 +157,9 @@ def install_fakes():
     _operands._PACKAGES["torch"] = pkg
     _operands._GPU = True
     null_handle = SimpleNamespace(ptr=ctypes.c_void_p(0))
-    mm_mod._handle = lambda device: null_handle
-    mm_mod._DEVICE_COUNT = 1
-    mm_mod._DeviceScope = lambda device: contextlib.nullcontext()
+    _gpu.handle = lambda device: null_handle
+    _gpu._DEVICE_COUNT = 1
+    _gpu.DeviceScope = lambda device: contextlib.nullcontext()
     lt.heuristic = lambda *args: [lt.HeuristicResult()]
     fn, note = _noop_matmul()
     lt.lib().raw_cublasLtMatmul = fn
@@ -191,7 +188,7 @@ def cases(m=128, n=128, k=128):
         mm = Matmul(a, b)
         mm.plan(epilog=ep, epilog_inputs={"bias": bias})
         out[f"Matmul.execute() {m}x{n}x{k} fp16 {name}"] = mm.execute
-    mm_mod.clear_plan_cache()
+    _function.clear_plan_cache()
     ep = {"epilog": MatmulEpilog.RELU_BIAS, "epilog_inputs": {"bias": bias}}
     matmul(a, b, **ep)  # plans and caches
 

@@ -7,17 +7,12 @@ synchronisation. Importing this package loads no CUDA library and imports neithe
 torch.
 """
 
+from ._cpu import CPUExecutionWarning
 from ._cublaslt import CublasLtError
+from ._function import matmul  # the package's `matmul` is this function, not the module
+from ._options import Algorithm, MatmulComputeType, MatmulOptions, MatmulPlanPreferences
 from .epilogs import MatmulEpilog
-from .matmul import (
-    Algorithm,
-    CPUExecutionWarning,
-    Matmul,
-    MatmulComputeType,
-    MatmulOptions,
-    MatmulPlanPreferences,
-    matmul,
-)
+from .matmul import Matmul
 
 __all__ = [
     "Matmul",

@@ -25,11 +25,14 @@ Conventions (all shapes as NumPy sees them; ``D`` is the result, shape ``(..., M
   and then asks cuBLASLt for BGRADB to get our BGRADA and vice versa.)
 * GELU is the tanh approximation cuBLASLt uses:
   ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``; DGELU multiplies by its derivative at
-  ``gelu_aux``; DRELU multiplies by the ``relu_aux`` mask. (Measured on an H200 with cuBLASLt
-  13.1: its float64 GELU/DGELU agree with this formula to ~3e-10 relative, not to 1e-12.)
-* Layout rules cuBLASLt imposes (measured, enforced with a ValueError before any CUDA call):
-  BGRADA needs a column-major ``a``; BGRADB a row-major ``b``. Complex operands take no
-  epilog.
+  ``gelu_aux``; DRELU multiplies by the ``relu_aux`` mask. cuBLASLt's float64 GELU/DGELU
+  follow this formula only approximately, not to float64 rounding.
+* Layout rules cuBLASLt imposes (enforced with a ValueError before any CUDA call): BGRADA
+  needs a column-major ``a``; BGRADB a row-major ``b``. Complex operands take no epilog.
+
+:data:`EPILOGS` says which inputs and outputs each epilog has, :data:`DATA` what each of
+them is (a vector or a matrix, its dtype and packing); nvmath_host validates, lays out and
+hands over each kind of them in one place.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ import numpy as np
 
 from ._cublaslt import Epilogue
 
-__all__ = ["MatmulEpilog", "EPILOGS", "EpilogSpec", "reference"]
+__all__ = ["MatmulEpilog", "EPILOGS", "EpilogSpec", "DATA", "EpilogData", "reference"]
 
 
 class MatmulEpilog(enum.IntEnum):
@@ -168,6 +171,57 @@ EPILOGS: dict[MatmulEpilog, EpilogSpec] = {
     MatmulEpilog.BGRADB: EpilogSpec(bgrad="b"),
 }
 
+
+@dataclass(frozen=True)
+class EpilogData:
+    """One epilog input or output: what kind of array it is and how it is stored.
+
+    Attributes
+    ----------
+    kind : {"vector", "matrix"}
+        ``"vector"``: one value per row or column of the result (``bias``, ``bgrad``);
+        ``"matrix"``: one value per element of the result (``relu_aux``, ``gelu_aux``).
+    dtype : str or None
+        Its dtype name; ``None``: the result's dtype.
+    bits : int
+        Elements of the result per stored element along the contiguous axis (8: a bit-mask).
+    align : int
+        A stored matrix's leading dimension and batch stride are multiples of this many
+        stored elements.
+    note : str
+        How error messages describe it.
+    """
+
+    kind: str
+    dtype: str | None = None
+    bits: int = 1
+    align: int = 1
+    note: str = ""
+
+    def stored(self, extent: int) -> int:
+        """Stored elements for ``extent`` elements of the result, padded to ``align``."""
+        stored = -(-extent // self.bits)
+        return -(-stored // self.align) * self.align
+
+    def matrix_shape(self, m: int, n: int, order: str) -> tuple[int, int]:
+        """Shape of one stored matrix for a ``(m, n)`` result of ``order``.
+
+        A bit-mask's shape includes its padding; a matrix of the result's dtype has the
+        result's shape (its padding is in the leading dimension).
+        """
+        if self.bits == 1:
+            return m, n
+        return (m, self.stored(n)) if order == "C" else (self.stored(m), n)
+
+
+#: What each input and output named in :data:`EPILOGS` is.
+DATA: dict[str, EpilogData] = {
+    "bias": EpilogData("vector"),
+    "bgrad": EpilogData("vector"),
+    "relu_aux": EpilogData("matrix", "uint8", bits=8, align=16, note="a bit-mask"),
+    "gelu_aux": EpilogData("matrix", align=8),
+}
+
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 
@@ -186,9 +240,7 @@ def dgelu(x: np.ndarray) -> np.ndarray:
 
 def relu_aux_shape(m: int, n: int, order: str) -> tuple[int, int]:
     """Shape of one matrix of the ReLU bit-mask for a ``(m, n)`` result of ``order``."""
-    if order == "C":
-        return m, -(-n // 128) * 16
-    return -(-m // 128) * 16, n
+    return DATA["relu_aux"].matrix_shape(m, n, order)
 
 
 def pack_relu_mask(mask: np.ndarray, order: str) -> np.ndarray:

@@ -5,21 +5,20 @@ cuBLASLt's FP8 type table: an FP8 result D takes a float16/bfloat16 C (and bias)
 FP8 C; amax is computed only for an FP8 D. cuBLASLt 13 also rejects a C pointer equal to D's
 when C's layout differs from D's, so without ``c`` nvmath_host points C at cuBLASLt's A
 operand (never read, beta = 0). These tests check the planned layouts and the argument list
-of ``cublasLtMatmul`` with the CUDA calls stubbed out, the validation errors that need an
-epilog (raised in ``_Problem``), and the NumPy CPU path (``ml_dtypes`` FP8 arrays).
+of ``cublasLtMatmul`` (``_execute.LaunchArgs``, launched through a recording stand-in), the
+validation errors that need an epilog (raised by ``_problem.Problem``), and the NumPy CPU path
+(``ml_dtypes`` FP8 arrays).
 """
-
-import importlib
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from nvmath_host import Algorithm, Matmul, MatmulEpilog, MatmulOptions, _operands
 from nvmath_host._cublaslt import MatmulDescAttribute
+from nvmath_host._execute import LaunchArgs
+from nvmath_host._problem import Problem
 from tests.cpu.test_host_validation import FakeTorch  # a CUDA torch.Tensor look-alike
 
-mm_mod = importlib.import_module("nvmath_host.matmul")
 pytestmark = pytest.mark.filterwarnings("ignore::nvmath_host.CPUExecutionWarning")
 E = MatmulEpilog
 M, K, N = 32, 64, 48
@@ -43,7 +42,7 @@ def fp8_b(dtype="float8_e4m3fn"):  # column-major (K, N), as FP8 needs
 
 def problem(a=None, b=None, c=None, epilog=None, inputs=None, scales=("a", "b", "d"), **opts):
     w = _operands.wrap
-    return mm_mod._Problem(
+    return Problem(
         w(a if a is not None else fp8_a(), "a"),
         w(b if b is not None else fp8_b(), "b"),
         w(c, "c") if c is not None else None,
@@ -182,80 +181,74 @@ def test_d_scale_needs_an_fp8_result():
 # ----------------------------------------------------------------------------- cublasLtMatmul args
 
 
-class _FakeDesc:
-    ptr = 0x1000
-
-    def __init__(self):
-        self.pointers = {}
-
-    def set_pointer(self, attr, ptr):
-        self.pointers[int(attr)] = ptr
-
-
-def _stub_matmul(monkeypatch, p):
-    """A Matmul over problem ``p`` with every CUDA call stubbed: only its argument logic runs."""
-    calls = []
-    monkeypatch.setattr(mm_mod, "_handle", lambda device: SimpleNamespace(ptr=0x2000))
-    monkeypatch.setattr(mm_mod, "_device_count", lambda: 1)
-    monkeypatch.setattr(
-        mm_mod.lt, "lib", lambda: SimpleNamespace(raw_cublasLtMatmul=lambda *a: calls.append(a))
+def _launch_args(p):
+    """cublasLtMatmul's arguments of problem ``p`` pointed at its operands (fake handles)."""
+    args = LaunchArgs(
+        0x2000,
+        0x1000,
+        0x5000,
+        0x5008,
+        [0x3000 + i for i in range(4)],
+        Algorithm(bytes(64), 0),
+        0,
+        0,
     )
-    mm = object.__new__(Matmul)
-    mm._free_list, mm._workspace = [], None
-    mm._problem = p
-    mm._ops = {"a": p.a, "b": p.b, "c": p.c}
-    mm._layouts = [SimpleNamespace(ptr=0x3000 + i) for i in range(4)]
-    mm.algorithms = [Algorithm(bytes(64), 0)]
-    mm._algo_index = 0
-    mm._desc = _FakeDesc()
-    mm._alpha_buf = np.ones(1, np.float32)
-    mm._beta_buf = np.zeros(1, np.float32)
-    mm._ws_ptr, mm._ws_size, mm.device = 0, 0, 0
-    mm._pkg = SimpleNamespace(ptr=lambda arr: arr.ptr)
-    mm._build_args()
-    return mm, calls
+    args.point_at(p, {"a": p.a, "b": p.b, "c": p.c})
+    return args
+
+
+def _launch(args, d, stream):
+    """Launch ``args`` into ``d`` through a recording cublasLtMatmul; its positional args."""
+    calls = []
+    args.launch(lambda *a: calls.append(a) or 0, d, stream)
+    (call,) = calls
+    assert call == args.values()  # the named fields, in cublasLtMatmul's order
+    return call
 
 
 D_PTR, AMAX_PTR = 0x7F0000400000, 0x7F0000500000
 
 
-def test_fp8_result_never_passes_d_as_c(monkeypatch):
+def test_fp8_result_never_passes_d_as_c():
     p = problem(result_type="float8_e4m3fn", result_amax=True)
-    mm, calls = _stub_matmul(monkeypatch, p)
     assert p.swap  # C-ordered result: cuBLASLt's A is our b
-    mm._launch(SimpleNamespace(ptr=D_PTR), {"result_amax": SimpleNamespace(ptr=AMAX_PTR)}, 7)
-    (args,) = calls
-    assert args[10] == D_PTR  # D
-    assert args[8] == B_PTR == args[3]  # C: cuBLASLt's A operand, not D
-    assert args[8] != args[10]
-    assert args[15] == 7
-    assert mm._desc.pointers[int(MatmulDescAttribute.AMAX_D_POINTER)] == AMAX_PTR
+    args = _launch_args(p)
+    call = _launch(args, D_PTR, 7)
+    assert call[10] == args.d == D_PTR  # D
+    assert args.c == B_PTR == args.a  # C: cuBLASLt's A operand, not D
+    assert call[8] == args.c and args.c != args.d
+    assert call[15] == args.stream == 7
+    # the amax output's pointer goes to AMAX_D_POINTER at each launch
+    (amax,) = p.outputs
+    assert amax.name == "result_amax" and amax.attr == int(MatmulDescAttribute.AMAX_D_POINTER)
 
 
-def test_fp8_result_f_ordered_points_c_at_our_a(monkeypatch):
+def test_fp8_result_f_ordered_points_c_at_our_a():
     bias = FakeTorch((M, 1), "bfloat16", ptr=BIAS_PTR)  # (M, 1) bias: F-ordered result
     p = problem(epilog=E.BIAS, inputs={"bias": bias}, result_type="float8_e4m3fn")
     assert p.order == "F" and not p.swap  # cuBLASLt's A is our a
     assert p.layout_c.dtype.name == "bfloat16"
-    mm, calls = _stub_matmul(monkeypatch, p)
-    mm._launch(SimpleNamespace(ptr=D_PTR), {}, 0)
-    assert calls[0][8] == calls[0][3] == A_PTR
-    assert calls[0][10] == D_PTR
+    args = _launch_args(p)
+    _launch(args, D_PTR, 0)
+    assert args.c == args.a == A_PTR and args.b == B_PTR
+    assert args.d == D_PTR
 
 
-def test_16_bit_result_passes_d_as_c(monkeypatch):
+def test_16_bit_result_passes_d_as_c():
     p = problem(result_type="bfloat16", scales=("a", "b"))
-    mm, calls = _stub_matmul(monkeypatch, p)
-    mm._launch(SimpleNamespace(ptr=D_PTR), {}, 0)
-    assert calls[0][8] == calls[0][10] == D_PTR
+    args = _launch_args(p)
+    _launch(args, D_PTR, 0)
+    assert args.c == args.d == D_PTR
+    _launch(args, D_PTR + 256, 0)  # C follows D at each launch
+    assert args.c == args.d == D_PTR + 256
 
 
-def test_fp8_result_with_c_passes_c(monkeypatch):
+def test_fp8_result_with_c_passes_c():
     c = FakeTorch((M, N), "bfloat16", ptr=C_PTR)
     p = problem(c=c, result_type="float8_e4m3fn")
-    mm, calls = _stub_matmul(monkeypatch, p)
-    mm._launch(SimpleNamespace(ptr=D_PTR), {}, 0)
-    assert calls[0][8] == C_PTR and calls[0][10] == D_PTR
+    args = _launch_args(p)
+    _launch(args, D_PTR, 0)
+    assert args.c == C_PTR and args.d == D_PTR
 
 
 # ----------------------------------------------------------------------------- CPU path

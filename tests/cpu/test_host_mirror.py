@@ -10,17 +10,15 @@ so that ``Matmul``'s mirrors and ``reset_operands`` can be checked without a GPU
 """
 
 import contextlib
-import importlib
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from numpy.lib.stride_tricks import as_strided
 
-from nvmath_host import Matmul, MatmulEpilog, _operands
+from nvmath_host import Algorithm, Matmul, MatmulEpilog, _execute, _gpu, _operands, _plan
 from nvmath_host._operands import memory_order_bytes
 
-mm_mod = importlib.import_module("nvmath_host.matmul")
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
 
@@ -204,24 +202,55 @@ def _fake_asarray(host):
 FAKE_CUPY = SimpleNamespace(
     asarray=_fake_asarray,
     ndarray=_FakeCupyArray,
-    cuda=SimpleNamespace(Device=lambda device: contextlib.nullcontext()),
+    cuda=SimpleNamespace(
+        Device=lambda device: contextlib.nullcontext(),
+        get_current_stream=lambda: SimpleNamespace(ptr=0),
+    ),
 )
+
+
+class _PlanStandIn:
+    """Stands in for ``_plan.GpuPlan``: no cuBLASLt, no device; records what it was given."""
+
+    last = None
+
+    def __init__(self, p, ops, *args):
+        self.problem, self.ops = p, ops
+        self.handle = self.desc = SimpleNamespace(ptr=0)
+        self.layouts = [SimpleNamespace(ptr=0)] * 4
+        self.algorithms = [Algorithm(bytes(64), 0)]
+        self.workspace, self.workspace_ptr, self.workspace_size = None, 0, 0
+        self.align = {}
+        _PlanStandIn.last = self
+
+    def destroy(self):
+        pass
 
 
 @pytest.fixture
 def fake_gpu(monkeypatch):
-    """A "GPU" whose CuPy is :data:`FAKE_CUPY`; plan() skips cuBLASLt (mirrors are real)."""
+    """A "GPU" whose CuPy is :data:`FAKE_CUPY`; plan() makes no cuBLASLt objects (the plan and
+    its launches are stand-ins; the mirrors are real)."""
     pkg = object.__new__(_operands._CuPy)
     pkg.cp, pkg._ext = FAKE_CUPY, {}
     monkeypatch.setattr(_operands, "_GPU", True)
     monkeypatch.setitem(_operands._PACKAGES, "cupy", pkg)
-    monkeypatch.setattr(mm_mod, "_DeviceScope", lambda device: contextlib.nullcontext())
-    monkeypatch.setattr(mm_mod.Matmul, "_plan_gpu", lambda self, *args: None)
-    monkeypatch.setattr(mm_mod.Matmul, "_build_args", lambda self: None)
+    monkeypatch.setattr(_gpu, "DeviceScope", lambda device: contextlib.nullcontext())
+    monkeypatch.setattr(_plan, "GpuPlan", _PlanStandIn)
+    monkeypatch.setattr(
+        _execute, "Executor", lambda args, desc, pkg, p, device: SimpleNamespace(args=args)
+    )
+
+
+def _planned_ops():
+    """The device operands the last plan got."""
+    return _PlanStandIn.last.ops
 
 
 def _mirror_of(mm, name):
-    op = mm._ops[name] if name in ("a", "b", "c") else mm._problem.inputs[name]
+    """The device operand that the plan got for ``name``, and its data."""
+    plan = _PlanStandIn.last
+    op = plan.ops[name] if name in ("a", "b", "c") else plan.problem.inputs[name]
     return op, op.obj.host()
 
 
@@ -238,9 +267,9 @@ def test_matmul_mirrors_keep_the_memory_order(fake_gpu):
             assert op.strides == memory_order_bytes(arr)[1]
             assert op.ptr == op.obj.data.ptr
             np.testing.assert_array_equal(held, arr)
-        assert mm._ops["b"].strides == (15, 1, 3)  # column-major, as the user's b
-        assert mm._ops["c"].strides == (20, 1, 4)
-        assert mm._problem.mem == {"a": "row", "b": "col"}
+        assert _planned_ops()["b"].strides == (15, 1, 3)  # column-major, as the user's b
+        assert _planned_ops()["c"].strides == (20, 1, 4)
+        assert _PlanStandIn.last.problem.mem == {"a": "row", "b": "col"}
         # reset_operands writes new data of the same layout into the same device buffers
         ptrs = {k: _mirror_of(mm, k)[0].ptr for k in ("a", "b", "c", "bias")}
         a2 = -_numbered((2, 4, 3), np.float32)
@@ -266,11 +295,12 @@ def test_a_strided_operand_is_mirrored_dense_and_reset(fake_gpu):
     a = _numbered((4, 6), np.float64)[:, :3]  # (4, 3) row-major, leading dimension 6
     b = np.asfortranarray(_numbered((6, 5), np.float64))[:3]  # (3, 5) column-major, ld 6
     with Matmul(a, b, options={"device_id": 0}) as mm:
-        assert mm._ops["a"].strides == (3, 1) and mm._ops["b"].strides == (1, 3)
-        np.testing.assert_array_equal(mm._ops["b"].obj.host(), b)
+        mm.plan()
+        assert _planned_ops()["a"].strides == (3, 1) and _planned_ops()["b"].strides == (1, 3)
+        np.testing.assert_array_equal(_planned_ops()["b"].obj.host(), b)
         b2 = np.asfortranarray(-_numbered((6, 5), np.float64))[:3]
         mm.reset_operands(b=b2)
-        np.testing.assert_array_equal(mm._ops["b"].obj.host(), b2)
+        np.testing.assert_array_equal(_planned_ops()["b"].obj.host(), b2)
 
 
 def test_numpy_fp8_column_major_b_stays_column_major(fake_gpu):
@@ -281,13 +311,13 @@ def test_numpy_fp8_column_major_b_stays_column_major(fake_gpu):
     b = w.T  # (8, 6) column-major
     with Matmul(a, b, quantization_scales={"a": 1.0, "b": 1.0}, options={"device_id": 0}) as mm:
         mm.plan()  # validates the FP8 layouts of the device mirrors
-        assert mm._ops["b"].strides == (1, 8)
-        assert mm._problem.mem == {"a": "row", "b": "col"}
-        held = mm._ops["b"].obj.host()
+        assert _planned_ops()["b"].strides == (1, 8)
+        assert _PlanStandIn.last.problem.mem == {"a": "row", "b": "col"}
+        held = _planned_ops()["b"].obj.host()
         assert held.dtype == np.uint8
         np.testing.assert_array_equal(held, b.view(np.uint8))
         w2 = (-_numbered((6, 8)) / 16).astype(f8)
         mm.reset_operands(b=w2.T)
-        np.testing.assert_array_equal(mm._ops["b"].obj.host(), w2.T.view(np.uint8))
+        np.testing.assert_array_equal(_planned_ops()["b"].obj.host(), w2.T.view(np.uint8))
         with pytest.raises(ValueError, match=r"^b: numpy float8_e4m3fn shape \(8, 6\)"):
             mm.reset_operands(b=np.ascontiguousarray(w2.T))

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """matmul()'s plan cache: plans are checked out exclusively and never freed while in use.
 
-The cache itself (``_PlanCache``) is tested with stand-in plans; ``matmul()`` with a stand-in
+The cache itself (``_function.PlanCache``) is tested with stand-in plans; ``matmul()`` with a stand-in
 ``Matmul`` class (no GPU here) whose methods record whether two threads ever use one plan at
 once or a plan is freed while a thread uses it.
 """
@@ -14,9 +14,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from nvmath_host import _operands, matmul
+from nvmath_host import CPUExecutionWarning, _operands, matmul
 
-mm_mod = importlib.import_module("nvmath_host.matmul")
+fn_mod = importlib.import_module("nvmath_host._function")
 
 
 class Plan:
@@ -31,7 +31,7 @@ class Plan:
 
 
 def test_checkout_is_exclusive_and_checkin_returns():
-    cache = mm_mod._PlanCache(4)
+    cache = fn_mod.PlanCache(4)
     plan, ticket = cache.checkout("k")
     assert plan is None  # empty: the caller builds one
     p = Plan()
@@ -56,7 +56,7 @@ def test_checkout_is_exclusive_and_checkin_returns():
 
 
 def test_clear_defers_the_free_of_a_checked_out_plan():
-    cache = mm_mod._PlanCache(4)
+    cache = fn_mod.PlanCache(4)
     idle, busy = Plan("idle"), Plan("busy")
     _, t = cache.checkout("a")
     cache.checkin("a", idle, t)
@@ -84,7 +84,7 @@ def test_clear_defers_the_free_of_a_checked_out_plan():
 
 
 def test_eviction_frees_idle_plans_oldest_first_never_a_checked_out_one():
-    cache = mm_mod._PlanCache(2)
+    cache = fn_mod.PlanCache(2)
     plans = {k: Plan(k) for k in "abcd"}
     for k in "ab":
         cache.checkin(k, plans[k], cache.checkout(k)[1])
@@ -110,7 +110,7 @@ def test_free_errors_do_not_stop_the_other_frees():
             super().free()
             raise RuntimeError("boom")
 
-    cache = mm_mod._PlanCache(4)
+    cache = fn_mod.PlanCache(4)
     bad, good = Bad(), Plan()
     cache.checkin("a", bad, 0)
     cache.checkin("b", good, 0)
@@ -150,7 +150,7 @@ class Checked:
 
 def test_threads_never_share_a_plan_and_clear_never_frees_one_in_use():
     Checked.errors = []
-    cache = mm_mod._PlanCache(3)
+    cache = fn_mod.PlanCache(3)
     made = []
     made_lock = threading.Lock()
     stop = threading.Event()
@@ -238,8 +238,8 @@ def test_matmul_threads_each_get_their_own_plan(monkeypatch):
     shared by two calls at a time or freed during one, and each call computes on its own
     operands (FAILS on the cache that only locked the dict lookup)."""
     monkeypatch.setattr(_operands, "_GPU", True)
-    monkeypatch.setattr(mm_mod, "Matmul", FakeMatmul)
-    mm_mod.clear_plan_cache()
+    monkeypatch.setattr(fn_mod, "Matmul", FakeMatmul)
+    fn_mod.clear_plan_cache()
     Checked.errors = []
     stop = threading.Event()
     wrong = []
@@ -253,7 +253,7 @@ def test_matmul_threads_each_get_their_own_plan(monkeypatch):
 
     def clearer():
         while not stop.is_set():
-            mm_mod.clear_plan_cache()
+            fn_mod.clear_plan_cache()
             time.sleep(0.001)
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
@@ -265,7 +265,7 @@ def test_matmul_threads_each_get_their_own_plan(monkeypatch):
         t.join()
     stop.set()
     c.join()
-    mm_mod.clear_plan_cache()
+    fn_mod.clear_plan_cache()
     assert Checked.errors == []
     assert wrong == []
 
@@ -276,35 +276,35 @@ def test_a_failed_call_frees_its_plan_and_caches_nothing(monkeypatch):
             raise RuntimeError("launch failed")
 
     monkeypatch.setattr(_operands, "_GPU", True)
-    monkeypatch.setattr(mm_mod, "Matmul", Failing)
-    mm_mod.clear_plan_cache()
+    monkeypatch.setattr(fn_mod, "Matmul", Failing)
+    fn_mod.clear_plan_cache()
     made = []
     monkeypatch.setattr(Failing, "plan", lambda self, *a, **k: made.append(self) or [])
     with pytest.raises(RuntimeError, match="launch failed"):
         matmul(FakeCupy((8, 4), 0x7F0000000000), FakeCupy((4, 8), 0x7E0000000000), stream=7)
     assert len(made) == 1 and made[0].freed == 1
-    assert mm_mod.plan_cache_info()["size"] == 0
+    assert fn_mod.plan_cache_info()["size"] == 0
 
 
 def test_plans_are_keyed_by_stream(monkeypatch):
     """A plan is reused only on the stream it ran on (its workspace is used in that order)."""
     monkeypatch.setattr(_operands, "_GPU", True)
-    monkeypatch.setattr(mm_mod, "Matmul", FakeMatmul)
-    mm_mod.clear_plan_cache()
+    monkeypatch.setattr(fn_mod, "Matmul", FakeMatmul)
+    fn_mod.clear_plan_cache()
     a, b = FakeCupy((8, 4), 0x7F0000000000), FakeCupy((4, 8), 0x7E0000000000)
     for s in (7, 8, 7, 8):
         matmul(a, b, stream=s)
-    info = mm_mod.plan_cache_info()
+    info = fn_mod.plan_cache_info()
     assert info["size"] == 2
     assert sorted(k[-1] for k in info["keys"]) == [7, 8]
-    mm_mod.clear_plan_cache()
+    fn_mod.clear_plan_cache()
 
 
 def test_numpy_operands_still_use_no_cache(monkeypatch):
     monkeypatch.setattr(_operands, "_GPU", False)
-    mm_mod.clear_plan_cache()
+    fn_mod.clear_plan_cache()
     a = np.ones((4, 3), np.float32)
-    with pytest.warns(mm_mod.CPUExecutionWarning):
+    with pytest.warns(CPUExecutionWarning):
         d = matmul(a, a.T.copy())
     np.testing.assert_array_equal(d, np.full((4, 4), 3, np.float32))
-    assert mm_mod.plan_cache_info()["size"] == 0
+    assert fn_mod.plan_cache_info()["size"] == 0

@@ -6,7 +6,6 @@ GPU packages are stood in for by minimal fakes exposing only the protocol nvmath
 in validation, so nothing reaches CUDA (no GPU here).
 """
 
-import importlib
 import pickle
 from types import SimpleNamespace
 
@@ -23,10 +22,10 @@ from nvmath_host import (
     matmul,
 )
 from nvmath_host._cublaslt import Operation
+from nvmath_host._function import plan_key
+from nvmath_host._problem import Problem
+from nvmath_host._wrap import wrap_call
 
-mm_mod = importlib.import_module(
-    "nvmath_host.matmul"
-)  # the module (the package's `matmul` is the function)
 pytestmark = pytest.mark.filterwarnings("ignore::nvmath_host.CPUExecutionWarning")
 E = MatmulEpilog
 
@@ -473,16 +472,18 @@ def test_plan_preferences_validated():
 
 
 def _key(a, b, c=None, **kw):
-    return mm_mod._cache_key(
-        a,
-        b,
-        c,
+    oa, ob, oc, inputs = wrap_call(a, b, c, kw.get("epilog_inputs"))
+    return plan_key(
+        oa,
+        ob,
+        oc,
+        kw.get("epilog"),
+        inputs,
+        kw.get("options"),
         kw.get("alpha"),
         kw.get("beta"),
-        kw.get("epilog"),
-        kw.get("epilog_inputs"),
-        kw.get("options"),
-        kw.get("qs"),
+        kw.get("stream", 0),
+        kw.get("preferences"),
     )
 
 
@@ -503,6 +504,8 @@ def test_plan_cache_key_ignores_data_not_shape():
         _key(a, b, options={"compute_type": MatmulComputeType.COMPUTE_32F_FAST_TF32}),
         _key(a, b, alpha=2.0),  # given vs default alpha
         _key(a, b, np.zeros((256, 32), np.float32)),  # c
+        _key(a, b, stream=7),  # the stream a plan's workspace is ordered on
+        _key(a, b, preferences={"limit": 1}),
     ]
     assert len(set(variants)) == len(variants)
     # pointer alignment is part of the key (cuBLASLt picks kernels by it)
@@ -515,7 +518,7 @@ def test_plan_cache_key_ignores_data_not_shape():
 
 def _problem(a, b, c=None, epilog=None, inputs=None, **opts):
     w = _operands.wrap
-    return mm_mod._Problem(
+    return Problem(
         w(a, "a"),
         w(b, "b"),
         w(c, "c") if c is not None else None,

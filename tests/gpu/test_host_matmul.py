@@ -21,12 +21,13 @@ from nvmath_host import (
     MatmulOptions,
     matmul,
 )
+from nvmath_host import _cublaslt as lt
 from nvmath_host._operands import stream_handle
 from nvmath_host.epilogs import EPILOGS, reference, relu_aux_shape, unpack_relu_mask
 
 pytestmark = pytest.mark.gpu
 cp = pytest.importorskip("cupy")
-mm_mod = importlib.import_module("nvmath_host.matmul")
+mm_mod = importlib.import_module("nvmath_host._function")  # the plan cache
 E = MatmulEpilog
 RNG = np.random.default_rng(20261130)
 TOL = {
@@ -370,8 +371,8 @@ def test_stateful_autotune_reset_stream_pickle():
 def test_plan_cache_avoids_replanning(monkeypatch):
     mm_mod.clear_plan_cache()
     calls = []
-    real = mm_mod.lt.heuristic
-    monkeypatch.setattr(mm_mod.lt, "heuristic", lambda *a: calls.append(1) or real(*a))
+    real = lt.heuristic
+    monkeypatch.setattr(lt, "heuristic", lambda *a: calls.append(1) or real(*a))
     a = cp.asarray(RNG.standard_normal((64, 32)).astype(np.float32))
     b = cp.asarray(RNG.standard_normal((32, 16)).astype(np.float32))
     for i in range(5):

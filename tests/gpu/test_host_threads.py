@@ -15,10 +15,11 @@ import numpy as np
 import pytest
 
 from nvmath_host import Matmul, MatmulEpilog, matmul
+from nvmath_host import _cublaslt as lt
 
 pytestmark = pytest.mark.gpu
 cp = pytest.importorskip("cupy")
-mm_mod = importlib.import_module("nvmath_host.matmul")
+mm_mod = importlib.import_module("nvmath_host._function")  # the plan cache
 E = MatmulEpilog
 N_THREADS = 8
 ITERATIONS = 150
@@ -108,8 +109,8 @@ def test_threads_reuse_cached_plans_without_replanning(monkeypatch):
     """Without clears, N threads on N streams settle on N plans: no re-planning per call."""
     mm_mod.clear_plan_cache()
     calls = []
-    real = mm_mod.lt.heuristic
-    monkeypatch.setattr(mm_mod.lt, "heuristic", lambda *a: calls.append(1) or real(*a))
+    real = lt.heuristic
+    monkeypatch.setattr(lt, "heuristic", lambda *a: calls.append(1) or real(*a))
     start = threading.Barrier(N_THREADS)
     failures: list = []
 

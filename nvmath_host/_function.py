@@ -1,0 +1,292 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The function form :func:`matmul`: a :class:`Matmul` per call, or a cached plan reused."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from . import _gpu
+from ._operands import package, stream_handle
+from ._options import MatmulOptions, MatmulPlanPreferences, as_dataclass, check_options
+from ._wrap import wrap_call
+from .epilogs import MatmulEpilog, _as_epilog
+from .matmul import Matmul
+
+__all__ = ["matmul", "clear_plan_cache", "plan_cache_info"]
+
+_CACHE_SIZE = 32
+
+
+class PlanCache:
+    """:func:`matmul`'s plans: an LRU of idle plans, each checked out by one caller at a time.
+
+    :meth:`checkout` takes an idle plan out of the cache, so that no other thread can get it
+    and neither eviction nor :meth:`clear` can free it while its caller uses it; a caller that
+    finds none builds a fresh plan. :meth:`checkin` puts the plan back as the most recently
+    used one and frees the plans that fall off the end. A plan checked out before a
+    :meth:`clear` (or built after a checkout that preceded it) is freed when it comes back
+    instead of being cached. Several plans may be cached under one key (threads that ran the
+    same problem at once); ``capacity`` counts plans. Plans are any objects with ``free()``;
+    they are freed outside the lock.
+    """
+
+    __slots__ = ("capacity", "_idle", "_size", "_generation", "_lock")
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self._idle: OrderedDict = OrderedDict()  # key -> [plan, ...] (oldest first)
+        self._size = 0
+        self._generation = 0  # bumped by clear(): older checkouts are freed on checkin
+        self._lock = threading.Lock()
+
+    def checkout(self, key) -> tuple[Any, int]:
+        """``(plan, ticket)``: an idle plan for ``key`` (now owned by the caller) or ``None``.
+
+        Pass the ticket back to :meth:`checkin` with the plan (or with a fresh one built
+        because there was none).
+        """
+        with self._lock:
+            plans = self._idle.get(key)
+            if plans:
+                plan = plans.pop()
+                if not plans:
+                    del self._idle[key]
+                self._size -= 1
+                return plan, self._generation
+            return None, self._generation
+
+    def checkin(self, key, plan, ticket: int) -> None:
+        """Return ``plan`` (checked out, or built, under ``ticket``) to the cache."""
+        doomed = None
+        with self._lock:
+            if ticket != self._generation:
+                doomed = [plan]  # cleared while it was out
+            else:
+                plans = self._idle.get(key)
+                if plans is None:
+                    self._idle[key] = [plan]
+                else:
+                    plans.append(plan)
+                    self._idle.move_to_end(key)
+                self._size += 1
+                if self._size > self.capacity:
+                    doomed = []
+                    idle = self._idle
+                    while self._size > self.capacity:
+                        k = next(iter(idle))
+                        plans = idle[k]
+                        doomed.append(plans.pop(0))
+                        if not plans:
+                            del idle[k]
+                        self._size -= 1
+        if doomed:
+            _free_all(doomed)
+
+    def clear(self) -> None:
+        """Free every idle plan; plans checked out now are freed when they come back."""
+        with self._lock:
+            doomed = [p for plans in self._idle.values() for p in plans]
+            self._idle.clear()
+            self._size = 0
+            self._generation += 1
+        _free_all(doomed)
+
+    def info(self) -> dict:
+        """``{"size", "capacity", "keys"}`` of the idle plans (a key once per plan)."""
+        with self._lock:
+            keys = [k for k, plans in self._idle.items() for _ in plans]
+            return {"size": self._size, "capacity": self.capacity, "keys": keys}
+
+
+def _free_all(plans) -> None:
+    """``free()`` each plan; the first exception, if any, is raised after all were tried."""
+    error = None
+    for p in plans:
+        try:
+            p.free()
+        except Exception as e:  # pragma: no cover - freeing a plan only fails on CUDA errors
+            error = error or e
+    if error is not None:
+        raise error
+
+
+_plans = PlanCache(_CACHE_SIZE)
+
+
+def plan_cache_info() -> dict:
+    """Size and keys of :func:`matmul`'s plan cache (for tests and debugging).
+
+    Only idle plans are counted; plans in use by a :func:`matmul` call are not in the cache.
+    """
+    return _plans.info()
+
+
+def clear_plan_cache() -> None:
+    """Free every plan cached by :func:`matmul`.
+
+    Plans in use by a :func:`matmul` call running in another thread are not freed under it:
+    they are freed when that call ends instead of going back into the cache.
+    """
+    _plans.clear()
+
+
+_OPTION_FIELDS = tuple(f.name for f in dataclasses.fields(MatmulOptions))
+
+
+def _options_key(options):
+    if isinstance(options, MatmulOptions):  # (dataclasses.astuple, without its deep copy)
+        return tuple([getattr(options, f) for f in _OPTION_FIELDS])
+    if isinstance(options, dict):
+        return tuple(sorted(options.items()))
+    return ("invalid", id(options))
+
+
+def plan_key(oa, ob, oc, epilog, inputs, options, alpha, beta, stream, preferences) -> tuple:
+    """The plan-cache key of a :func:`matmul` call: everything but the data (the operands'
+    signatures and pointer alignments, the epilog, options, whether alpha/beta were given,
+    the stream, the preferences)."""
+    al = _gpu.ALIGN16  # _gpu.alignment(ptr) == al[ptr & 15], inlined: this runs at every call
+    if epilog is not None:
+        epilog = int(epilog if type(epilog) is MatmulEpilog else _as_epilog(epilog))
+    key = (
+        oa.signature(),
+        ob.signature(),
+        oc.signature() if oc is not None else None,
+        epilog,
+        tuple([(k, v.signature(), al[v.ptr & 15]) for k, v in sorted(inputs.items())])
+        if inputs
+        else (),
+        None if options is None else _options_key(options),
+        alpha is None,
+        beta is None,
+        al[oa.ptr & 15],
+        al[ob.ptr & 15],
+        al[oc.ptr & 15] if oc is not None else None,
+        stream,
+    )
+    if preferences is not None:
+        key = key + (repr(preferences),)
+    return key
+
+
+def matmul(
+    a: Any,
+    b: Any,
+    c: Any = None,
+    *,
+    alpha: float | complex | None = None,
+    beta: float | complex | None = None,
+    epilog: MatmulEpilog | None = None,
+    epilog_inputs: dict | None = None,
+    quantization_scales: dict | None = None,
+    options: MatmulOptions | dict | None = None,
+    preferences: MatmulPlanPreferences | dict | None = None,
+    stream: Any = None,
+):
+    """Compute ``epilog(alpha * a @ b + beta * c)`` in one call.
+
+    Same arguments and result as :class:`Matmul` + :meth:`Matmul.plan` +
+    :meth:`Matmul.execute`. GPU plans are kept in a small LRU cache keyed on everything but
+    the data (shapes, strides, dtypes, package, device, pointer alignment, epilog, options,
+    stream), so repeated calls with the same shapes on the same stream do not re-plan. A
+    cached plan keeps a reference to the arrays of its latest call until it is reused or
+    evicted. Thread-safe: a call takes its plan out of the cache while it uses it (a call
+    from another thread meanwhile plans its own), so no plan is shared by two calls at once
+    or freed while one runs.
+
+    Parameters
+    ----------
+    a, b : array
+        ``(..., M, K)`` and ``(..., K, N)`` NumPy, CuPy, PyTorch (CUDA) or Numba device arrays,
+        as for :class:`Matmul`.
+    c : array, optional
+        Added as ``beta * c``.
+    alpha, beta : scalar, optional
+        Default ``1`` and, when ``c`` is given, ``1`` (else ``0``).
+    epilog : MatmulEpilog or str, optional
+        The epilog fused into the matmul, or its name (case-insensitive, e.g.
+        ``"gelu_bias"``); default: none.
+    epilog_inputs : dict, optional
+        The epilog's inputs by name, e.g. ``{"bias": bias}`` or ``{"relu_aux": mask}``; a key
+        the epilog does not take is an error.
+    quantization_scales : dict, optional
+        FP8 only: ``{"a": ..., "b": ...}``, plus ``"d"`` for an FP8 result; see
+        :class:`Matmul`.
+    options : MatmulOptions or dict, optional
+        See :class:`MatmulOptions`.
+    preferences : MatmulPlanPreferences or dict, optional
+        See :class:`MatmulPlanPreferences`.
+    stream : stream, optional
+        An int handle, an object with ``__cuda_stream__``, or a CuPy/torch/Numba stream;
+        default: the operands' package's current stream.
+
+    Returns
+    -------
+    array or tuple
+        ``d`` (same package, device and kind as ``a``), or ``(d, aux)`` when the epilog has
+        auxiliary outputs or ``options.result_amax`` is set: ``aux`` a dict such as
+        ``{"relu_aux": ...}``, ``{"bgrad": ...}`` or ``{"result_amax": ...}`` (a one-element
+        float32 array: ``max |D|`` before the ``"d"`` scale).
+
+    Examples
+    --------
+    >>> d = matmul(a, b, epilog=MatmulEpilog.RELU_BIAS, epilog_inputs={"bias": bias})  # doctest: +SKIP
+    """
+    oa, ob, oc, inputs = wrap_call(a, b, c, epilog_inputs)
+    qs = quantization_scales
+    if oa.package == "numpy" or (qs is not None and (type(qs) is not dict or qs)):
+        # host operands / FP8 scales: no cache (Matmul checks the type of the scales)
+        with Matmul(
+            a,
+            b,
+            c,
+            alpha=alpha,
+            beta=beta,
+            quantization_scales=quantization_scales,
+            options=options,
+            stream=stream,
+            _stacklevel=3,
+        ) as mm:
+            mm.plan(preferences, epilog=epilog, epilog_inputs=epilog_inputs)
+            return mm.execute(stream=stream)
+    if epilog is not None and type(epilog) is not MatmulEpilog:
+        epilog = _as_epilog(epilog)
+    # The stream is part of the key: a plan is reused only on the stream it ran on, in whose
+    # order its workspace is then used (cuBLASLt's workspace must not be shared by work that
+    # may run concurrently).
+    try:
+        if stream is None:
+            s = package(oa.package).current_stream(oa.device)
+            current = True
+        else:
+            s = stream_handle(stream)
+            current = False
+    except Exception:
+        # bad arguments are reported before any CUDA error (Matmul validates them first)
+        Matmul(a, b, c, alpha=alpha, beta=beta, options=options).free()
+        raise
+    try:
+        key = plan_key(oa, ob, oc, epilog, inputs, options, alpha, beta, s, preferences)
+        mm, ticket = _plans.checkout(key)
+    except TypeError:  # options that cannot be a key (unhashable or unsortable values)
+        check_options(as_dataclass(options, MatmulOptions, "options"))  # names the field
+        raise TypeError(f"options: cannot be used as a cache key: {options!r}") from None
+    # mm is this call's alone until checkin: no other thread swaps pointers into it, launches
+    # it or frees it (eviction and clear_plan_cache() never see a checked-out plan)
+    try:
+        if mm is None:
+            mm = Matmul(a, b, c, alpha=alpha, beta=beta, options=options, stream=s)
+            mm.plan(preferences, epilog=epilog, epilog_inputs=epilog_inputs)
+        else:
+            # same key: same shapes, strides, dtypes, device, alignment; only pointers change
+            mm._swap_pointers(oa, ob, oc, inputs, alpha, beta)
+        result = mm._run(s, current)
+    except BaseException:
+        if mm is not None:  # not cached: its state may be half updated
+            mm.free()
+        raise
+    _plans.checkin(key, mm, ticket)
+    return result

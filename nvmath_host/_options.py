@@ -1,0 +1,229 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The user's choices: compute type, options, plan preferences and algorithms, checked."""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import enum
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _cublaslt as lt
+from ._operands import DTYPES
+
+__all__ = [
+    "MatmulComputeType",
+    "MatmulOptions",
+    "MatmulPlanPreferences",
+    "Algorithm",
+]
+
+
+class MatmulComputeType(int, enum.Enum):
+    """Accumulation type of the matmul (values are ``cublasComputeType_t``'s).
+
+    ``COMPUTE_32F_FAST_16F`` / ``_16BF`` / ``_TF32`` let cuBLASLt round float32 (or complex64)
+    inputs down to that type for tensor cores, accumulating in float32.
+    """
+
+    COMPUTE_16F = lt.ComputeType.COMPUTE_16F
+    COMPUTE_16F_PEDANTIC = lt.ComputeType.COMPUTE_16F_PEDANTIC
+    COMPUTE_32F = lt.ComputeType.COMPUTE_32F
+    COMPUTE_32F_PEDANTIC = lt.ComputeType.COMPUTE_32F_PEDANTIC
+    COMPUTE_32F_FAST_16F = lt.ComputeType.COMPUTE_32F_FAST_16F
+    COMPUTE_32F_FAST_16BF = lt.ComputeType.COMPUTE_32F_FAST_16BF
+    COMPUTE_32F_FAST_TF32 = lt.ComputeType.COMPUTE_32F_FAST_TF32
+    COMPUTE_64F = lt.ComputeType.COMPUTE_64F
+    COMPUTE_64F_PEDANTIC = lt.ComputeType.COMPUTE_64F_PEDANTIC
+
+
+@dataclass
+class MatmulOptions:
+    """Options of a matmul; a field left ``None`` means the default.
+
+    Attributes
+    ----------
+    compute_type : MatmulComputeType, optional
+        Default: ``COMPUTE_32F`` for 16/32-bit floats, complex64 and FP8; ``COMPUTE_64F`` for
+        float64 and complex128.
+    result_type : str, optional
+        dtype name of the result. Only FP8 operands accept another type than theirs:
+        bfloat16 (their default, or ``c``'s type when ``c`` is given), float16, float32,
+        float8_e4m3fn, or float8_e5m2 (this one needs a float8_e5m2 operand). An FP8 result
+        needs ``quantization_scales["d"]``; its ``c``, if any, must be float16 or bfloat16
+        (cuBLASLt's FP8 type table); it is rounded to nearest and saturated to the FP8 range.
+        Epilogs whose auxiliary data would be FP8 (GELU_AUX*, DGELU*, the BGRAD ones) are
+        refused with an FP8 result.
+    result_order : {"C", "F"}, optional
+        Memory order of each result matrix. Default: from the bias shape (``(N,)`` -> "C",
+        ``(M, 1)`` -> "F"), else from ``c``, else "C".
+    inplace : bool, optional
+        Write the result into ``c`` (default False).
+    result_amax : bool, optional
+        FP8 results only (cuBLASLt computes it for no other result type): also return
+        ``aux["result_amax"]``, a one-element float32 array of the operands' package holding
+        ``max |D|`` before the ``"d"`` scale and the FP8 rounding, i.e. the amax from which
+        the next ``"d"`` scale is usually chosen (e.g. ``448 / amax`` for float8_e4m3fn).
+    fast_accumulation : bool, optional
+        FP8 only: cuBLASLt's fast (less accurate) accumulation.
+    device_id : int, optional
+        The GPU that computes NumPy operands (default: the current device).
+    """
+
+    compute_type: MatmulComputeType | None = None
+    result_type: str | None = None
+    result_order: str | None = None
+    inplace: bool | None = None
+    result_amax: bool | None = None
+    fast_accumulation: bool | None = None
+    device_id: int | None = None
+
+
+@dataclass
+class MatmulPlanPreferences:
+    """Preferences for :meth:`Matmul.plan`.
+
+    Attributes
+    ----------
+    limit : int
+        How many algorithms to ask cuBLASLt's heuristic for (default 8).
+    max_workspace : int
+        Workspace limit in bytes (default 32 MiB).
+    """
+
+    limit: int = 8
+    max_workspace: int = 32 * 1024 * 1024
+
+
+class Algorithm:
+    """One cuBLASLt algorithm (``cublasLtMatmulAlgo_t``) for a planned matmul; picklable.
+
+    Pass a list of them to :meth:`Matmul.plan` (``algorithms=``) to skip the heuristic; they
+    are only valid for the same problem and the same cuBLASLt version.
+
+    Attributes
+    ----------
+    workspace_size : int
+        Workspace bytes the algorithm needs.
+    waves_count : float
+        cuBLASLt's device-utilisation estimate.
+    time_ms : float or None
+        The median time :meth:`Matmul.autotune` took for it.
+    """
+
+    def __init__(self, data: bytes, workspace_size: int, waves_count: float = 0.0, version=None):
+        if len(data) != ctypes.sizeof(lt.MatmulAlgo):
+            raise ValueError("data: a cublasLtMatmulAlgo_t is 64 bytes")
+        self.data = bytes(data)
+        self.workspace_size = int(workspace_size)
+        self.waves_count = float(waves_count)
+        self.version = version
+        self.time_ms: float | None = None
+        self._algo = lt.MatmulAlgo.from_buffer_copy(self.data)
+
+    @classmethod
+    def _from_result(cls, r: lt.HeuristicResult, version: int) -> Algorithm:
+        return cls(bytes(r.algo), r.workspaceSize, r.wavesCount, version)
+
+    def __reduce__(self):
+        return (Algorithm, (self.data, self.workspace_size, self.waves_count, self.version))
+
+    def __repr__(self):
+        t = f", time_ms={self.time_ms:.4f}" if self.time_ms is not None else ""
+        return f"Algorithm(workspace_size={self.workspace_size}, waves_count={self.waves_count:.2f}{t})"
+
+
+def as_dataclass(value, cls, what):
+    """``value`` (an instance of ``cls``, a dict of its fields or None) as a ``cls``."""
+    if value is None:
+        return cls()
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, dict):
+        names = {f.name for f in dataclasses.fields(cls)}
+        bad = set(value) - names
+        if bad:
+            raise ValueError(
+                f"{what}: unknown field(s) {sorted(bad, key=repr)}; allowed: {sorted(names)}"
+            )
+        return cls(**value)
+    raise TypeError(f"{what}: expected {cls.__name__}, a dict or None; got {type(value).__name__}")
+
+
+_BOOL_OPTIONS = ("inplace", "result_amax", "fast_accumulation")
+
+
+def _compute_type(ct) -> MatmulComputeType:
+    """A compute type given as a member, its name or its value, as a member."""
+    allowed = [x.name for x in MatmulComputeType]
+    if isinstance(ct, str):
+        new = MatmulComputeType.__members__.get(ct.upper())
+        if new is None:
+            raise ValueError(
+                f"options.compute_type: unknown name {ct!r}; allowed (case-insensitive): {allowed}"
+            )
+        return new
+    if isinstance(ct, (int, np.integer)) and not isinstance(ct, (bool, np.bool_)):
+        try:
+            return MatmulComputeType(int(ct))
+        except ValueError:
+            raise ValueError(
+                f"options.compute_type: unknown value {ct!r}; allowed: {allowed}"
+            ) from None
+    raise TypeError(
+        f"options.compute_type: expected a MatmulComputeType, its name or None; got "
+        f"{type(ct).__qualname__}; allowed: {allowed}"
+    )
+
+
+def _result_type_name(rt) -> str:
+    """A result type given as a dtype (or anything with a ``name``) as its name."""
+    try:
+        return np.dtype(rt).name
+    except Exception:
+        name = getattr(rt, "name", None)
+        if not isinstance(name, str):
+            raise TypeError(
+                f"options.result_type: expected a dtype name (str), a NumPy dtype or None; "
+                f"got {type(rt).__qualname__}; supported: {', '.join(DTYPES)}"
+            ) from None
+        return name
+
+
+def check_options(o: MatmulOptions) -> MatmulOptions:
+    """``o`` with its field types checked (TypeError/ValueError naming the field) and a
+    compute type given by name or value made a :class:`MatmulComputeType` (a copy then)."""
+    ct = o.compute_type
+    if ct is not None and type(ct) is not MatmulComputeType:
+        o = dataclasses.replace(o, compute_type=_compute_type(ct))
+    rt = o.result_type
+    if rt is not None and not isinstance(rt, str):
+        o = dataclasses.replace(o, result_type=_result_type_name(rt))
+    if o.result_order is not None and (
+        not isinstance(o.result_order, str) or o.result_order not in ("C", "F")
+    ):
+        raise ValueError(f"options.result_order: {o.result_order!r}; allowed 'C', 'F' or None")
+    for f in _BOOL_OPTIONS:
+        v = getattr(o, f)
+        if v is not None and not isinstance(v, (bool, np.bool_)):
+            raise TypeError(f"options.{f}: expected True, False or None; got {v!r}")
+    d = o.device_id
+    if d is not None:
+        if not isinstance(d, (int, np.integer)) or isinstance(d, (bool, np.bool_)):
+            raise TypeError(f"options.device_id: expected a device ordinal (int); got {d!r}")
+        if d < 0:
+            raise ValueError(f"options.device_id: {d}; must be >= 0")
+    return o
+
+
+def check_preferences(p: MatmulPlanPreferences) -> MatmulPlanPreferences:
+    """``p`` with its fields checked (TypeError/ValueError naming the field)."""
+    for f, least in (("limit", 1), ("max_workspace", 0)):
+        v = getattr(p, f)
+        if not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_)):
+            raise TypeError(f"preferences.{f}: expected an int; got {v!r}")
+        if v < least:
+            raise ValueError(f"preferences.{f}: {v}; must be >= {least}")
+    return p

@@ -1,0 +1,251 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Which types cuBLASLt combines: compute and scale types, result and C types, FP8 rules."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _cublaslt as lt
+from ._operands import DTYPES, DType, dtype_of_name
+from ._options import MatmulComputeType
+from .epilogs import EPILOGS, MatmulEpilog
+
+CT = MatmulComputeType
+_F32 = {CT.COMPUTE_32F, CT.COMPUTE_32F_PEDANTIC}
+_F32_FAST = {CT.COMPUTE_32F_FAST_16F, CT.COMPUTE_32F_FAST_16BF, CT.COMPUTE_32F_FAST_TF32}
+_F64 = {CT.COMPUTE_64F, CT.COMPUTE_64F_PEDANTIC}
+#: operand dtype -> (default compute type, allowed compute types)
+COMPUTE_TYPES = {
+    "float16": (CT.COMPUTE_32F, _F32 | {CT.COMPUTE_16F, CT.COMPUTE_16F_PEDANTIC}),
+    "bfloat16": (CT.COMPUTE_32F, _F32),
+    "float32": (CT.COMPUTE_32F, _F32 | _F32_FAST),
+    "float64": (CT.COMPUTE_64F, _F64),
+    "complex64": (CT.COMPUTE_32F, _F32 | _F32_FAST),
+    "complex128": (CT.COMPUTE_64F, _F64),
+    "float8_e4m3fn": (CT.COMPUTE_32F, _F32),
+    "float8_e5m2": (CT.COMPUTE_32F, _F32),
+}
+FP8_RESULTS = ("float16", "bfloat16", "float32", "float8_e4m3fn", "float8_e5m2")
+# cuBLASLt's FP8 type table (cuBLAS docs, cublasLtMatmul, "FP8" data types; the same list is in
+# nvmath-python's FP8 tests): an FP8 result D takes a C matrix (and a bias) of float16 or
+# bfloat16 only, never C == D's type; float8_e5m2 results need one float8_e5m2 operand
+# (e4m3 x e4m3 gives e4m3, bf16, fp16 or fp32 only); e5m2 x e5m2 is not supported at all.
+FP8_C_TYPES = ("float16", "bfloat16")
+#: epilogs allowed with an FP8 result: those whose auxiliary data does not take D's (FP8)
+#: type. GELU_AUX*/DGELU* (gelu_aux) and the BGRAD ones (bgrad) would be FP8 and need
+#: cuBLASLt's auxiliary scale/amax, which nvmath_host does not pass.
+FP8_RESULT_EPILOGS = (
+    "DEFAULT",
+    "RELU",
+    "RELU_AUX",
+    "BIAS",
+    "RELU_BIAS",
+    "RELU_AUX_BIAS",
+    "DRELU",
+    "GELU",
+    "GELU_BIAS",
+)
+
+
+def fp8_operands(at: DType, bt: DType) -> bool:
+    """Whether the operands are FP8; ValueError (naming ``b``) for a pair cuBLASLt refuses."""
+    if at.kind == "f8" or bt.kind == "f8":
+        if at.kind != "f8" or bt.kind != "f8":
+            raise ValueError(f"b: dtype pair ({at.name}, {bt.name}) is not supported")
+        if at.name == bt.name == "float8_e5m2":
+            raise ValueError("b: float8_e5m2 x float8_e5m2 is not supported by cuBLASLt")
+        return True
+    if at.name != bt.name:
+        raise ValueError(f"b: dtype {bt.name} differs from a's {at.name}")
+    return False
+
+
+def result_dtype(at: DType, bt: DType, c_dtype: DType | None, result_type) -> DType:
+    """The result's dtype: ``options.result_type`` checked, or the default for the operands."""
+    fp8 = at.kind == "f8"
+    if result_type is None:
+        if not fp8:
+            return at
+        rt = c_dtype if c_dtype is not None else DTYPES["bfloat16"]
+    else:
+        rt = dtype_of_name(str(getattr(result_type, "name", result_type)), "options.result_type")
+        if not fp8 and rt.name != at.name:
+            raise ValueError(
+                f"options.result_type: {rt.name} is only allowed for FP8 operands "
+                f"(the result of {at.name} operands is {at.name})"
+            )
+        if fp8 and rt.name not in FP8_RESULTS:
+            raise ValueError(f"options.result_type: {rt.name}; FP8 allows {FP8_RESULTS}")
+    if rt.name == "float8_e5m2" and at.name == bt.name == "float8_e4m3fn":
+        raise ValueError(
+            "options.result_type: float8_e5m2 results need a float8_e5m2 operand; cuBLASLt "
+            "allows float8_e4m3fn x float8_e4m3fn only float8_e4m3fn, bfloat16, float16 or "
+            "float32 results"
+        )
+    return rt
+
+
+def check_c_dtype(c_dtype: DType, d: DType) -> None:
+    """ValueError unless cuBLASLt takes a ``c`` of ``c_dtype`` next to a result of ``d``."""
+    if d.kind == "f8":
+        if c_dtype.name not in FP8_C_TYPES:
+            raise ValueError(
+                f"c: dtype {c_dtype.name}; with an FP8 result ({d.name}) cuBLASLt "
+                f"takes c only in {' or '.join(FP8_C_TYPES)}"
+            )
+    elif c_dtype.name != d.name:
+        raise ValueError(f"c: dtype {c_dtype.name} differs from the result's {d.name}")
+
+
+def c_matrix_dtype(c_dtype: DType | None, d: DType, bias_dtype: DType | None) -> DType:
+    """The type of cuBLASLt's C matrix.
+
+    Without ``c`` it is never read (beta = 0) but must still be a type cuBLASLt accepts next
+    to D: D's own type, or for an FP8 D the bias type (the table pairs C and bias types) or
+    bfloat16.
+    """
+    if c_dtype is not None:
+        return c_dtype
+    if d.kind == "f8":
+        if bias_dtype is not None and bias_dtype.name in FP8_C_TYPES:
+            return bias_dtype
+        return DTYPES["bfloat16"]
+    return d
+
+
+def compute_type(at: DType, requested) -> MatmulComputeType:
+    """``options.compute_type`` checked against the operands' dtype, or its default."""
+    default, allowed = COMPUTE_TYPES[at.name]
+    if requested is None:
+        return default
+    try:
+        ct = MatmulComputeType(requested)
+    except ValueError:
+        raise ValueError(f"options.compute_type: unknown value {requested!r}") from None
+    if ct not in allowed:
+        raise ValueError(
+            f"options.compute_type: {ct.name} is not supported for {at.name} operands; "
+            f"allowed: {sorted(x.name for x in allowed)}"
+        )
+    return ct
+
+
+def scale_type(ct: MatmulComputeType, at: DType) -> tuple[lt.DataType, type]:
+    """cuBLASLt's scale type (of alpha and beta) and its NumPy type."""
+    if ct in (CT.COMPUTE_16F, CT.COMPUTE_16F_PEDANTIC):
+        return lt.DataType.R_16F, np.float16
+    cplx = at.kind == "c"
+    if ct in _F64:
+        return (lt.DataType.C_64F, np.complex128) if cplx else (lt.DataType.R_64F, np.float64)
+    return (lt.DataType.C_32F, np.complex64) if cplx else (lt.DataType.R_32F, np.float32)
+
+
+def check_epilog(epilog: MatmulEpilog, at: DType, d: DType) -> None:
+    """ValueError unless cuBLASLt fuses ``epilog`` for these operand and result types."""
+    spec = EPILOGS[epilog]
+    if spec != EPILOGS[MatmulEpilog.DEFAULT] and at.kind == "c":
+        raise ValueError(f"epilog: {epilog.name} is not supported for complex operands")
+    if d.kind == "f8" and epilog.name not in FP8_RESULT_EPILOGS:
+        what = "bgrad output" if spec.bgrad else "gelu_aux"
+        raise ValueError(
+            f"epilog: {epilog.name} is not supported with an FP8 result ({d.name}): its "
+            f"{what} would be FP8, which needs cuBLASLt's auxiliary scale that nvmath_host "
+            f"does not pass; allowed with FP8 results: {list(FP8_RESULT_EPILOGS)} (or use a "
+            "16/32-bit options.result_type)"
+        )
+
+
+def check_result_options(options, fp8: bool, d: DType, has_c: bool) -> None:
+    """``options.inplace`` and ``options.result_amax`` against the types."""
+    if options.inplace and not has_c:
+        raise ValueError("options.inplace: requires c")
+    if options.result_amax and not fp8:
+        raise ValueError("options.result_amax: only for FP8 operands")
+    # cuBLASLt computes amax(|D|) only when D itself is FP8 (CUDA 12.4 Update 1 release
+    # notes: AMAX_D_POINTER "is currently supported only for FP8 Matmul when the output data
+    # type is also FP8"); its heuristic refuses amax with a 16/32-bit result.
+    if options.result_amax and d.kind != "f8":
+        raise ValueError(
+            f"options.result_amax: cuBLASLt computes amax only for FP8 results "
+            f"(float8_e4m3fn, float8_e5m2); the result is {d.name}: set "
+            "options.result_type to an FP8 type or leave result_amax off"
+        )
+    if options.inplace and d.kind == "f8":
+        raise ValueError(
+            f"options.inplace: an FP8 result ({d.name}) cannot be written into c: "
+            f"cuBLASLt takes c only in {' or '.join(FP8_C_TYPES)} with an FP8 result, and "
+            "in place needs c and the result to share one type"
+        )
+
+
+def bias_dtypes(fp8: bool, d: DType, c_dtype: DType | None) -> tuple[tuple[str, ...], str | None]:
+    """The bias dtypes cuBLASLt takes, and why (or None), for a result of ``d``.
+
+    cuBLASLt's FP8 table: the bias has D's type for a 16-bit D, bfloat16 for a float32 D, and
+    C's type (float16 or bfloat16) for an FP8 D; without FP8 operands it has D's type.
+    """
+    if not fp8:
+        return (d.name,), None
+    if d.kind == "f8":
+        if c_dtype is not None:
+            return (c_dtype.name,), "the type of c"
+        return FP8_C_TYPES, "it sets C's type"
+    return (("bfloat16",) if d.name == "float32" else (d.name,)), None
+
+
+def check_fp8_layout(trans_a, trans_b, a_strides, b_strides) -> None:
+    """FP8 runs only as "TN": cuBLASLt's A transposed, its B not."""
+    if not (trans_a == lt.Operation.T and trans_b == lt.Operation.N):
+        raise ValueError(
+            "b: FP8 needs a row-major (C-ordered) a and a column-major (F-ordered) b, "
+            f"e.g. b = w.T for a C-ordered w; got a strides {a_strides}, b strides "
+            f"{b_strides}"
+        )
+
+
+def check_scales(scales, fp8: bool, d: DType) -> None:
+    """The keys of ``quantization_scales`` against the operand and result types."""
+    if fp8:
+        need = ["a", "b"] + (["d"] if d.kind == "f8" else [])
+        missing = [k for k in need if k not in scales]
+        if missing:
+            raise ValueError(
+                f"quantization_scales: FP8 operands need scales for {need}; missing {missing}"
+            )
+    bad = [k for k in scales if k not in ("a", "b", "c", "d")]
+    if bad:
+        raise ValueError(
+            f"quantization_scales: unknown keys {bad}; allowed a, b and, for an FP8 result, d"
+        )
+    if "d" in scales and d.kind != "f8":
+        raise ValueError(f"quantization_scales: 'd' scales an FP8 result; the result is {d.name}")
+    if scales and not fp8:
+        raise ValueError("quantization_scales: only for FP8 operands")
+    if "c" in scales:
+        # cuBLASLt accepts C_SCALE_POINTER only for an FP8 C, and its FP8 table has no FP8 C
+        # (C is float16, bfloat16 or float32); nvmath-python and XLA refuse it likewise.
+        raise ValueError(
+            "quantization_scales: 'c' is not supported: cuBLASLt takes a C scale only for an "
+            "FP8 C matrix, and its FP8 table has none (C is float16, bfloat16 or float32); "
+            "scale c through beta instead"
+        )
+
+
+NUMBER = (int, float, complex, np.number)
+
+
+def scalar(v, what: str, scale_np):
+    """alpha/beta ``v`` as a Python number of the matmul's scale type (complex only for
+    complex operands), or TypeError/ValueError naming ``what``."""
+    if not isinstance(v, NUMBER) or isinstance(v, (bool, np.bool_)):
+        raise TypeError(f"{what}: expected a number; got {type(v).__name__}")
+    try:
+        if np.dtype(scale_np).kind == "c":
+            return complex(v)
+        if isinstance(v, (complex, np.complexfloating)):
+            if v.imag != 0:
+                raise ValueError(f"{what}: {v!r} is complex; the operands are real")
+            v = v.real
+        return float(v)
+    except (OverflowError, TypeError):
+        raise ValueError(f"{what}: {v!r} is not representable as a float") from None
