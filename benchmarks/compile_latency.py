@@ -153,7 +153,7 @@ def _pickle_library(mod, workdir):
     from numba.core import types
     from numba.cuda import serialize
 
-    from nvmath_device._compat import compile_kernel_library
+    from nvmath_device._numba._compat import compile_kernel_library
 
     lib, _ = compile_kernel_library(mod.kern.py_func, (types.complex64[::1], types.complex64[::1], types.int64), (9, 0))
     lib.get_cubin(cc=(9, 0))

@@ -49,7 +49,7 @@ def compile_kernel(pyfunc, argtypes, sm=90, *, fastmath: bool = False, opt: bool
     """
     from numba.core import types
 
-    from ._compat import compile_kernel_library
+    from ._numba._compat import compile_kernel_library, linked_cubin
 
     sm = parse_sm(sm, "sm")
     if not isinstance(argtypes, tuple) or not all(isinstance(t, types.Type) for t in argtypes):
@@ -59,7 +59,5 @@ def compile_kernel(pyfunc, argtypes, sm=90, *, fastmath: bool = False, opt: bool
         raise TypeError(f"pyfunc must be a Python function or a @cuda.jit kernel, got {pyfunc!r}")
     cc = (sm // 10, sm % 10)
     lib, entry = compile_kernel_library(pyfunc, argtypes, cc, fastmath=fastmath, opt=opt)
-    cubin = lib.get_cubin(cc=cc)
-    cubin = bytes(getattr(cubin, "code", cubin))  # numba-cuda 0.30 returns a cuda.core ObjectCode
-    linked = tuple(sorted(getattr(f, "name", str(f)) for f in lib._linking_files))
+    cubin, linked = linked_cubin(lib, cc)
     return CompiledKernel(cubin=cubin, entry=entry, sm=sm, linked=linked)

@@ -7,15 +7,18 @@ import numpy as np
 from llvmlite import ir
 from numba.core import types
 from numba.core.errors import TypingError
-from numba.cuda.core.imputils import lower_constant
-from numba.cuda.cudadrv.linkable_code import LTOIR
 from numba.cuda.extending import core_models, infer_getattr, lower_getattr_generic, register_model
-from numba.cuda.typing.templates import AbstractTemplate, AttributeTemplate, signature
 
-from .._compat import (
+from ._compat import (
+    LTOIR,
+    AbstractTemplate,
+    AttributeTemplate,
+    from_dtype,
     install_bfloat16_arrays,
     install_cache_pickling,
     install_prune_unused_variables,
+    lower_constant,
+    signature,
 )
 
 _ltoir_objects: dict = {}
@@ -36,7 +39,7 @@ class DescriptorLTOIR(LTOIR):
         A frozen, hashable, picklable descriptor with ``symbol`` and ``ltoir()``.
     """
 
-    nvmath_device_picklable = True  # see nvmath_device._compat.install_cache_pickling
+    nvmath_device_picklable = True  # see nvmath_device._numba._compat.install_cache_pickling
 
     def __init__(self, descriptor):
         from .launch import raise_shared_memory_limit
@@ -95,8 +98,6 @@ def data_pointer(context, builder, arytype, value):
 
 def numba_dtype(dt: np.dtype):
     """The numba type of a numpy dtype (numba-cuda's mapping: ``ml_dtypes.bfloat16`` -> ``bfloat16``)."""
-    from numba.cuda.np.numpy_support import from_dtype
-
     return from_dtype(np.dtype(dt))
 
 

@@ -102,7 +102,8 @@ register_descriptor_type(FFTType, _attr, {"execute": method_template(_EXEC_KEY, 
 def _check_address_space(context, builder, ptr, space, message):
     """Emit ``if (!isspacep.<space>(ptr)) { printf(message); trap(); }`` (debug builds only)."""
     import llvmlite.ir as llir
-    from numba.cuda.nvvmutils import declare_vprint
+
+    from ._compat import declare_vprint
 
     i8p = llir.IntType(8).as_pointer()
     fnty = llir.FunctionType(llir.IntType(1), [i8p])

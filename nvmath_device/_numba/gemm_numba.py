@@ -14,12 +14,12 @@ Methods available in kernels:
 from __future__ import annotations
 
 from numba import cuda
-from numba.core import cgutils, types
+from numba.core import types
 from numba.core.errors import TypingError
 from numba.cuda.extending import lower_builtin, typeof_impl
-from numba.cuda.types import bfloat16
 
 from ..gemm import Matmul
+from ._compat import bfloat16, cgutils
 from .common import (
     DescriptorType,
     call_extern,

@@ -14,10 +14,10 @@ from __future__ import annotations
 from llvmlite import ir
 from numba.core import types
 from numba.core.errors import TypingError
-from numba.cuda import cgutils
 from numba.cuda.extending import lower_builtin, type_callable
 
 from ..memory import copy_async, copy_async_commit, copy_async_wait, load_complex, store_complex
+from ._compat import cgutils
 
 _COMPLEX = (types.complex64, types.complex128)
 

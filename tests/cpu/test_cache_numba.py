@@ -321,7 +321,7 @@ def test_fft_kernel_library_pickles_with_its_twiddle_tables(monkeypatch):
 
     from nvmath_device import FFT
     from nvmath_device._build.fft_codegen import TwiddleTables
-    from nvmath_device._compat import compile_kernel_library
+    from nvmath_device._numba._compat import compile_kernel_library
 
     fft = FFT(size=64, precision=np.float32, fft_type="c2c", direction="forward", sm=90)
     monkeypatch.setitem(globals(), "_FFT64", fft)

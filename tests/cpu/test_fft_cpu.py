@@ -282,7 +282,7 @@ def _global_as_registers(x):
 def test_address_space_checks_are_opt_in(monkeypatch):
     """A global array passed as registers passes typing (numba types carry no address space);
     NUMBA_MATHDX_CHECK_ADDRESS_SPACES=1 compiles a run-time check that traps with a message."""
-    from nvmath_device._compat import compile_kernel_library
+    from nvmath_device._numba._compat import compile_kernel_library
 
     argtypes = (types.complex64[::1],)
     plain = compile_kernel_library(_global_as_registers, argtypes, (9, 0))[0].get_llvm_str()

@@ -12,9 +12,9 @@ import warnings
 
 import pytest
 
-from nvmath_device import MathDxError, _compat, common_cuda
+from nvmath_device import MathDxError, common_cuda
 from nvmath_device._errors import DriverError
-from nvmath_device._numba import launch
+from nvmath_device._numba import _compat, launch
 
 
 class CUresult(enum.Enum):

@@ -1,11 +1,26 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Version gates and uses of numba-cuda internals, in one place (numba-cuda 0.30.x)."""
+"""The seam to numba-cuda: every use of its internals, and every version gate, in one place.
+
+The rest of the numba layer imports numba's public extension API (``numba.core.types``,
+``numba.core.errors``, ``numba.cuda.extending``) and, from here, what lies beyond it (numba-cuda
+0.30.x): the linkable-code class, constant lowering, the typing templates, LLVM-building
+helpers, the kernel compiler without a driver, and three patches (each commented with its
+upstream issue). Another numba front end (numba-cuda-mlir) would replace this module.
+"""
 
 from __future__ import annotations
 
 import threading
 import types
 import warnings
+
+from numba.cuda import cgutils  # noqa: F401  (array pointers, tuple unpacking in lowering)
+from numba.cuda.core.imputils import lower_constant  # noqa: F401
+from numba.cuda.cudadrv.linkable_code import LTOIR  # noqa: F401  (our LTO-IR as a linking file)
+from numba.cuda.np.numpy_support import from_dtype  # noqa: F401  (ml_dtypes.bfloat16 -> bfloat16)
+from numba.cuda.nvvmutils import declare_vprint  # noqa: F401  (printf in debug checks)
+from numba.cuda.types import bfloat16  # noqa: F401
+from numba.cuda.typing.templates import AbstractTemplate, AttributeTemplate, signature  # noqa: F401
 
 # What stops working when a patch below cannot be applied (this numba-cuda's internals have
 # another shape): said once per process as a RuntimeWarning, not logged at DEBUG where nobody
@@ -55,6 +70,14 @@ def compile_kernel_library(pyfunc, argtypes, cc, *, fastmath=False, opt=True):
     lib._entry_name = entry
     kernel_fixup(kernel, False)
     return lib, entry
+
+
+def linked_cubin(lib, cc) -> tuple[bytes, tuple[str, ...]]:
+    """The cubin of a library from :func:`compile_kernel_library` linked for ``cc``, and the
+    names of the linking files in it (numba-cuda 0.30 returns a cuda.core ObjectCode)."""
+    cubin = lib.get_cubin(cc=cc)
+    cubin = bytes(getattr(cubin, "code", cubin))
+    return cubin, tuple(sorted(getattr(f, "name", str(f)) for f in lib._linking_files))
 
 
 # --- @cuda.jit(cache=True) for kernels that link our LTO-IR ---------------------------------
