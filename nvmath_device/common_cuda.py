@@ -74,7 +74,7 @@ def get_current_device_cc() -> ComputeCapability:
     Returns
     -------
     ComputeCapability
-        ``(major, minor)``, e.g. ``ComputeCapability(major=9, minor=0)`` on an H100/H200.
+        ``(major, minor)``, e.g. ``ComputeCapability(major=9, minor=0)`` for sm_90.
 
     Raises
     ------

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The FFT descriptor: a cuFFTDx FFT described once in plain Python.
 
-No numba import here. Traits are compiled constants read from NVRTC output (no GPU needed).
+Pure Python: knows neither the numba layer nor the simulator (methods called outside kernels go
+through :mod:`._dispatch`). Traits are compiled constants read from NVRTC output (no GPU needed).
 """
 
 from __future__ import annotations
@@ -250,7 +251,7 @@ class FFT(Frozen):
     @property
     def _traits(self) -> dict:
         # kept on the instance: every trait property reads it, and a cache lookup renders the
-        # shim source and hashes it (~10 us); kernel launchers read several traits per call
+        # shim source and hashes it; kernel launchers read several traits per call
         return self._memo("_traits_memo", lambda: _fft_traits(self))
 
     @property

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The GEMM descriptor: a cuBLASDx matrix multiply described once in plain Python.
 
-No numba import here. Everything that follows from the description alone (leading dimensions,
+Pure Python: knows neither the numba layer nor the simulator (methods called outside kernels go
+through :mod:`._dispatch`). Everything that follows from the description alone (leading dimensions,
 sizes, shared-memory offsets) is computed in Python with cuBLASDx's own formulas, so bad input
 is rejected before NVRTC runs; what needs cuBLASDx's database (the suggested block shape, the
 register-fragment size) is read from compiled constants (no GPU needed).
@@ -180,7 +181,7 @@ class Matmul(Frozen):
     numba-cuda 0.30 allocate bfloat16 arrays, which it otherwise refuses) and in the simulator.
     Global data comes in as device arrays of that dtype. numba-cuda 0.30's ``cuda.to_device`` and
     ``copy_to_host`` refuse bfloat16 host arrays (NumPy's buffer protocol has no bfloat16 format:
-    "cannot include dtype 'E' in a buffer", seen on the H200), so move the bits as uint16 and
+    "cannot include dtype 'E' in a buffer"), so move the bits as uint16 and
     view them: ``cuda.to_device(x.view(numpy.uint16)).view(ml_dtypes.bfloat16)`` and
     ``d.view(numpy.uint16).copy_to_host().view(ml_dtypes.bfloat16)``.
     The copy helpers (:meth:`load_a`...) copy without conversion, so their global arrays must
@@ -422,7 +423,7 @@ class Matmul(Frozen):
     @property
     def _traits(self) -> dict:
         # kept on the instance: every trait property reads it, and a cache lookup renders the
-        # shim source and hashes it (~10 us); kernel launchers read several traits per call
+        # shim source and hashes it; kernel launchers read several traits per call
         return self._memo("_traits_memo", lambda: _gemm_traits(self))
 
     @property

@@ -1,2 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Shim rendering, NVRTC driver, traits extraction and the disk cache. No numba import here."""
+"""The build: descriptor -> C++ shim text -> NVRTC -> LTO-IR and traits, kept in the disk cache.
+
+Knows nothing of numba or the simulator: callers say what to build (e.g. ``fft_traits(...,
+from_unit=...)``). Imports only ``_types`` and ``_errors`` of the package.
+"""

@@ -104,7 +104,7 @@ def render_traits_source(ffts) -> str:
 # cuFFTDx's database is two things: records (for each size, precision and arch, which
 # implementations exist: threads, elements per thread, shared memory, a function id) and the
 # codelets (``cufftdx_private_function<id, T, ...>`` specialisations, ~180 files per precision).
-# Parsing every codelet was 5 of the ~10 s of a compile. With the library's own switch
+# Parsing every codelet is half of a compile. With the library's own switch
 # CUFFTDX_DETAIL_MANUAL_IMPL_FILTER (and no CUFFTDX_DETAIL_INCLUDE_PRECISION_*) the records stay
 # complete and no codelet is included; a unit then includes the one file its FFT can call:
 # every function id of the record of size n is defined in fft_<n>_<prec>_fwd.hpp.inc and in no
@@ -113,8 +113,8 @@ def render_traits_source(ffts) -> str:
 # specialisation could not go unnoticed: the primary template is only declared, so the link
 # would fail with an undefined reference.
 #
-# The twiddle tables (lut_fp32/lut_fp64, ~1.3 s of parsing and ~2.5 MB in every unit's LTO-IR,
-# which made reading the traits back through nvJitLink take ~1.5 s) are compiled once per arch
+# The twiddle tables (lut_fp32/lut_fp64: megabytes of LTO-IR that every unit would otherwise
+# carry, and parse, and that reading the traits back through nvJitLink would link) are compiled once per arch
 # into their own LTO-IR (TwiddleTables, cached like a unit) and every unit only declares them:
 # cuFFTDx's CUFFTDX_USE_SEPARATE_TWIDDLES. Kernels link both; LTO keeps the tables they use.
 CODELET_FILTER = "-DCUFFTDX_DETAIL_MANUAL_IMPL_FILTER"

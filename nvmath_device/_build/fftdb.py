@@ -21,8 +21,8 @@ def block_max_size(sm: int, prec: str) -> int:
 
 # The records hold one object per (size, blob); only each size's elements_per_thread values are
 # used. Scanning the text for them (instead of json.load) keeps the ~1000 parsed objects off the
-# heap of a process that has just loaded numba: building them set off a full garbage
-# collection (~90 ms on the 2-core CI machine) in the middle of a warm-cache kernel load.
+# heap of a process that has just loaded numba: building them can set off a full garbage
+# collection in the middle of a warm-cache kernel load.
 _SIZE = re.compile(r'"size"\s*:\s*(\d+)')
 _EPT = re.compile(r'"ept"\s*:\s*(\d+)')
 

@@ -106,7 +106,7 @@ def toolchain_id() -> str:
     The NVRTC version and the headers' versions. Not nvJitLink's: the cache holds what NVRTC
     makes (LTO-IR, and traits read from it); any nvJitLink at least as new links that LTO-IR,
     and linked cubins are kept by numba's own cache. Leaving it out also keeps nvJitLink
-    unloaded when a process only reads the cache (~12 ms of dlopen on the CI machine)."""
+    unloaded when a process only reads the cache."""
     return f"nvrtc{'.'.join(map(str, nvrtc_version()))}-{mathdx_version()}"
 
 
@@ -153,15 +153,13 @@ def _count_compile(t0: float) -> float:
     return dt
 
 
-# NVRTC automatic precompiled headers (-pch), measured on a 2-core machine with NVRTC 13.5 and
-# cuFFTDx: a compile that creates the PCH costs ~15-18 s CPU instead of ~11 s (it writes a
-# ~1 GB file under /tmp and needs a ~930 MiB PCH heap); later compiles in the same process take
-# ~4 s instead of ~11 s. The PCH only lives as long as the process: NVRTC deletes it at exit,
+# NVRTC automatic precompiled headers (-pch): the compile that creates the PCH costs more than a
+# plain one (it writes a large file under /tmp and needs a PCH heap of about 1 GB); later
+# compiles in the same process cost less. The PCH only lives as long as the process: NVRTC deletes it at exit,
 # and an explicit -create-pch file is rejected by another process ("incompatible precompiled
 # header (PCH) heap allocation address"), so there is no cross-process PCH (-pch-dir or
-# otherwise). Since FFT units include only their own codelets and declare the twiddle tables
-# (fft_codegen), a cuFFTDx unit compiles in ~2.9 s without PCH and ~1.6 s with it, but the
-# compile that creates the PCH costs ~4.4 s more: it pays off only after a few compiles. Policy
+# otherwise). FFT units include only their own codelets and declare the twiddle tables
+# (fft_codegen), so for cuFFTDx the PCH pays off only after a few compiles. Policy
 # (NUMBA_MATHDX_PCH): "auto" (default) turns it on for the second cuBLASDx compile of a process
 # and for the fourth cuFFTDx compile (PCH_AFTER), "1" from the first, "0" never.
 PCH_AFTER = {"cublasdx": 1, "cufftdx": 3}
@@ -315,12 +313,10 @@ def _compile_here(source: str, sm: int, output: str, name: str, opts: list[str],
     return bytes(buf)
 
 
-# NVRTC runs the compiles of one process one after the other: measured with NVRTC 13.5 on the
-# 2-core machine, a cuFFTDx unit (~3-4.5 s alone) and the twiddle tables (~5-7.5 s alone)
-# compiled by two threads took 9.5-11 s, as long as one after the other, with one core busy
-# (the GIL is released: a Python thread kept its full speed during a compile). Two processes
-# compile in parallel. compile_source_in_child runs one compile in a child Python process that
-# imports only cuda.bindings (~0.3 s to start), so that it overlaps a compile in this process.
+# NVRTC runs the compiles of one process one after the other (two threads compiling take as
+# long as one after the other, though the GIL is released); two processes compile in parallel.
+# compile_source_in_child runs one compile in a child Python process that imports only
+# cuda.bindings, so that it overlaps a compile in this process.
 _CHILD = r"""
 import pickle, sys
 from cuda.bindings import nvrtc

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Numba layer: types, typeof, attributes and execute() lowering. Types and lowers only.
+"""The numba layer: types, typing and lowering of the descriptors' methods in kernels, linking
+of their LTO-IR. Imported (by ``nvmath_device/__init__.py``) when the simulator is off.
 
-Kept thin so a later move to another Numba CUDA front end is this folder's work.
+numba-cuda's internals are used only through :mod:`._compat`, so that another numba CUDA front
+end (numba-cuda-mlir) is this folder's work.
 """
 
 from . import (

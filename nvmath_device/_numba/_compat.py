@@ -100,8 +100,8 @@ def linked_cubin(lib, cc) -> tuple[bytes, tuple[str, ...]]:
 # ``_Kernel.bind()``, which the dispatcher calls after a compile but not after a cache hit
 # (dispatcher.py: ``kernel = self._cache.load_overload(...)`` then ``kernel.launch`` ->
 # ``get_cufunc()``, no ``initialize_once``). A kernel loaded from the cache therefore never got
-# its shared-memory opt-in and failed to launch with > 48 KiB (CUDA_ERROR_INVALID_VALUE, seen on
-# the H200). Libraries rebuilt by the patch get a ``get_cufunc`` that runs the module's setup
+# its shared-memory opt-in and failed to launch with > 48 KiB (CUDA_ERROR_INVALID_VALUE).
+# Libraries rebuilt by the patch get a ``get_cufunc`` that runs the module's setup
 # once, under a lock, the first time the module is loaded in a context.
 
 _LINKS_KEY = "nvmath_device_links"
@@ -247,10 +247,10 @@ def install_bfloat16_arrays() -> bool:
 
 # --- pruning unused device variables when a kernel links our LTO-IR ------------------------
 #
-# cuFFTDx's twiddle tables are ``__device__`` arrays (~2.3 MB for all sizes). nvJitLink keeps
-# every device variable through LTO unless told otherwise, so each FFT kernel's cubin carried
-# all of them and its link took ~3.9 s (2-core machine; cubin 2.3 MB). nvJitLink's
-# -optimize-unused-variables drops the ones no kernel references: link ~1.8 s, cubin ~9 KB.
+# cuFFTDx's twiddle tables are ``__device__`` arrays (megabytes for all sizes). nvJitLink keeps
+# every device variable through LTO unless told otherwise, so each FFT kernel's cubin would
+# carry all of them (and link slower). nvJitLink's -optimize-unused-variables drops the ones no
+# kernel references.
 # numba-cuda 0.30.4's ``_Linker._get_linker_options`` has no way to ask for it, so a linker
 # that is given one of our linkable objects turns it on (only for those links: a kernel
 # without our code links exactly as numba does it). Variables a kernel references, numba's
