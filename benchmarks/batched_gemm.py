@@ -313,8 +313,6 @@ def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev, peers=Tru
     import cupy as cp
     from numba import cuda
 
-    from nvmath_device._numba.gemm_numba import opt_in_dynamic_shared_memory
-
     sm = descs[next(iter(descs))].sm
     rows = []
     m, n, k = size
@@ -380,7 +378,6 @@ def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev, peers=Tru
                     args = (nA16, nB16, nC16, nC16, dt.type(1), dt.type(0), batch)
                 else:
                     args = (nA16, nB16, nC16 if variant in ("smem", "rpadc", "rpadv", "ppad", "ppadv") else nC, batch)
-                opt_in_dynamic_shared_memory(kernel, args, smem)
                 from numba import typeof
 
                 kern = kernel.compile(tuple(typeof(a) for a in args))

@@ -11,7 +11,7 @@ Environment variables
     Size bound in MiB (default 4096). Past it, least-recently-used entries are removed.
 
 Entry format: ``NMDX2\\n`` + SHA-256(key) + SHA-256(payload) + payload length (8 bytes) +
-payload (entries of the first format, ``NMDX1``, without the key digest, are still read).
+payload. Entries of another format version (``NMDX1``...) are quiet misses, rebuilt.
 Entries are written to a temporary file in the same folder and renamed into place
 (``os.replace``), so a reader sees either nothing or a whole file, and two processes writing
 the same entry both succeed (the later rename wins; both wrote the same bytes). A truncated,
@@ -56,7 +56,6 @@ ENV_MAX_MB = "NUMBA_MATHDX_CACHE_MAX_MB"
 DEFAULT_MAX_MB = 4096
 _DISABLED = ("", "0", "off", "false", "no", "none")
 _MAGIC = b"NMDX2\n"
-_MAGIC_V1 = b"NMDX1\n"
 _MAGIC_FAMILY = b"NMDX"  # entries of another format version are silent misses, not corruption
 _HEAD = len(_MAGIC) + 32 + 32 + 8
 _SUFFIX = ".bin"
@@ -121,8 +120,6 @@ def _encode(key: str, payload: bytes) -> bytes:
 
 def _decode(key: str, blob: bytes) -> bytes | None:
     """The payload if ``blob`` is a whole, intact entry for ``key``; else None."""
-    if blob.startswith(_MAGIC_V1):  # first format: no key digest (still valid, read-only)
-        return _decode_v1(blob)
     if len(blob) < _HEAD or not blob.startswith(_MAGIC):
         return None
     o = len(_MAGIC)
@@ -131,18 +128,6 @@ def _decode(key: str, blob: bytes) -> bytes | None:
     digest = blob[o + 32 : o + 64]
     size = int.from_bytes(blob[o + 64 : _HEAD], "little")
     payload = blob[_HEAD:]
-    if len(payload) != size or hashlib.sha256(payload).digest() != digest:
-        return None
-    return payload
-
-
-def _decode_v1(blob: bytes) -> bytes | None:
-    head = len(_MAGIC_V1) + 32 + 8
-    if len(blob) < head:
-        return None
-    digest = blob[len(_MAGIC_V1) : len(_MAGIC_V1) + 32]
-    size = int.from_bytes(blob[len(_MAGIC_V1) + 32 : head], "little")
-    payload = blob[head:]
     if len(payload) != size or hashlib.sha256(payload).digest() != digest:
         return None
     return payload
@@ -173,7 +158,7 @@ def get(key: str) -> bytes | None:
     payload = _decode(key, blob)
     if payload is None:
         stats["misses"] += 1
-        if blob.startswith(_MAGIC_FAMILY) and not blob.startswith((_MAGIC, _MAGIC_V1)):
+        if blob.startswith(_MAGIC_FAMILY) and not blob.startswith(_MAGIC):
             return None  # written by another format version: rebuilt and overwritten quietly
         stats["corrupt"] += 1
         warnings.warn(f"numba-mathdx cache entry {path} is truncated or corrupted "
@@ -413,9 +398,6 @@ def evict(root: str | None = None, limit: int | None = None, keep: str | None = 
         total -= size  # gone either way (another process may have removed it first)
     return n
 
-
-# Kept for callers of the first version.
-_evict = evict
 
 
 def info() -> dict:

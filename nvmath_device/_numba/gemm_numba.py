@@ -276,27 +276,3 @@ def _register_copy(name):
 
 for _name in _COPY:
     _register_copy(_name)
-
-
-def opt_in_dynamic_shared_memory(dispatcher, args, nbytes: int) -> None:
-    """Allow a ``@cuda.jit`` kernel, specialised for ``args``, more than 48 KiB of dynamic shared memory.
-
-    GEMMs whose tiles exceed 48 KiB (e.g. 64x64x64 float64) need this once before the launch
-    (CUDA's ``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES``). Needs a GPU.
-
-    Raises
-    ------
-    DriverError
-        The driver refused the attribute (the kernel, the bytes and the driver's error are named).
-    """
-    if nbytes <= 48 * 1024:
-        return
-    from numba import typeof
-
-    from .launch import set_kernel_max_dynamic_shared_memory
-
-    argtypes = tuple(typeof(a) for a in args)
-    kernel = dispatcher.compile(argtypes)
-    cufunc = kernel._codelibrary.get_cufunc()
-    # the driver's status is checked: a failure raises DriverError naming the kernel and the error
-    set_kernel_max_dynamic_shared_memory(cufunc.handle, int(nbytes), cufunc.device.id)

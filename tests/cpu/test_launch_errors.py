@@ -154,22 +154,6 @@ def test_opt_in_without_a_current_context_never_asks_cuCtxGetDevice(fake):
     assert set(d.set) == {"k0", "k1"}
 
 
-def test_gemm_opt_in_checks_cuKernelSetAttribute(fake):
-    from nvmath_device._numba.gemm_numba import opt_in_dynamic_shared_memory
-
-    d = fake(fail={"cuKernelSetAttribute": CUresult.CUDA_ERROR_INVALID_VALUE})
-    cufunc = types.SimpleNamespace(handle="kgemm", device=types.SimpleNamespace(id=0))
-    lib = types.SimpleNamespace(get_cufunc=lambda: cufunc)
-    dispatcher = types.SimpleNamespace(compile=lambda argtypes: types.SimpleNamespace(_codelibrary=lib))
-    with pytest.raises(DriverError) as e:
-        opt_in_dynamic_shared_memory(dispatcher, (1.0,), 100_000)
-    assert "CUDA_ERROR_INVALID_VALUE" in str(e.value) and "kernel_kgemm" in str(e.value)
-    assert "100000 bytes" in str(e.value)
-    d.fail.clear()
-    opt_in_dynamic_shared_memory(dispatcher, (1.0,), 100_000)
-    assert d.set["kgemm"] == ("maxdyn", 100_000, 0)
-
-
 # --- the current device's compute capability -----------------------------------------------
 
 @pytest.mark.parametrize("ctx", [0, None])

@@ -23,7 +23,6 @@ from numba import cuda  # noqa: E402  (a GPU is required: these tests fail, not 
 
 from nvmath_device import Matmul  # noqa: E402
 from nvmath_device._build import gemm_codegen  # noqa: E402
-from nvmath_device._numba.gemm_numba import opt_in_dynamic_shared_memory  # noqa: E402
 from tests.device_arrays import to_device, to_host  # noqa: E402
 from tests.gemm_kernels import user_kernel  # noqa: E402
 
@@ -112,7 +111,6 @@ def test_matmul_correct(case):
     kernel = _make_kernel(MM)
     bx, by, bz = MM.block_dim
     args = (dA, dB, dC, dD[:, :m, :n], alpha, beta)
-    opt_in_dynamic_shared_memory(kernel, args, MM.shared_memory_size)
     kernel[batch, (bx, by, bz), 0, MM.shared_memory_size](*args)
     cuda.synchronize()
     C, D = to_host(dC), to_host(dD)

@@ -146,10 +146,6 @@ def run_case(MM, inputs):
     dD = to_device(C.copy())
     args = (to_device(A), to_device(B), dC, dD[:, :m, :n], alpha, beta)
     kernel = make_user_kernel(MM)
-    if not _simulating():
-        from nvmath_device._numba.gemm_numba import opt_in_dynamic_shared_memory
-
-        opt_in_dynamic_shared_memory(kernel, args, MM.shared_memory_size)
     kernel[batch, MM.block_dim, 0, MM.shared_memory_size](*args)
     nt, nacc = MM.max_threads_per_block, MM.accumulator_size
     dACC = to_device(np.zeros((batch, nt, nacc), MM.c_value_type))
@@ -157,20 +153,10 @@ def run_case(MM, inputs):
     dK = to_device(np.zeros((batch, nt, nacc), np.int32))
     args = (to_device(SA), to_device(SB), to_device(ACC0), dACC, dR, dK)
     kernel = make_fragment_kernel(MM)
-    if not _simulating():
-        from nvmath_device._numba.gemm_numba import opt_in_dynamic_shared_memory
-
-        opt_in_dynamic_shared_memory(kernel, args, MM.shared_memory_size_ab)
     kernel[batch, MM.block_dim, 0, MM.shared_memory_size_ab](*args)
     cuda.synchronize()
     return {"C": to_host(dC), "D": to_host(dD), "ACC": to_host(dACC),
             "ROWS": to_host(dR), "COLS": to_host(dK)}
-
-
-def _simulating():
-    from nvmath_device._sim import running_in_simulator
-
-    return running_in_simulator()
 
 
 def tile_matrix(MM, idx, flat):
