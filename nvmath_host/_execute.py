@@ -61,11 +61,13 @@ class LaunchArgs:
         """Take A, B and C from the operands ``ops`` ({"a", "b", "c"}) of problem ``p``."""
         first, second = (ops["b"], ops["a"]) if p.swap else (ops["a"], ops["b"])
         self.a, self.b = first.ptr, second.ptr
-        if ops["c"] is not None:
-            self.c = ops["c"].ptr
-        elif p.c_ptr_from == "lt_a":
-            self.c = first.ptr  # never read (beta = 0); see _problem._c_pointer_source
-        self.c_from_d = p.c_ptr_from == "d"
+        c = ops["c"]
+        if c is not None:
+            self.c = c.ptr
+        else:
+            self.c_from_d = p.c_ptr_from == "d"
+            if not self.c_from_d:
+                self.c = first.ptr  # never read (beta = 0); see _problem._c_pointer_source
 
     def values(self) -> tuple:
         """The arguments in ``cublasLtMatmul``'s order."""

@@ -22,19 +22,17 @@ def input_what(key) -> str:
 _INPUT_WHAT = {k: f"epilog_inputs[{k!r}]" for k in ("bias", "relu_aux", "gelu_aux")}
 
 
-def wrap_input(key, value) -> Operand:
-    """The epilog input ``value`` given as ``epilog_inputs[key]``."""
-    what = _INPUT_WHAT.get(key) or input_what(key)
-    return wrap_aux(value, what) if key == "relu_aux" else wrap(value, what)
-
-
 def wrap_inputs(epilog_inputs) -> dict[str, Operand]:
     """``epilog_inputs`` (a dict or None) wrapped, by name."""
     if epilog_inputs is None:
         return {}
     if not isinstance(epilog_inputs, dict):
         raise TypeError(f"epilog_inputs: expected a dict; got {type(epilog_inputs).__name__}")
-    return {k: wrap_input(k, v) for k, v in epilog_inputs.items()}
+    out = {}
+    for k, v in epilog_inputs.items():
+        what = _INPUT_WHAT.get(k) or input_what(k)
+        out[k] = wrap_aux(v, what) if k == "relu_aux" else wrap(v, what)
+    return out
 
 
 def wrap_call(a, b, c, epilog_inputs):
