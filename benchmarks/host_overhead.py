@@ -7,7 +7,7 @@ fakes, so the figures are what nvmath_host itself costs per call, without the de
 driver, the allocator or the synchronisation:
 
 * the operands are fake ``torch`` tensors (a class whose module is ``torch``; shape, stride,
-  dtype, ``data_ptr()``, ``device.index``), and ``_operands._PACKAGES["torch"]`` is a
+  dtype, ``data_ptr()``, ``device.index``), and ``mathdx_operands._packages._PACKAGES["torch"]`` is a
   ``_Torch`` whose ``torch`` is a stand-in namespace (``empty_strided`` returns a new fake
   tensor; the current raw stream is a constant);
 * the cuBLASLt descriptors are real (libcublasLt works without a driver), but the handle is
@@ -44,8 +44,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import numpy as np  # noqa: E402
 
+import mathdx_operands  # noqa: E402
+from mathdx_operands import _packages  # noqa: E402
 from nvmath_host import _cublaslt as lt  # noqa: E402
-from nvmath_host import _function, _gpu, _operands  # noqa: E402
+from nvmath_host import _function, _gpu  # noqa: E402
 
 # ------------------------------------------------------------------------------- fake torch
 
@@ -67,9 +69,9 @@ class FakeDevice:
 
 
 class FakeTensor:
-    """What ``_operands.wrap`` and ``_Torch`` read of a CUDA ``torch.Tensor``."""
+    """What ``mathdx_operands.wrap`` and its ``_Torch`` adapter read of a CUDA ``torch.Tensor``."""
 
-    __module__ = "torch"  # _operands._package_of goes by the type's module
+    __module__ = "torch"  # mathdx_operands.package_of goes by the type's module
     is_cuda = True
 
     def __init__(self, shape, strides, dtype, device):
@@ -92,7 +94,7 @@ class FakeTensor:
 
 
 def _c_strides(shape):
-    return _operands._c_strides(shape)
+    return mathdx_operands.c_strides(shape)
 
 
 FLOAT16 = FakeDtype("float16")
@@ -150,12 +152,12 @@ def _noop_matmul():
 
 def install_fakes():
     """Patch nvmath_host so that planning and executing need no GPU. Returns a note."""
-    pkg = object.__new__(_operands._Torch)
+    pkg = object.__new__(_packages._Torch)
     pkg.torch = FAKE_TORCH
     pkg._raw_stream = lambda device: STREAM
     pkg._ext, pkg._dtypes, pkg._devices = {}, {}, {}
-    _operands._PACKAGES["torch"] = pkg
-    _operands._GPU = True
+    _packages._PACKAGES["torch"] = pkg
+    _gpu.PRETEND = True
     null_handle = SimpleNamespace(ptr=ctypes.c_void_p(0))
     _gpu.handle = lambda device: null_handle
     _gpu._DEVICE_COUNT = 1

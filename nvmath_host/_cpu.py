@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._operands import host_array, numpy_dtype
+from mathdx_operands import host_array, numpy_dtype
+
 from .epilogs import reference
 
 

@@ -20,10 +20,11 @@ problem's shape, order and types (duck-typed: any object with those attributes).
 
 from __future__ import annotations
 
+from mathdx_operands import DTYPES, UINT8, Operand
+
 from . import _cublaslt as lt
 from . import _rules as rules
 from ._layout import batch_stride, dense_batch
-from ._operands import DTYPES, UINT8, Operand
 from .epilogs import DATA, EPILOGS
 
 #: the stored dtypes that are not the result's

@@ -8,8 +8,9 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
+from mathdx_operands import package, stream_handle
+
 from . import _gpu
-from ._operands import package, stream_handle
 from ._options import MatmulOptions, MatmulPlanPreferences, as_dataclass, check_options
 from ._wrap import wrap_call
 from .epilogs import MatmulEpilog, _as_epilog

@@ -9,7 +9,19 @@ from __future__ import annotations
 
 import threading
 
+import mathdx_operands
+
 from . import _cublaslt as lt
+
+#: None: ask the driver (:func:`mathdx_operands.gpu_available`); True/False: what a test or a
+#: CPU-only benchmark pretends
+PRETEND: bool | None = None
+
+
+def available() -> bool:
+    """Whether a CUDA device can be used here (``PRETEND`` when a test or benchmark set it)."""
+    return mathdx_operands.gpu_available() if PRETEND is None else PRETEND
+
 
 _handles: dict[int, lt.Handle] = {}
 _handles_lock = threading.Lock()

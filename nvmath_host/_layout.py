@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._operands import DType
+from mathdx_operands import DType
 
 
 def round_up(x: int, m: int) -> int:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ._operands import Operand, numpy_dtype
+from mathdx_operands import Operand, numpy_dtype
 
 
 def mirror(pkg, op: Operand, device: int) -> Operand:

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mathdx_operands import DTYPES
+
 from . import _cublaslt as lt
-from ._operands import DTYPES
 
 __all__ = [
     "MatmulComputeType",

@@ -7,9 +7,10 @@ import math
 
 import numpy as np
 
+from mathdx_operands import DTYPES, UINT8, Operand, wrap
+
 from . import _cublaslt as lt
 from . import _gpu
-from ._operands import DTYPES, UINT8, Operand, wrap
 from ._options import Algorithm, MatmulPlanPreferences
 
 _A = lt.MatmulDescAttribute

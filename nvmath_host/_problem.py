@@ -15,11 +15,12 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from mathdx_operands import Operand
+
 from . import _cublaslt as lt
 from . import _epilog_io as io
 from . import _rules as rules
 from ._layout import Layout, OutSpec, batch_stride, dense_batch, matrix_memory
-from ._operands import Operand
 from ._options import MatmulOptions
 from .epilogs import EPILOGS, _as_epilog
 

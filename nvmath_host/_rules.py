@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from mathdx_operands import DTYPES, DType, dtype_of_name
+
 from . import _cublaslt as lt
-from ._operands import DTYPES, DType, dtype_of_name
 from ._options import MatmulComputeType
 from .epilogs import EPILOGS, MatmulEpilog
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._operands import UINT8, Operand, _pointer_device, wrap
+from mathdx_operands import UINT8, Operand, pointer_device, wrap
 
 
 def input_what(key) -> str:
@@ -55,7 +55,7 @@ def wrap_aux(v, what) -> Operand:
             st = cai.get("strides")
             if st is None:
                 st = tuple(x * dt.itemsize for x in _c_strides_elems(shape))
-            dev = v.device.id if pkg == "cupy" else _pointer_device(ptr)
+            dev = v.device.id if pkg == "cupy" else pointer_device(ptr)
             pk = pkg
         if dt != np.uint8:
             raise ValueError(f"{what}: dtype {dt}; expected uint8 (a bit-mask)")

@@ -14,9 +14,10 @@ from typing import Any
 
 import numpy as np
 
+from mathdx_operands import Operand, package, stream_handle, wrap
+
 from . import _cpu, _execute, _gpu, _mirror, _plan
 from ._cpu import CPUExecutionWarning
-from ._operands import Operand, gpu_available, package, stream_handle, wrap
 from ._options import (
     Algorithm,
     MatmulComputeType,
@@ -141,8 +142,8 @@ class Matmul:
         self.alpha = 1.0 if alpha is None else scalar(alpha, "alpha", sc)
         self.beta = (0.0 if c is None else 1.0) if beta is None else scalar(beta, "beta", sc)
         self._stream = stream_handle(stream) if stream is not None else None
-        self._cpu = self._host and (self.options.device_id is None and not gpu_available())
-        if self._host and self.options.device_id is not None and not gpu_available():
+        self._cpu = self._host and (self.options.device_id is None and not _gpu.available())
+        if self._host and self.options.device_id is not None and not _gpu.available():
             raise ValueError("options.device_id: no CUDA device is available")
         if self._cpu:
             warnings.warn(

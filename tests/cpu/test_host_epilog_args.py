@@ -7,7 +7,7 @@ NumPy operands without a GPU: matmul runs on the CPU path.
 import numpy as np
 import pytest
 
-from nvmath_host import Matmul, MatmulEpilog, _operands, matmul
+from nvmath_host import Matmul, MatmulEpilog, _gpu, matmul
 from nvmath_host._function import plan_key
 from nvmath_host._wrap import wrap_call
 from nvmath_host.epilogs import _as_epilog, reference
@@ -26,7 +26,7 @@ RNG = np.random.default_rng(7)
 
 @pytest.fixture(autouse=True)
 def _cpu_only(monkeypatch):
-    monkeypatch.setattr(_operands, "_GPU", False)
+    monkeypatch.setattr(_gpu, "PRETEND", False)
 
 
 def operands():

@@ -9,7 +9,8 @@ arrays it describes.
 import numpy as np
 import pytest
 
-from nvmath_host import MatmulEpilog, MatmulOptions, _operands
+import mathdx_operands
+from nvmath_host import MatmulEpilog, MatmulOptions
 from nvmath_host import _epilog_io as io
 from nvmath_host._cublaslt import MatmulDescAttribute as A
 from nvmath_host._problem import Problem
@@ -21,7 +22,7 @@ M, K, N = 6, 4, 200
 
 
 def problem(epilog, inputs=None, a=None, b=None, **opts):
-    w = _operands.wrap
+    w = mathdx_operands.wrap
     a = np.zeros((M, K), np.float32) if a is None else a
     b = np.zeros((K, N), np.float32) if b is None else b
     ins = {k: _wrap_input(k, v) for k, v in (inputs or {}).items()}

@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 import pytest
 
-from nvmath_host import CPUExecutionWarning, Matmul, MatmulEpilog, _operands, matmul
+from nvmath_host import CPUExecutionWarning, Matmul, MatmulEpilog, _gpu, matmul
 from nvmath_host.epilogs import EPILOGS, dgelu, gelu
 
 pytestmark = pytest.mark.filterwarnings("ignore::nvmath_host.CPUExecutionWarning")
@@ -18,7 +18,7 @@ RNG = np.random.default_rng(1234)
 
 @pytest.fixture(autouse=True)
 def _cpu_only(monkeypatch):
-    monkeypatch.setattr(_operands, "_GPU", False)
+    monkeypatch.setattr(_gpu, "PRETEND", False)
 
 
 def _rand(*shape, dtype=np.float64):

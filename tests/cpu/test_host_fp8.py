@@ -13,7 +13,8 @@ validation errors that need an epilog (raised by ``_problem.Problem``), and the 
 import numpy as np
 import pytest
 
-from nvmath_host import Algorithm, Matmul, MatmulEpilog, MatmulOptions, _operands
+import mathdx_operands
+from nvmath_host import Algorithm, Matmul, MatmulEpilog, MatmulOptions, _gpu
 from nvmath_host._cublaslt import MatmulDescAttribute
 from nvmath_host._execute import LaunchArgs
 from nvmath_host._problem import Problem
@@ -26,7 +27,7 @@ M, K, N = 32, 64, 48
 
 @pytest.fixture(autouse=True)
 def _cpu_only(monkeypatch):
-    monkeypatch.setattr(_operands, "_GPU", False)
+    monkeypatch.setattr(_gpu, "PRETEND", False)
 
 
 A_PTR, B_PTR, C_PTR, BIAS_PTR = 0x7F0000000000, 0x7F0000100000, 0x7F0000200000, 0x7F0000300000
@@ -41,7 +42,7 @@ def fp8_b(dtype="float8_e4m3fn"):  # column-major (K, N), as FP8 needs
 
 
 def problem(a=None, b=None, c=None, epilog=None, inputs=None, scales=("a", "b", "d"), **opts):
-    w = _operands.wrap
+    w = mathdx_operands.wrap
     return Problem(
         w(a if a is not None else fp8_a(), "a"),
         w(b if b is not None else fp8_b(), "b"),

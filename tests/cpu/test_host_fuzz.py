@@ -26,7 +26,7 @@ from nvmath_host import (
     MatmulComputeType,
     MatmulEpilog,
     MatmulOptions,
-    _operands,
+    _gpu,
     matmul,
 )
 
@@ -60,7 +60,7 @@ EPILOGS = (None, E.RELU, E.BIAS, E.RELU_BIAS, E.GELU, E.GELU_BIAS)
 
 @pytest.fixture(autouse=True)
 def _cpu_only(monkeypatch):
-    monkeypatch.setattr(_operands, "_GPU", False)
+    monkeypatch.setattr(_gpu, "PRETEND", False)
 
 
 # ----------------------------------------------------------------------------- valid problems

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """NumPy operands are mirrored to the GPU in their own memory order.
 
-:func:`nvmath_host._operands.memory_order_bytes` turns a host array into flat bytes in the
+:func:`mathdx_operands.memory_order_bytes` turns a host array into flat bytes in the
 array's memory order plus the strides that view them; the device mirror is those bytes,
 uploaded as one buffer, viewed with the original shape and these strides. Here the upload is
 emulated on the host (a copy of the bytes viewed with ``as_strided``), and the CuPy calls of
@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 from numpy.lib.stride_tricks import as_strided
 
-from nvmath_host import Algorithm, Matmul, MatmulEpilog, _execute, _gpu, _operands, _plan
-from nvmath_host._operands import memory_order_bytes
+import mathdx_operands
+from mathdx_operands import _packages, memory_order_bytes
+from nvmath_host import Algorithm, Matmul, MatmulEpilog, _execute, _gpu, _plan
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
@@ -175,7 +176,7 @@ class _FakeCupyArray:
         isz = self.dtype.itemsize
         self.itemsize = isz
         self.strides = (
-            tuple(s * isz for s in _operands._c_strides(self.shape))
+            tuple(s * isz for s in mathdx_operands.c_strides(self.shape))
             if strides is None
             else tuple(strides)
         )
@@ -231,10 +232,10 @@ class _PlanStandIn:
 def fake_gpu(monkeypatch):
     """A "GPU" whose CuPy is :data:`FAKE_CUPY`; plan() makes no cuBLASLt objects (the plan and
     its launches are stand-ins; the mirrors are real)."""
-    pkg = object.__new__(_operands._CuPy)
+    pkg = object.__new__(_packages._CuPy)
     pkg.cp, pkg._ext = FAKE_CUPY, {}
-    monkeypatch.setattr(_operands, "_GPU", True)
-    monkeypatch.setitem(_operands._PACKAGES, "cupy", pkg)
+    monkeypatch.setattr(_gpu, "PRETEND", True)
+    monkeypatch.setitem(_packages._PACKAGES, "cupy", pkg)
     monkeypatch.setattr(_gpu, "DeviceScope", lambda device: contextlib.nullcontext())
     monkeypatch.setattr(_plan, "GpuPlan", _PlanStandIn)
     monkeypatch.setattr(

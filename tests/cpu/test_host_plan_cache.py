@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from nvmath_host import CPUExecutionWarning, _operands, matmul
+from nvmath_host import CPUExecutionWarning, _gpu, matmul
 
 fn_mod = importlib.import_module("nvmath_host._function")
 
@@ -237,7 +237,7 @@ def test_matmul_threads_each_get_their_own_plan(monkeypatch):
     """Threads calling matmul() with one shape and clear_plan_cache() at once: no plan is
     shared by two calls at a time or freed during one, and each call computes on its own
     operands (FAILS on the cache that only locked the dict lookup)."""
-    monkeypatch.setattr(_operands, "_GPU", True)
+    monkeypatch.setattr(_gpu, "PRETEND", True)
     monkeypatch.setattr(fn_mod, "Matmul", FakeMatmul)
     fn_mod.clear_plan_cache()
     Checked.errors = []
@@ -275,7 +275,7 @@ def test_a_failed_call_frees_its_plan_and_caches_nothing(monkeypatch):
         def _launch_and_report(self):
             raise RuntimeError("launch failed")
 
-    monkeypatch.setattr(_operands, "_GPU", True)
+    monkeypatch.setattr(_gpu, "PRETEND", True)
     monkeypatch.setattr(fn_mod, "Matmul", Failing)
     fn_mod.clear_plan_cache()
     made = []
@@ -288,7 +288,7 @@ def test_a_failed_call_frees_its_plan_and_caches_nothing(monkeypatch):
 
 def test_plans_are_keyed_by_stream(monkeypatch):
     """A plan is reused only on the stream it ran on (its workspace is used in that order)."""
-    monkeypatch.setattr(_operands, "_GPU", True)
+    monkeypatch.setattr(_gpu, "PRETEND", True)
     monkeypatch.setattr(fn_mod, "Matmul", FakeMatmul)
     fn_mod.clear_plan_cache()
     a, b = FakeCupy((8, 4), 0x7F0000000000), FakeCupy((4, 8), 0x7E0000000000)
@@ -301,7 +301,7 @@ def test_plans_are_keyed_by_stream(monkeypatch):
 
 
 def test_numpy_operands_still_use_no_cache(monkeypatch):
-    monkeypatch.setattr(_operands, "_GPU", False)
+    monkeypatch.setattr(_gpu, "PRETEND", False)
     fn_mod.clear_plan_cache()
     a = np.ones((4, 3), np.float32)
     with pytest.warns(CPUExecutionWarning):

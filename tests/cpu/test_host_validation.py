@@ -12,13 +12,14 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+import mathdx_operands
 from nvmath_host import (
     Algorithm,
     Matmul,
     MatmulComputeType,
     MatmulEpilog,
     MatmulOptions,
-    _operands,
+    _gpu,
     matmul,
 )
 from nvmath_host._cublaslt import Operation
@@ -32,7 +33,7 @@ E = MatmulEpilog
 
 @pytest.fixture(autouse=True)
 def _cpu_only(monkeypatch):
-    monkeypatch.setattr(_operands, "_GPU", False)
+    monkeypatch.setattr(_gpu, "PRETEND", False)
 
 
 class FakeCupy:
@@ -517,7 +518,7 @@ def test_plan_cache_key_ignores_data_not_shape():
 
 
 def _problem(a, b, c=None, epilog=None, inputs=None, **opts):
-    w = _operands.wrap
+    w = mathdx_operands.wrap
     return Problem(
         w(a, "a"),
         w(b, "b"),
@@ -588,7 +589,7 @@ def test_algorithm_pickles():
 
 
 def test_stream_adapters():
-    h = _operands.stream_handle
+    h = mathdx_operands.stream_handle
     assert h(0) == 0 and h(1234) == 1234
     assert h(SimpleNamespace(__cuda_stream__=lambda: (0, 77))) == 77
     assert h(SimpleNamespace(ptr=88)) == 88  # CuPy

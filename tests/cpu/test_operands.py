@@ -427,14 +427,16 @@ def test_simulator_switch_is_read_from_the_environment():
 # ------------------------------------------------------------------- the nvmath_host re-export
 
 
-def test_nvmath_host_operands_is_the_shared_layer(monkeypatch):
-    from nvmath_host import _operands
+def test_nvmath_host_uses_the_shared_layer(monkeypatch):
+    """nvmath_host has no operand layer of its own: its modules take mathdx_operands' names,
+    and its GPU switch (what tests pretend) is one attribute of nvmath_host._gpu."""
+    import importlib.util
 
-    for name in ("wrap", "Operand", "DType", "DTYPES", "UINT8", "stream_handle", "package",
-                 "host_array", "numpy_dtype", "dtype_of_name", "memory_order_bytes"):
-        assert getattr(_operands, name) is getattr(mo, name), name
-    assert _operands._PACKAGES is _packages._PACKAGES
-    monkeypatch.setattr(_operands, "_GPU", True)
-    assert _operands.gpu_available() is True
-    monkeypatch.setattr(_operands, "_GPU", False)
-    assert _operands.gpu_available() is False
+    from nvmath_host import _gpu, _plan, _wrap
+
+    assert importlib.util.find_spec("nvmath_host._operands") is None
+    assert _wrap.wrap is mo.wrap and _plan.Operand is mo.Operand
+    monkeypatch.setattr(_gpu, "PRETEND", True)
+    assert _gpu.available() is True
+    monkeypatch.setattr(_gpu, "PRETEND", False)
+    assert _gpu.available() is False

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from mathdx_operands import stream_handle
 from nvmath_host import (
     Algorithm,
     Matmul,
@@ -22,7 +23,6 @@ from nvmath_host import (
     matmul,
 )
 from nvmath_host import _cublaslt as lt
-from nvmath_host._operands import stream_handle
 from nvmath_host.epilogs import EPILOGS, reference, relu_aux_shape, unpack_relu_mask
 
 pytestmark = pytest.mark.gpu
