@@ -23,7 +23,7 @@ ROOT = HERE.parent
 PAGES = {
     "nvmath_device": (
         "nvmath_device: cuFFTDx and cuBLASDx inside Numba kernels",
-        ("nvmath_device", "nvmath_device.aot"),
+        ("nvmath_device", "nvmath_device.common_cuda", "nvmath_device.aot"),
         ("FFT", "Matmul"),
     ),
     "nvmath_host": (
@@ -32,6 +32,11 @@ PAGES = {
         ("Matmul",),
     ),
     "kernels": ("kernels: fused signal-processing kernels", ("kernels",), ()),
+    "mathdx_operands": (
+        "mathdx_operands: the arrays and streams nvmath_host and kernels take",
+        ("mathdx_operands",),
+        (),
+    ),
 }
 
 _SECTION = re.compile(r"^([A-Z][A-Za-z ]+)\n-{3,}$", re.MULTILINE)
