@@ -10,6 +10,7 @@ import numpy as np
 
 from ._arrays import _prod, memory_order_bytes
 from ._dtypes import DType, torch_dtype
+from ._handles import stream_handle
 
 
 class Package:
@@ -325,8 +326,6 @@ class _Numba(Package):
 
     def current_stream(self, device=None):
         if self._default is None:
-            from ._streams import stream_handle
-
             self._default = stream_handle(self.cuda.default_stream())
         return self._default
 
