@@ -38,8 +38,8 @@ from ._dtypes import (
     torch_dtype,
     torch_dtype_name,
 )
-from ._packages import Package, current_stream, device_empty, package
 from ._handles import stream_handle
+from ._packages import Package, current_stream, device_empty, package
 from ._streams import Stream, resolve_stream
 
 __all__ = [
