@@ -49,7 +49,7 @@ def compile_kernel(pyfunc, argtypes, sm=90, *, fastmath: bool = False, opt: bool
     """
     from numba.core import types
 
-    from ._numba._compat import compile_kernel_library, linked_cubin
+    from ._numba import compile_kernel_library, linked_cubin
 
     sm = parse_sm(sm, "sm")
     if not isinstance(argtypes, tuple) or not all(isinstance(t, types.Type) for t in argtypes):

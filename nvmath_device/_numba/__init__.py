@@ -11,3 +11,6 @@ from . import (
     gemm_numba,  # noqa: F401,E402  (registers typing and lowering)
     memory,  # noqa: F401  (load_complex / store_complex)
 )
+from ._compat import compile_kernel_library, linked_cubin  # the face nvmath_device.aot uses
+
+__all__ = ["compile_kernel_library", "linked_cubin"]
