@@ -44,3 +44,36 @@ def user_kernel(MM):
                 D[g, r, cols[i]] = alpha * acc[i] + beta * D[g, r, cols[i]]
 
     return kernel
+
+
+def several_per_block_kernel(MM):
+    """A plain Python kernel function: ``blockDim.y`` GEMMs per block (``threadIdx.y`` picks
+    one; cuBLASDx uses ``threadIdx.x`` only), each in its own ``MM.shared_memory_size`` bytes of
+    dynamic shared memory, ``C[g] = A[g] @ B[g]`` through the register accumulator and
+    ``fragment_coordinates``. Launch with ``MM.shared_memory_size * blockDim.y`` bytes."""
+    per = MM.shared_memory_size // MM.a_value_type.itemsize
+    b_off = MM.b_shared_memory_offset // MM.b_value_type.itemsize
+    a_size, b_size, nacc = MM.a_size, MM.b_size, MM.accumulator_size
+    adt, cdt = MM.a_value_type, MM.c_value_type
+
+    def kernel(A, B, C):
+        y = cuda.threadIdx.y
+        g = cuda.blockIdx.x * cuda.blockDim.y + y
+        base = y * per
+        sa = cuda.shared.array(0, dtype=adt)[base:base + a_size]
+        sb = cuda.shared.array(0, dtype=adt)[base + b_off:base + b_off + b_size]
+        MM.load_a(A[g], sa)
+        MM.load_b(B[g], sb)
+        cuda.syncthreads()
+        acc = cuda.local.array(nacc, dtype=cdt)
+        rows = cuda.local.array(nacc, dtype=np.int32)
+        cols = cuda.local.array(nacc, dtype=np.int32)
+        for i in range(nacc):
+            acc[i] = 0
+        MM.execute(sa, sb, acc)
+        MM.fragment_coordinates(rows, cols)
+        for i in range(nacc):
+            if rows[i] >= 0:
+                C[g, rows[i], cols[i]] = acc[i]
+
+    return kernel

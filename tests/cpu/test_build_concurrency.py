@@ -15,33 +15,15 @@ import multiprocessing
 import os
 import threading
 
-import numpy as np
 import pytest
 
-from nvmath_device import FFT
 from nvmath_device._build import cache, fft_codegen, toolchain
-
-LTOIR_MAGIC = bytes.fromhex("ed434e7f")
-
-
-def _fft(size):
-    return FFT(size=size, precision=np.float32, fft_type="c2c", direction="forward", sm=90)
+from tests.build_fixtures import LTOIR_MAGIC, empty_cache, small_fft
 
 
 @pytest.fixture
 def cdir(tmp_path, monkeypatch):
-    for job in list(fft_codegen._twiddle_jobs.values()):  # an earlier test's background compile
-        try:
-            job.result(timeout=900)
-        except BaseException:  # noqa: S110 - that test's failure to report
-            pass
-    d = tmp_path / "cache"
-    monkeypatch.setenv(cache.ENV_DIR, str(d))
-    monkeypatch.delenv(cache.ENV_MAX_MB, raising=False)
-    monkeypatch.setenv(toolchain.ENV_PCH, "0")  # -pch changes the bytes (both valid): off, to compare them
-    monkeypatch.setattr(cache, "_memory", {})
-    monkeypatch.setattr(fft_codegen, "_twiddle_job", lambda sm: (None, None))
-    return d
+    return empty_cache(tmp_path, monkeypatch)
 
 
 def _check_disk(cdir, expected: dict) -> None:
@@ -66,7 +48,7 @@ def test_threads_compile_different_and_same_descriptors(cdir):
     def build(i, size):
         try:
             barrier.wait()
-            results[i] = fft_codegen.fft_ltoir(_fft(size))
+            results[i] = fft_codegen.fft_ltoir(small_fft(size))
         except BaseException as e:  # reported below
             errors.append(e)
 
@@ -80,14 +62,14 @@ def test_threads_compile_different_and_same_descriptors(cdir):
     assert toolchain.stats["nvrtc_compiles"] - n == 3  # one compile per descriptor
     assert all(b[:4] == LTOIR_MAGIC for b in results.values())
     assert results[1] == results[3] and len({results[0], results[1], results[2]}) == 3
-    _check_disk(cdir, {_unit_key(_fft(s)): results[i] for i, s in enumerate(sizes)})
+    _check_disk(cdir, {_unit_key(small_fft(s)): results[i] for i, s in enumerate(sizes)})
 
 
 def _process(sizes, barrier, queue) -> None:
     """One of the processes: build ``sizes`` in order, starting together with the others."""
     fft_codegen._twiddle_job = lambda sm: (None, None)
     barrier.wait(timeout=120)
-    out = {s: hashlib.sha256(fft_codegen.fft_ltoir(_fft(s))).hexdigest() for s in sizes}
+    out = {s: hashlib.sha256(fft_codegen.fft_ltoir(small_fft(s))).hexdigest() for s in sizes}
     queue.put({"pid": os.getpid(), "hashes": out, "compiles": toolchain.stats["nvrtc_compiles"],
                "corrupt": cache.stats["corrupt"]})
 
@@ -117,8 +99,8 @@ def test_processes_share_one_cold_cache(cdir):
     cache._memory.clear()
     expected = {}
     for s in sizes:
-        blob = cache.get(_unit_key(_fft(s)))
+        blob = cache.get(_unit_key(small_fft(s)))
         assert blob is not None and blob[:4] == LTOIR_MAGIC
         assert hashlib.sha256(blob).hexdigest() == next(r["hashes"][s] for r in results if s in r["hashes"])
-        expected[_unit_key(_fft(s))] = blob
+        expected[_unit_key(small_fft(s))] = blob
     _check_disk(cdir, expected)

@@ -15,37 +15,18 @@ import sys
 import time
 import warnings
 
-import numpy as np
 import pytest
 
-from nvmath_device import FFT, CompileError, MathDxError
+from nvmath_device import CompileError, MathDxError
 from nvmath_device._build import cache, fft_codegen, toolchain
+from tests.build_fixtures import LTOIR_MAGIC, empty_cache, small_fft
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-LTOIR_MAGIC = bytes.fromhex("ed434e7f")
-
-
-def _fft(size):
-    return FFT(size=size, precision=np.float32, fft_type="c2c", direction="forward", sm=90)
 
 
 @pytest.fixture
 def cdir(tmp_path, monkeypatch):
-    """An empty cache folder and in-memory layer; unit compiles start no twiddle-table compile."""
-    for job in list(fft_codegen._twiddle_jobs.values()):  # an earlier test's background compile
-        try:
-            job.result(timeout=900)
-        except BaseException:  # noqa: S110 - that test's failure to report
-            pass
-    d = tmp_path / "cache"
-    monkeypatch.setenv(cache.ENV_DIR, str(d))
-    monkeypatch.delenv(cache.ENV_MAX_MB, raising=False)
-    monkeypatch.setattr(cache, "_memory", {})
-    monkeypatch.setattr(fft_codegen, "_twiddle_job", lambda sm: (None, None))
-    # NVRTC's output is deterministic, but with -pch it differs from without (both valid): off,
-    # so that a recompile can be compared byte for byte
-    monkeypatch.setenv(toolchain.ENV_PCH, "0")
-    return d
+    return empty_cache(tmp_path, monkeypatch)
 
 
 def _result(out: str) -> dict:
@@ -59,11 +40,11 @@ def child_read_only() -> None:
     fft_codegen._twiddle_job = lambda sm: (None, None)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        hit = fft_codegen.fft_ltoir(_fft(16))
+        hit = fft_codegen.fft_ltoir(small_fft(16))
         n = toolchain.stats["nvrtc_compiles"]
-        b = fft_codegen.fft_ltoir(_fft(32))
-        c = fft_codegen.fft_ltoir(_fft(8))
-        b_again = fft_codegen.fft_ltoir(_fft(32))  # kept in memory
+        b = fft_codegen.fft_ltoir(small_fft(32))
+        c = fft_codegen.fft_ltoir(small_fft(8))
+        b_again = fft_codegen.fft_ltoir(small_fft(32))  # kept in memory
     print("RESULT " + json.dumps({
         "hit": hit.hex(), "compiles": toolchain.stats["nvrtc_compiles"] - n,
         "b_magic": b[:4] == LTOIR_MAGIC, "c_magic": c[:4] == LTOIR_MAGIC, "b_same": b == b_again,
@@ -87,7 +68,7 @@ def _read_only_runner(folder: str) -> list[str] | None:
 
 
 def test_read_only_cache_folder_compiles_and_warns_once(cdir):
-    hit = fft_codegen.fft_ltoir(_fft(16))  # one entry on disk before the folder turns read-only
+    hit = fft_codegen.fft_ltoir(small_fft(16))  # one entry on disk before the folder turns read-only
     runner = _read_only_runner(str(cdir))
     if runner is None:
         pytest.skip("cannot make a folder read-only here (root without unshare/mount namespaces)")
@@ -118,11 +99,11 @@ def test_read_only_cache_folder_compiles_and_warns_once(cdir):
 
 def test_cache_smaller_than_one_entry(cdir, monkeypatch):
     monkeypatch.setenv(cache.ENV_MAX_MB, str(1 / 2**20))  # one byte
-    a = fft_codegen.fft_ltoir(_fft(16))
+    a = fft_codegen.fft_ltoir(small_fft(16))
     (entry_a,) = cache.entries()  # the entry just written is kept, however small the bound
     reader = open(entry_a[0], "rb")  # another user of A's entry, mid-read when it is evicted
     head = reader.read(10)
-    b = fft_codegen.fft_ltoir(_fft(32))
+    b = fft_codegen.fft_ltoir(small_fft(32))
     assert len(cache.entries()) == 1 and not os.path.exists(entry_a[0])  # A evicted for B
     key_a = os.path.basename(entry_a[0])[:-4]
     assert cache._decode(key_a, head + reader.read()) == a  # the open reader still reads all of A
@@ -131,9 +112,9 @@ def test_cache_smaller_than_one_entry(cdir, monkeypatch):
     n = toolchain.stats["nvrtc_compiles"]
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no entry is damaged: no "corrupted" warning
-        assert fft_codegen.fft_ltoir(_fft(32)) == b  # from disk
+        assert fft_codegen.fft_ltoir(small_fft(32)) == b  # from disk
         assert toolchain.stats["nvrtc_compiles"] == n
-        assert fft_codegen.fft_ltoir(_fft(16)) == a  # evicted: compiled again, the same bytes
+        assert fft_codegen.fft_ltoir(small_fft(16)) == a  # evicted: compiled again, the same bytes
     assert toolchain.stats["nvrtc_compiles"] == n + 1
 
 
@@ -232,7 +213,7 @@ def test_nvrtc_missing_is_a_compile_error(cdir, monkeypatch):
     monkeypatch.setattr(nvrtc, "nvrtcCreateProgram", missing)
     toolchain.nvrtc_version.cache_clear()
     try:
-        for build in (lambda: fft_codegen.fft_ltoir(_fft(16)),
+        for build in (lambda: fft_codegen.fft_ltoir(small_fft(16)),
                       lambda: toolchain.compile_source('extern "C" __global__ void k(){}', 90, "ptx")):
             with pytest.raises(CompileError) as e:
                 build()

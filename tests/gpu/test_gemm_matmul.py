@@ -24,7 +24,7 @@ from numba import cuda  # noqa: E402  (a GPU is required: these tests fail, not 
 from nvmath_device import Matmul  # noqa: E402
 from nvmath_device._build import gemm_codegen  # noqa: E402
 from tests.device_arrays import to_device, to_host  # noqa: E402
-from tests.gemm_kernels import user_kernel  # noqa: E402
+from tests.gemm_kernels import several_per_block_kernel, user_kernel  # noqa: E402
 
 ARR = ("row_major", "col_major")
 SM = None  # the current GPU
@@ -153,27 +153,7 @@ def test_several_gemms_per_block():
     G = 4
     per = MM.shared_memory_size
 
-    @cuda.jit
-    def kernel(A, B, C):
-        y = cuda.threadIdx.y
-        g = cuda.blockIdx.x * G + y
-        base = y * per // 4
-        sa = cuda.shared.array(0, dtype=np.float32)[base:base + MM.a_size]
-        sb = cuda.shared.array(0, dtype=np.float32)[base + MM.b_shared_memory_offset // 4:base + MM.b_shared_memory_offset // 4 + MM.b_size]
-        MM.load_a(A[g], sa)
-        MM.load_b(B[g], sb)
-        cuda.syncthreads()
-        acc = cuda.local.array(MM.accumulator_size, dtype=np.float32)
-        rows = cuda.local.array(MM.accumulator_size, dtype=np.int32)
-        cols = cuda.local.array(MM.accumulator_size, dtype=np.int32)
-        for i in range(MM.accumulator_size):
-            acc[i] = 0
-        MM.execute(sa, sb, acc)
-        MM.fragment_coordinates(rows, cols)
-        for i in range(MM.accumulator_size):
-            if rows[i] >= 0:
-                C[g, rows[i], cols[i]] = acc[i]
-
+    kernel = cuda.jit(several_per_block_kernel(MM))
     rng = np.random.default_rng(2)
     A = _rand(rng, (3 * G, m, k), np.float32)
     B = _rand(rng, (3 * G, k, n), np.float32)

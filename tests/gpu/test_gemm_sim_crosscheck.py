@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import os
 import pickle
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from nvmath_device import Matmul
+from tests.harness import run_both_sides
 
 # one xdist worker runs this module (its module fixture compiles/simulates every case): run
 # the GPU suite with `-n N --dist loadgroup`
@@ -112,21 +111,7 @@ def folder(tmp_path_factory):
         np.savez(out / f"{name}_in.npz", **case_inputs(Matmul(sm=SM, **kw), 2, rng))
     with open(out / "cases.pkl", "wb") as f:
         pickle.dump(list(CASES.items()), f)
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
-    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
-    log_file = open(out / "sim.log", "w")  # a file, not a pipe: the child never blocks on it
-    sim = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys; from tests.gpu.test_gemm_sim_crosscheck import crosscheck_run; crosscheck_run(sys.argv[1])",
-         str(out)],
-        cwd=REPO, env=env, stdout=log_file, stderr=subprocess.STDOUT,
-    )
-    try:
-        crosscheck_run(str(out))  # the GPU, while the simulator runs
-    finally:
-        sim.wait(timeout=1800)
-        log_file.close()
-    assert sim.returncode == 0, f"simulator subprocess failed:\n{(out / 'sim.log').read_text()}"
+    run_both_sides(out, "tests.gpu.test_gemm_sim_crosscheck:crosscheck_run", crosscheck_run)
     return out
 
 

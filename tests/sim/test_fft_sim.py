@@ -4,7 +4,6 @@
 Run: NUMBA_ENABLE_CUDASIM=1 python -m pytest -q tests/sim
 """
 
-import threading
 import traceback
 
 import numpy as np
@@ -13,6 +12,7 @@ from numba import cuda
 
 from nvmath_device import FFT
 from tests.fft_kernels import layout_case, make_block_kernel, run_fft
+from tests.harness import launch_guarded
 
 SM = 90
 TOL = {np.float32: 2e-6, np.float64: 1e-13}
@@ -228,22 +228,6 @@ def test_unspecified_registers_and_shared_memory_are_poisoned():
 
 
 # ------------------------------------------------------------------------------------ misuse
-def _launch(kernel, grid, block, smem, *args, timeout=60):
-    """Launch in a helper thread, so that a hang fails the test instead of blocking the suite."""
-    result = {}
-
-    def target():
-        try:
-            kernel[grid, block, 0, smem](*args)
-        except BaseException as e:  # noqa: BLE001 - re-raised in the test thread
-            result["error"] = e
-
-    t = threading.Thread(target=target, daemon=True)
-    t.start()
-    t.join(timeout)
-    assert not t.is_alive(), f"the simulated kernel did not finish within {timeout} s (hang)"
-    if "error" in result:
-        raise result["error"]
 
 
 def _block_io(fft):
@@ -257,7 +241,7 @@ def test_wrong_block_shape():
     bx, by, bz = fft.block_dim
     for bad in [(bx * 2, by, 1), (bx, by + 1, 1), bx * by]:
         with pytest.raises(ValueError, match=r"fft.block_dim = \(8, 2, 1\).*blockDim"):
-            _launch(kernel, 1, bad, fft.shared_memory_size, *_block_io(fft))
+            launch_guarded(kernel, 1, bad, fft.shared_memory_size, *_block_io(fft))
 
 
 def test_too_little_shared_memory():
@@ -266,9 +250,9 @@ def test_too_little_shared_memory():
     with pytest.raises(
         ValueError, match=f"needs fft.shared_memory_size = {fft.shared_memory_size}"
     ):
-        _launch(kernel, 1, fft.block_dim, fft.shared_memory_size - 8, *_block_io(fft))
+        launch_guarded(kernel, 1, fft.block_dim, fft.shared_memory_size - 8, *_block_io(fft))
     with pytest.raises(ValueError, match="has 0 bytes"):
-        _launch(kernel, 1, fft.block_dim, 0, *_block_io(fft))
+        launch_guarded(kernel, 1, fft.block_dim, 0, *_block_io(fft))
 
 
 def _registers_kernel(fft, make_regs, smem_kind="dynamic"):
@@ -319,7 +303,7 @@ def test_wrong_thread_data(make_regs, exc, match):
     fft = MISC["c2c16d"]  # float64, storage_size 4
     assert fft.storage_size == 4
     with pytest.raises(exc, match=match):
-        _launch(
+        launch_guarded(
             _registers_kernel(fft, make_regs), 1, fft.block_dim, fft.shared_memory_size, np.zeros(1)
         )
 
@@ -331,7 +315,7 @@ def test_shared_memory_must_be_shared_and_given():
         return np.zeros(4, np.complex128)
 
     with pytest.raises(TypeError, match="shared_memory.*is not shared memory"):
-        _launch(
+        launch_guarded(
             _registers_kernel(fft, regs, "local"),
             1,
             fft.block_dim,
@@ -339,7 +323,7 @@ def test_shared_memory_must_be_shared_and_given():
             np.zeros(1),
         )
     with pytest.raises(TypeError, match=r"execution='Block' takes \(thread_data, shared_memory\)"):
-        _launch(
+        launch_guarded(
             _registers_kernel(fft, regs, "none"),
             1,
             fft.block_dim,
@@ -360,7 +344,7 @@ def test_thread_execution_with_shared_memory():
     with pytest.raises(
         TypeError, match=r"execution='Thread' takes \(thread_data,\) only.*no shared memory"
     ):
-        _launch(kernel, 1, 4, 1024, np.zeros(1))
+        launch_guarded(kernel, 1, 4, 1024, np.zeros(1))
 
 
 def _partial_kernel(fft, variant):
@@ -404,7 +388,7 @@ def _partial_kernel(fft, variant):
 def test_every_thread_must_call_execute(variant, match):
     fft = MISC["c2c64"]
     with pytest.raises(RuntimeError, match=match):
-        _launch(
+        launch_guarded(
             _partial_kernel(fft, variant), 2, fft.block_dim, fft.shared_memory_size, np.zeros(1)
         )
 
@@ -452,7 +436,7 @@ def test_one_thread_with_a_bad_argument_reaches_the_caller():
     fft = MISC["c2c16d"]  # 4 threads, storage_size 4
     for _ in range(10):  # which thread the simulator reports first is up to its thread scheduling
         with pytest.raises(ValueError, match=r"thread_data.*has 3 complex128 values.*at least 4") as info:
-            _launch(_errors_kernel(fft, short_thread=1), 1, fft.block_dim, fft.shared_memory_size,
+            launch_guarded(_errors_kernel(fft, short_thread=1), 1, fft.block_dim, fft.shared_memory_size,
                     np.zeros(1), timeout=30)
         assert "_check_registers" in _full_text(info.value)  # the traceback of the raise
 
@@ -475,6 +459,6 @@ def test_an_error_inside_the_block_round_reaches_the_caller(monkeypatch):
     monkeypatch.setattr(sim_fft, "_gather", failing_gather)
     for _ in range(15):
         with pytest.raises(IndexError, match="index 99 is out of bounds in thread 2's part") as info:
-            _launch(_errors_kernel(fft), 1, fft.block_dim, fft.shared_memory_size, np.zeros(1),
+            launch_guarded(_errors_kernel(fft), 1, fft.block_dim, fft.shared_memory_size, np.zeros(1),
                     timeout=30)
         assert "failing_gather" in _full_text(info.value)

@@ -17,7 +17,8 @@ from numba import cuda
 
 from nvmath_device import Matmul
 from tests.device_arrays import to_device, to_host
-from tests.gemm_kernels import user_kernel
+from tests.gemm_kernels import several_per_block_kernel, user_kernel
+from tests.harness import launch_guarded
 
 SM = 90
 F16, F32, F64 = np.float16, np.float32, np.float64
@@ -294,29 +295,7 @@ def test_several_gemms_per_block():
     """A (32, 3) launch of a block_dim=(32, 1, 1) GEMM: threadIdx.y picks one of 3 GEMMs."""
     MM = MISC["several"]
     G = 3
-    per = MM.shared_memory_size // 4
-    b_off = MM.b_shared_memory_offset // 4
-
-    @cuda.jit
-    def kernel(A, B, C):
-        y = cuda.threadIdx.y
-        g = cuda.blockIdx.x * G + y
-        base = y * per
-        sa = cuda.shared.array(0, dtype=np.float32)[base:base + MM.a_size]
-        sb = cuda.shared.array(0, dtype=np.float32)[base + b_off:base + b_off + MM.b_size]
-        MM.load_a(A[g], sa)
-        MM.load_b(B[g], sb)
-        cuda.syncthreads()
-        acc = cuda.local.array(MM.accumulator_size, dtype=np.float32)
-        rows = cuda.local.array(MM.accumulator_size, dtype=np.int32)
-        cols = cuda.local.array(MM.accumulator_size, dtype=np.int32)
-        for i in range(MM.accumulator_size):
-            acc[i] = 0
-        MM.execute(sa, sb, acc)
-        MM.fragment_coordinates(rows, cols)
-        for i in range(MM.accumulator_size):
-            if rows[i] >= 0:
-                C[g, rows[i], cols[i]] = acc[i]
+    kernel = cuda.jit(several_per_block_kernel(MM))
 
     rng = np.random.default_rng(2)
     A = rng.uniform(-1, 1, (2 * G, 16, 16)).astype(np.float32)
@@ -327,22 +306,6 @@ def test_several_gemms_per_block():
 
 
 # ------------------------------------------------------------------------------ misuse
-def _launch(kernel, grid, block, smem, *args, timeout=60):
-    """Launch in a helper thread, so that a hang fails the test instead of blocking the suite."""
-    result = {}
-
-    def target():
-        try:
-            kernel[grid, block, 0, smem](*args)
-        except BaseException as e:  # noqa: BLE001 - re-raised in the test thread
-            result["error"] = e
-
-    t = threading.Thread(target=target, daemon=True)
-    t.start()
-    t.join(timeout)
-    assert not t.is_alive(), f"the simulated kernel did not finish within {timeout} s (hang)"
-    if "error" in result:
-        raise result["error"]
 
 
 def _smem_kernel(MM, variant="ok", other=None):
@@ -408,13 +371,13 @@ def test_misuse_of_execute(variant, exc, match):
     MM = MISC["f32"]
     assert MM.c_size == 1024 and MM.block_dim == (64, 1, 1)
     with pytest.raises(exc, match=match):
-        _launch(_smem_kernel(MM, variant, MISC["f32-other"]), 2, MM.block_dim, 0, np.zeros(1))
+        launch_guarded(_smem_kernel(MM, variant, MISC["f32-other"]), 2, MM.block_dim, 0, np.zeros(1))
 
 
 def test_correct_kernel_of_the_misuse_tests_runs():
     """The misuse kernel without a mistake passes (so the failures above are the mistakes)."""
     MM = MISC["f32"]
-    _launch(_smem_kernel(MM, "ok"), 2, MM.block_dim, 0, np.zeros(1))
+    launch_guarded(_smem_kernel(MM, "ok"), 2, MM.block_dim, 0, np.zeros(1))
 
 
 @pytest.mark.parametrize("block", [(32, 1, 1), (128, 1, 1), (64, 2, 1), 48],
@@ -422,10 +385,10 @@ def test_correct_kernel_of_the_misuse_tests_runs():
 def test_block_shape_must_match_block_dim(block):
     MM = MISC["f32"]
     if block == (64, 2, 1):  # a second GEMM per block along y: allowed (block_dim has rank 1)
-        _launch(_smem_kernel(MM), 1, block, 0, np.zeros(1))
+        launch_guarded(_smem_kernel(MM), 1, block, 0, np.zeros(1))
         return
     with pytest.raises(ValueError, match=r"MM.block_dim = \(64, 1, 1\).*blockDim = "):
-        _launch(_smem_kernel(MM), 1, block, 0, np.zeros(1))
+        launch_guarded(_smem_kernel(MM), 1, block, 0, np.zeros(1))
 
 
 def test_rank2_block_dim_needs_its_y():
@@ -433,7 +396,7 @@ def test_rank2_block_dim_needs_its_y():
     kernel = make_user_kernel(MM)
     x = np.zeros((1, 32, 32), np.float32)
     with pytest.raises(ValueError, match=r"MM.block_dim = \(32, 2, 1\).*blockDim = \(64, 1, 1\)"):
-        _launch(kernel, 1, 64, MM.shared_memory_size, x, x, x, x, 1.0, 0.0)
+        launch_guarded(kernel, 1, 64, MM.shared_memory_size, x, x, x, x, 1.0, 0.0)
 
 
 def test_too_little_dynamic_shared_memory():
@@ -443,7 +406,7 @@ def test_too_little_dynamic_shared_memory():
     A, B = np.zeros((1, m, k), np.float32), np.zeros((1, k, n), np.float32)
     C = np.zeros((1, m + 3, n + 5), np.float32)
     with pytest.raises(ValueError, match=r"MM.shared_memory_size = \d+ bytes.*this launch has \d+ bytes"):
-        _launch(kernel, 1, MM.block_dim, MM.shared_memory_size - 64, A, B, C, C[:, :m, :n].copy(), 1.0, 0.0)
+        launch_guarded(kernel, 1, MM.block_dim, MM.shared_memory_size - 64, A, B, C, C[:, :m, :n].copy(), 1.0, 0.0)
 
 
 def _rmem_kernel(MM, make_acc, make_rows=None):
@@ -476,7 +439,7 @@ def test_misuse_of_register_form(make_acc, make_rows, exc, match):
     MM = MISC["f32"]
     assert MM.accumulator_size == 16
     with pytest.raises(exc, match=match):
-        _launch(_rmem_kernel(MM, make_acc, make_rows), 1, MM.block_dim, 0, np.zeros(1))
+        launch_guarded(_rmem_kernel(MM, make_acc, make_rows), 1, MM.block_dim, 0, np.zeros(1))
 
 
 def test_misuse_of_copy_helpers():
@@ -495,11 +458,11 @@ def test_misuse_of_copy_helpers():
         MM.load_c(A, cuda.shared.array(MM.c_size - 1, dtype=np.float32))
 
     with pytest.raises(TypeError, match=r"load_a: the global array \(1st argument\) must hold float32, got float64"):
-        _launch(wrong_dtype, 1, 64, 0, np.zeros((32, 32)))
+        launch_guarded(wrong_dtype, 1, 64, 0, np.zeros((32, 32)))
     with pytest.raises(ValueError, match=r"load_b: the global array.*shape \(16, 32\); B is 32 x 32"):
-        _launch(small_global, 1, 64, 0, np.zeros((16, 32), np.float32))
+        launch_guarded(small_global, 1, 64, 0, np.zeros((16, 32), np.float32))
     with pytest.raises(ValueError, match=r"load_c: the shared array \(2nd argument\) has 1023 elements but MM.c_size = 1024"):
-        _launch(small_tile, 1, 64, 0, np.zeros((32, 32), np.float32))
+        launch_guarded(small_tile, 1, 64, 0, np.zeros((32, 32), np.float32))
 
 
 def test_outside_a_kernel():
@@ -539,11 +502,11 @@ def test_bfloat16_user_spellings():
     rng = np.random.default_rng(3)
     A, B = rand(rng, MM.a_dim, bf16), rand(rng, MM.b_dim, bf16)
     C = np.full(MM.c_dim, np.nan, bf16)
-    _launch(kernel, 1, MM.block_dim, MM.c_size * 2, A, B, C, bf16(2.0))
+    launch_guarded(kernel, 1, MM.block_dim, MM.c_size * 2, A, B, C, bf16(2.0))
     ref = 2.0 * (A.astype(np.float64) @ B.astype(np.float64))
     np.testing.assert_allclose(C.astype(np.float64), ref, rtol=2**-8, atol=2**-8 * np.abs(ref).max())
     with pytest.raises(TypeError, match=r"load_a: the global array \(1st argument\) must hold bfloat16, got float32"):
-        _launch(kernel, 1, MM.block_dim, MM.c_size * 2, A.astype(np.float32), B, C, 1.0)
+        launch_guarded(kernel, 1, MM.block_dim, MM.c_size * 2, A.astype(np.float32), B, C, 1.0)
 
 
 def test_fragment_table_is_compiled_once_for_all_simulated_threads(monkeypatch):
@@ -588,7 +551,7 @@ def test_an_error_inside_the_block_round_reaches_the_caller(monkeypatch):
     MM = MISC["f32"]
     for _ in range(3):
         with pytest.raises(IndexError, match="index 99 is out of bounds for the C tile") as info:
-            _launch(_smem_kernel(MM), 1, MM.block_dim, 0, np.zeros(1), timeout=60)
+            launch_guarded(_smem_kernel(MM), 1, MM.block_dim, 0, np.zeros(1), timeout=60)
         assert "failing_compute" in "".join(traceback.format_exception(info.value))
 
 
@@ -596,5 +559,5 @@ def test_one_thread_with_a_bad_argument_reaches_the_caller():
     MM = MISC["f32"]
     for _ in range(3):
         with pytest.raises(TypeError, match=r"alpha \(1st argument\) is complex"):
-            _launch(_smem_kernel(MM, "complex-alpha-thread-5"), 1, MM.block_dim, 0, np.zeros(1),
+            launch_guarded(_smem_kernel(MM, "complex-alpha-thread-5"), 1, MM.block_dim, 0, np.zeros(1),
                     timeout=60)
