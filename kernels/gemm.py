@@ -81,11 +81,8 @@ def _vector_kernel(mm: Matmul, per_block: int, use_c: bool):
     go through ``load_complex``/``store_complex``: numba's indexing of the complex128 views would
     split each 16-byte vector into two 8-byte accesses (``LDG.E.64`` pairs in the sm_90 SASS).
 
-    H200, 65536 GEMMs, ``benchmarks/batched_gemm.py --skip-peers --variants lib ppadv`` (its
-    ``lib`` rows are this kernel): 32^3 fp32 0.211 ms with 32 threads x 1 GEMM per block (0.220
-    / 0.227 with 2 / 4), cuBLAS batched 0.290 ms in the same run; the non-persistent kernel it
-    replaced took 0.282-0.299 ms. 16^3 fp32: 0.0745 ms (64 threads) vs 0.085-0.092 ms, cuBLAS
-    0.170 ms.
+    Its measured speed is in benchmarks/RESULTS.md (``benchmarks/batched_gemm.py``, ``lib``
+    rows).
 
     Arguments: ``A`` (batch, m*k*itemsize/16), ``B`` (batch, k*n*itemsize/16), ``C`` and ``D``
     (batch, m*n*itemsize/16), complex128 views of C-contiguous, 16-byte aligned operands (bit
@@ -191,10 +188,8 @@ def _vector_kernel(mm: Matmul, per_block: int, use_c: bool):
     return kernel, slot_v * 16 * per_block
 
 
-# GEMM slots per block of the (persistent) vector kernel: one; each block walks the batch.
-# H200, 65536 GEMMs, 1 / 2 / 4 per block (``benchmarks/batched_gemm.py --variants lib``):
-# 16^3 fp32 (64 threads) 0.0746 / 0.0745 / 0.0748 ms; 32^3 fp32 (32 threads) 0.211 / 0.220 /
-# 0.227 ms; 64^3 fp64 (128 threads) 2.05 / 2.12 ms.
+# GEMM slots per block of the (persistent) vector kernel: one; each block walks the batch (1, 2
+# and 4 per block were measured: benchmarks/RESULTS.md, batched GEMMs).
 _VECTOR_PER_BLOCK = 1
 
 
@@ -203,9 +198,8 @@ def _block_threads(m: int, n: int, k: int, dtype) -> int | str:
     is at most 32 registers per thread of one warp, else cuBLASDx's suggestion. One warp issues
     fewer shared-memory reads per multiply-add (the sm_90 SASS of 32^3 fp32: 96 ``LDS.128`` per
     1024 ``FFMA`` against 80 per 512 with 64 threads), which the persistent kernel's loads in
-    flight make up for in occupancy. H200, 65536 x 32^3 fp32: 0.211 ms with 32 threads vs 0.271
-    ms with the suggested 64 (cuBLAS batched 0.290); 16^3 fp32: 0.0858 vs 0.0746 ms (too little
-    work per GEMM: the suggested 64 stays)."""
+    flight make up for in occupancy (below 32^3, too little work per GEMM: the suggested block
+    stays; the measurements are in benchmarks/RESULTS.md)."""
     acc_regs = m * n * np.dtype(dtype).itemsize // 4 // 32
     return 32 if m * n * k >= 32 ** 3 and acc_regs <= 32 else "suggested"
 
@@ -245,9 +239,7 @@ def batched_gemm(a, b, *, c=None, alpha=1.0, beta=0.0, stream=None):
     tiles as 16-byte vectors while it multiplies the current one in cuBLASDx's padded
     shared-memory layout (one warp per GEMM from 32^3 up to a 32-register result per thread,
     cuBLASDx's suggested block otherwise); else blocks of 256 threads hold
-    ``256 // threads_per_gemm`` GEMMs each and copy element by element. H200, 65536 GEMMs:
-    32^3 fp32 0.211 ms vs cuBLAS batched 0.290 ms, 16^3 fp32 0.075 vs 0.170 ms, 64^3 fp64
-    2.05 vs 1.51 ms (cuBLAS at the memory floor there).
+    ``256 // threads_per_gemm`` GEMMs each and copy element by element.
     """
     return _batched_gemm(a, b, c, alpha, beta, stream)[0]
 
