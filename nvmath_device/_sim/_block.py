@@ -11,17 +11,6 @@ import weakref
 import numpy as np
 
 
-def kernel_context(what: str):
-    """(thread, kernel context) of the calling simulator thread; RuntimeError outside a kernel."""
-    from numba.cuda.simulator.kernel import BlockThread, _get_kernel_context
-
-    thread = threading.current_thread()
-    ctx = _get_kernel_context()
-    if ctx is None or not isinstance(thread, BlockThread):
-        raise RuntimeError(f"{what} can only be called inside a @cuda.jit kernel (here: the CUDA simulator)")
-    return thread, ctx
-
-
 def is_shared(ctx, arr: np.ndarray) -> bool:
     """Whether ``arr`` lies in the block's (dynamic or static) shared memory."""
     shared = ctx.shared

@@ -33,7 +33,7 @@ import functools
 import numpy as np
 
 from ._block import Round, collective, is_shared
-from ._block import kernel_context as _kernel_context
+from ._compat import kernel_context as _kernel_context
 
 __all__ = ["sim_execute"]
 

@@ -39,7 +39,8 @@ import threading
 import numpy as np
 
 from ._block import Round, collective, is_shared
-from ._block import kernel_context as _kernel_context_base
+from ._compat import kernel_context as _kernel_context_base
+from ._compat import unwrap
 
 
 def _kernel_context_gemm(what: str):
@@ -101,15 +102,6 @@ _plan = functools.cache(_Plan)
 
 
 # ---------------------------------------------------------------------------- simulator context
-def _unwrap(x):
-    """The ndarray behind a simulator kernel argument (FakeWithinKernelCUDAArray / FakeCUDAArray)."""
-    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray, FakeWithinKernelCUDAArray
-
-    if isinstance(x, FakeWithinKernelCUDAArray):
-        x = x.__dict__["_item"]
-    if isinstance(x, FakeCUDAArray):
-        x = x._ary
-    return x
 
 
 def _rank_index(p: _Plan, thread, ctx) -> tuple[int, tuple]:
@@ -138,7 +130,7 @@ def _check_block_dim(p: _Plan, ctx, what: str) -> None:
 def _check_tile(p: _Plan, ctx, idx: int, arr, what: str, shared: bool = True) -> np.ndarray:
     name = _OPERANDS[idx]
     hint = f"a shared array of MM.{name}_size MM.{name}_value_type"
-    arr = _unwrap(arr)
+    arr = unwrap(arr)
     if not isinstance(arr, np.ndarray):
         raise TypeError(f"{what} must be {hint}, got {type(arr).__name__}")
     vt = p.vts[idx]
@@ -179,7 +171,7 @@ def _check_scalar(p: _Plan, v, what: str):
 
 
 def _check_registers(p: _Plan, arr, dtype, what: str, hint: str) -> np.ndarray:
-    arr = _unwrap(arr)
+    arr = unwrap(arr)
     if not isinstance(arr, np.ndarray):
         raise TypeError(f"{what} must be {hint}, got {type(arr).__name__}")
     if arr.dtype != dtype:
@@ -371,7 +363,7 @@ def sim_copy(mm, name: str, *args) -> None:
     gpos, spos = ("2nd", "1st") if store else ("1st", "2nd")
     rows, cols = p.dims[idx]
     vt = p.vts[idx]
-    g = _unwrap(g)
+    g = unwrap(g)
     if not isinstance(g, np.ndarray) or g.ndim != 2:
         raise TypeError(f"Matmul.{name}: the global array ({gpos} argument) must be a 2-D array of shape "
                         f"{(rows, cols)}, got {type(g).__name__}{getattr(g, 'shape', '')}")
@@ -381,7 +373,7 @@ def sim_copy(mm, name: str, *args) -> None:
     if g.shape[0] < rows or g.shape[1] < cols:
         raise ValueError(f"Matmul.{name}: the global array ({gpos} argument) has shape {g.shape}; "
                          f"{op} is {rows} x {cols}")
-    s = _unwrap(s)
+    s = unwrap(s)
     what = f"Matmul.{name}: the shared array ({spos} argument)"
     lname = op.lower()
     hint = f"a 1-D shared array of MM.{lname}_size MM.{lname}_value_type"
