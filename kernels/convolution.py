@@ -9,7 +9,8 @@ import numpy as np
 
 from mathdx_operands import on_device, resolve_stream
 
-from ._arrays import Operand, Output, to_device_const
+from ._arrays import Operand, Output
+from ._consts import to_device_const
 from ._fused import (
     aligned,
     can_fold,

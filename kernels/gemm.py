@@ -11,7 +11,8 @@ from numba import cuda
 from mathdx_operands import on_device, resolve_stream, simulator
 from nvmath_device import FFT, Matmul, load_complex, store_complex
 
-from ._arrays import Operand, Output, to_device_const
+from ._arrays import Operand, Output
+from ._consts import to_device_const
 from ._fused import copy_1d, vectors_ok
 from ._launch import launch, resident_blocks
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""kernels._arrays.to_device_const without a GPU: its keys, which stream waits on which event,
+"""kernels._consts.to_device_const without a GPU: its keys, which stream waits on which event,
 when evicted memory is freed, and thread safety, with the driver calls replaced by a recorder."""
 
 import threading
@@ -8,8 +8,8 @@ import time
 import numpy as np
 import pytest
 
-from kernels import _arrays
-from kernels._arrays import to_device_const
+from kernels import _consts
+from kernels._consts import to_device_const
 from mathdx_operands import Stream
 
 
@@ -62,12 +62,12 @@ def fake(monkeypatch):
         time.sleep(0.001)  # widen race windows in the threaded test
         return Dev(value, stream.handle)
 
-    monkeypatch.setattr(_arrays, "simulator", lambda: False)
-    monkeypatch.setattr(_arrays, "_drv", drv)
-    monkeypatch.setattr(_arrays, "_upload", upload)
-    monkeypatch.setattr(_arrays, "current_context", lambda: ctx["now"])
-    monkeypatch.setattr(_arrays, "_consts", {})
-    monkeypatch.setattr(_arrays, "_retired", [])
+    monkeypatch.setattr(_consts, "simulator", lambda: False)
+    monkeypatch.setattr(_consts, "_drv", drv)
+    monkeypatch.setattr(_consts, "_upload", upload)
+    monkeypatch.setattr(_consts, "current_context", lambda: ctx["now"])
+    monkeypatch.setattr(_consts, "_consts", {})
+    monkeypatch.setattr(_consts, "_retired", [])
     return drv, uploads, ctx
 
 
@@ -136,17 +136,17 @@ def test_evicted_entries_are_freed_only_after_every_reader_stream(fake):
     first = np.arange(7.0)
     dev = to_device_const(first, S1)
     to_device_const(first, S2)  # read on S2 as well
-    for i in range(_arrays._CONST_MAX):  # push it out
+    for i in range(_consts._CONST_MAX):  # push it out
         to_device_const(np.full(3, float(i)), S1)
-    assert all(k[0] != first.tobytes() for k in _arrays._consts)
-    (held, events), = _arrays._retired
+    assert all(k[0] != first.tobytes() for k in _consts._consts)
+    (held, events), = _consts._retired
     assert held is dev
     assert sorted(e.split("@")[1] for e in events) == sorted([str(S1.handle), str(S2.handle)])
     to_device_const(np.full(3, -1.0), S1)  # a miss polls the retired entry: not done yet
-    assert _arrays._retired and _arrays._retired[0][0] is dev
+    assert _consts._retired and _consts._retired[0][0] is dev
     drv.finished.update(events)
     to_device_const(np.full(3, -2.0), S1)
-    assert _arrays._retired == [] or all(d is not dev for d, _ in _arrays._retired)
+    assert _consts._retired == [] or all(d is not dev for d, _ in _consts._retired)
     assert all(("destroy", e) in drv.calls for e in events)
 
 
@@ -154,7 +154,7 @@ def test_a_destroyed_reader_stream_falls_back_to_a_context_sync(fake):
     drv, _, _ = fake
     to_device_const(np.arange(7.0), S2)
     drv.bad_streams.add(S2.handle)
-    for i in range(_arrays._CONST_MAX):
+    for i in range(_consts._CONST_MAX):
         to_device_const(np.full(3, float(i)), S1)
     assert drv.of("sync") == [("sync",)]
 
@@ -182,12 +182,12 @@ def test_the_cache_is_thread_safe(fake):
     for t in threads:
         t.join()
     assert errors == []
-    assert len(_arrays._consts) <= _arrays._CONST_MAX
+    assert len(_consts._consts) <= _consts._CONST_MAX
 
 
 def test_simulator_entries_are_host_arrays_without_events(fake, monkeypatch):
     drv, uploads, _ = fake
-    monkeypatch.setattr(_arrays, "simulator", lambda: True)
+    monkeypatch.setattr(_consts, "simulator", lambda: True)
     d = to_device_const(np.arange(3.0), S1, make=lambda a: a * 2)
     np.testing.assert_array_equal(d, [0.0, 2.0, 4.0])
     assert uploads == [] and drv.calls == []
