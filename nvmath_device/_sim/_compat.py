@@ -2,9 +2,9 @@
 """numba-cuda's simulator internals, in one place: the calling block thread and its kernel
 context, the ndarray behind a simulated device array, and two patches of the simulator.
 
-The patches make two spellings that
-work in device code work in numba-cuda's simulator as well (applied by :func:`install_simulator_compat` when ``nvmath_device`` is
-imported with the simulator enabled):
+The patches make spellings that work in device code work in numba-cuda's simulator as well
+(applied by :func:`install_simulator_compat` when ``nvmath_device`` is imported with the
+simulator enabled):
 
 - ``cuda.local.array(n, dtype, alignment=16)`` / ``cuda.shared.array(..., alignment=...)``:
   numba-cuda implements ``alignment=`` on the GPU (NVIDIA/numba-cuda#143) but its simulator
@@ -15,6 +15,24 @@ imported with the simulator enabled):
   holds for ``ml_dtypes.bfloat16``; ``dtype=numba.cuda.types.bfloat16`` has no NumPy mapping in
   the simulator: both become ``numpy.dtype(ml_dtypes.bfloat16)`` here, the dtype numba-cuda
   gives bfloat16 arrays.
+
+Three more make the simulator take what numba-cuda's CUDA target takes (numba-cuda 0.30.4's
+``simulator/kernelapi.py``, ``simulator/api.py`` and ``simulator/kernel.py``):
+
+- ``cuda.shared.array(shape=(0,), ...)``: on the GPU any 1-D shape with no elements means
+  dynamic shared memory (``cudaimpl._generic_array``: ``elemcount <= 0 and len(shape) == 1``);
+  the simulator recognised only the integer ``0`` and gave ``(0,)`` a zero-length array. A
+  multi-dimensional shape with no elements raises ``ValueError("array length <= 0")`` as on
+  the GPU.
+- ``cuda.jit(..., forceinline=, lineinfo=, launch_bounds=, lto=, extensions=, link=[])``: the
+  simulator's ``jit`` has a shorter signature and raised ``TypeError`` for the first five and
+  ``NotImplementedError`` for any ``link`` that is not ``None`` (``link=fft.files`` is ``[]``).
+  The code-generation options are accepted and ignored, ``extensions`` are applied to the
+  arguments as numba-cuda's kernels do, and a non-empty ``link`` still raises (the simulator
+  cannot run linked CUDA code) with a message saying so.
+- keyword arguments in device-function calls (``f(x, scale=2.0)``): numba-cuda types them by
+  folding the arguments into the signature; the simulator's ``FakeCUDAKernel.__call__`` took
+  ``*args`` only and raised ``TypeError``. A kernel launch stays positional only, as on the GPU.
 """
 
 from __future__ import annotations
@@ -69,13 +87,27 @@ def _local_array(self, shape, dtype, alignment=None):
     return _aligned_empty(shape, _as_dtype(dtype), alignment)
 
 
+def _is_dynamic_shape(shape) -> bool:
+    """numba-cuda's rule (cudaimpl._generic_array, 0.30.x): a 1-D shape with no elements asks
+    for dynamic shared memory; more dimensions with no elements are an error."""
+    dims = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in dims):
+        return False  # let NumPy report the bad shape
+    count = int(np.prod(dims, dtype=np.int64))
+    if count > 0:
+        return False
+    if len(dims) != 1:
+        raise ValueError("array length <= 0")
+    return True
+
+
 def _shared_array(self, shape, dtype, alignment=None):
     # Same semantics as numba-cuda 0.30.x FakeCUDAShared.array (dynamic shared memory: shape 0,
     # all such arrays alias one buffer; static arrays: one per source line), plus alignment=
     # and numpy scalar classes as dtype.
     _validate_alignment(alignment)
     dtype = _as_dtype(dtype)
-    if isinstance(shape, (int, np.integer)) and shape == 0:
+    if _is_dynamic_shape(shape):
         count = self._dynshared_size // dtype.itemsize
         return np.frombuffer(self._dynshared.data, dtype=dtype, count=count)
     frame = sys._getframe(1)
@@ -91,19 +123,87 @@ _installed = False
 
 
 def install_simulator_compat() -> None:
-    """Let the simulator accept ``alignment=`` and numpy scalar classes as local/shared dtypes.
+    """Apply the patches of this module's docstring to numba-cuda's simulator.
 
     Idempotent; does nothing when the simulator is not enabled.
     """
     global _installed
     if _installed:
         return
-    from numba.cuda.simulator import kernelapi
+    from numba.cuda.simulator import kernel, kernelapi
 
     kernelapi.FakeCUDALocal.array = _local_array
     kernelapi.FakeCUDAShared.array = _shared_array
+    _install_jit_options()
+    _original_call = kernel.FakeCUDAKernel.__call__
+    if not getattr(_original_call, "_nvmath_device_kwargs", False):
+        kernel.FakeCUDAKernel.__call__ = _call_with_keywords(_original_call)
     _installed = True
 
+
+# numba-cuda 0.30.4 decorators.jit's own keyword arguments and the option keywords it reads;
+# the simulator's jit (simulator/api.py) knows only some of them.
+_CODEGEN_ONLY = ("forceinline", "lineinfo", "launch_bounds", "lto")
+
+
+def _install_jit_options() -> None:
+    import numba.cuda
+    from numba.cuda import simulator, simulator_init
+    from numba.cuda.simulator import api
+
+    original = api.jit
+    if getattr(original, "_nvmath_device_options", False):
+        return
+
+    def jit(func_or_sig=None, device=False, inline="never", link=None, extensions=None, **kws):
+        # Options that only steer code generation mean nothing to the simulator.
+        for name in _CODEGEN_ONLY:
+            kws.pop(name, None)
+        if link:  # link=None / () / [] (e.g. link=fft.files) link nothing: same kernel
+            raise NotImplementedError(
+                f"the CUDA simulator cannot run linked CUDA code (cuda.jit(link={link!r})); "
+                "nvmath_device descriptors need no link= (their .files is [])"
+            )
+        if isinstance(inline, str):  # "never"/"always": numba IR-level inlining
+            inline = inline == "always"
+        made = original(func_or_sig, device=device, inline=inline, **kws)
+        if not extensions:
+            return made
+        if callable(made) and not hasattr(made, "extensions"):  # jit(sig, ...) -> decorator
+            return lambda fn: _with_extensions(made(fn), extensions)
+        return _with_extensions(made, extensions)
+
+    jit._nvmath_device_options = True
+    jit.__doc__ = original.__doc__
+    jit.__wrapped__ = original
+    for module in (api, simulator, simulator_init, numba.cuda):
+        if getattr(module, "jit", None) is original:
+            module.jit = jit
+
+
+def _with_extensions(kernel, extensions):
+    kernel.extensions = list(extensions)
+    return kernel
+
+
+def _call_with_keywords(original):
+    def __call__(self, *args, **kwargs):
+        if not kwargs:
+            return original(self, *args)
+        from numba.cuda.simulator import kernel
+        from numba.cuda.simulator.kernelapi import swapped_cuda_module
+
+        context = kernel._get_kernel_context()
+        if not (self._device or context):
+            raise TypeError(
+                f"a kernel launch takes positional arguments only, got keywords {sorted(kwargs)}"
+            )
+        with swapped_cuda_module(self.fn, context):
+            return self.fn(*args, **kwargs)
+
+    __call__._nvmath_device_kwargs = True
+    __call__.__wrapped__ = original
+    return __call__
 
 
 def kernel_context(what: str):
@@ -113,7 +213,9 @@ def kernel_context(what: str):
     thread = threading.current_thread()
     ctx = _get_kernel_context()
     if ctx is None or not isinstance(thread, BlockThread):
-        raise RuntimeError(f"{what} can only be called inside a @cuda.jit kernel (here: the CUDA simulator)")
+        raise RuntimeError(
+            f"{what} can only be called inside a @cuda.jit kernel (here: the CUDA simulator)"
+        )
     return thread, ctx
 
 
