@@ -8,16 +8,19 @@ numba's CUDA target (the numba layer types and lowers them in kernels) or, under
 
 import os as _os
 
-from . import common_cuda
+from . import _vector, common_cuda, types
 from ._errors import CompileError, DriverError, LinkError, MathDxError
 from ._prepare import prepare
+from ._vector import *  # noqa: F403  (float16x2 ... uint32x4 and their *_type)
 from .fft import FFT
 from .gemm import Matmul
 from .memory import copy_async, copy_async_commit, copy_async_wait, load_complex, store_complex
+from .types import *  # noqa: F403  (Complex, Vector, complex32 ... half4, np_float16x2 ...)
 
 __all__ = ["FFT", "Matmul", "MathDxError", "CompileError", "LinkError", "DriverError",
            "load_complex", "store_complex", "copy_async", "copy_async_commit", "copy_async_wait",
            "prepare", "common_cuda"]
+__all__ += ["types", *_vector.__all__, *types.__all__]  # as nvmath.device exports them
 
 if _os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
     from . import _sim  # noqa: E402,F401  (registers the NumPy implementations)

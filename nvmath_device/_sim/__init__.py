@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 from . import _compat
+from . import vector as _vector  # noqa: F401  (registers the vector types' host values)
 
 
 def running_in_simulator() -> bool:
