@@ -93,14 +93,12 @@ class Complex:
 
     @property
     def make(self):
-        """Deprecated (as in nvmath-python): the constructor of the kernel-side type; only
-        ``complex32`` has one (``float16x2``); for the others use ``complex(re, im)``."""
+        """Deprecated (as in nvmath-python): the constructor of the two-element vector of
+        ``real_dtype`` (``float16x2``, ``float32x2`` or ``float64x2``); its values convert to and
+        from the complex type in kernels (``complex(re, im)`` builds one directly)."""
         warnings.warn("Complex.make is deprecated: build values with the numba types directly",
                       DeprecationWarning, stacklevel=2)
-        if self._real_dtype is not np.float16:
-            raise AttributeError("complex64/complex128 are numba's complex types in kernels: "
-                                 "use complex(re, im) or numpy.complex64(...)")
-        return _VECTOR_TYPES["float16x2"].make
+        return _VECTOR_TYPES[f"{np.dtype(self._real_dtype).name}x2"].make
 
     def __repr__(self) -> str:
         return f"nvmath_device.types.complex{np.dtype(self._real_dtype).itemsize * 16}"

@@ -75,6 +75,8 @@ def test_types_objects_host_side():
         ndt.Complex(np.int32)
     with pytest.deprecated_call():
         assert ndt.half4.make is nd.float16x4
+    with pytest.deprecated_call():
+        assert ndt.complex64.make is nd.float32x2 and ndt.complex32.make is nd.float16x2
 
 
 def test_numba_types_of_the_types_objects():
