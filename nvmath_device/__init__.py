@@ -12,6 +12,7 @@ from . import _vector, common_cuda, types
 from ._errors import CompileError, DriverError, LinkError, MathDxError
 from ._prepare import prepare
 from ._vector import *  # noqa: F403  (float16x2 ... uint32x4 and their *_type)
+from .common_cuda import Dim3, current_device_sm
 from .fft import FFT
 from .gemm import Matmul
 from .memory import copy_async, copy_async_commit, copy_async_wait, load_complex, store_complex
@@ -21,6 +22,7 @@ __all__ = ["FFT", "Matmul", "MathDxError", "CompileError", "LinkError", "DriverE
            "load_complex", "store_complex", "copy_async", "copy_async_commit", "copy_async_wait",
            "prepare", "common_cuda"]
 __all__ += ["types", *_vector.__all__, *types.__all__]  # as nvmath.device exports them
+__all__ += ["Dim3", "current_device_sm"]  # nvmath-python's names (nvmath.device.Dim3, ...)
 
 if _os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
     from . import _sim  # noqa: E402,F401  (registers the NumPy implementations)

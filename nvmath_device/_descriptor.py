@@ -12,14 +12,21 @@ generated code.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Set
 
 import numpy as np
 
-from . import _types, common_cuda
+from . import _dispatch, _types, common_cuda
 from ._types import show
 
-__all__ = ["Frozen", "FrozenDict", "choice", "freeze", "parse_sm", "show"]
+__all__ = ["Frozen", "FrozenDict", "SIMULATOR_DEFAULT_SM", "choice", "freeze", "parse_sm", "show"]
+
+# The architecture a descriptor without ``sm=`` targets under the simulator on a machine without a
+# GPU (nothing is linked there; the traits are cuFFTDx's / cuBLASDx's for this architecture).
+SIMULATOR_DEFAULT_SM = 90
+_logger = logging.getLogger("nvmath_device")
+_said_default_sm = False
 
 
 def choice(value, allowed: tuple, name: str, extra: str = "") -> str:
@@ -34,8 +41,25 @@ def choice(value, allowed: tuple, name: str, extra: str = "") -> str:
 
 def parse_sm(sm, argname: str = "sm") -> int:
     """The target architecture as an int like 90 (see :func:`_types.parse_sm`); None means
-    the current GPU, asked through :mod:`common_cuda`."""
-    return _types.parse_sm(sm, argname, current_cc=lambda: common_cuda.current_device_cc())
+    the current GPU, asked through :mod:`common_cuda`.
+
+    Under the simulator (kernels link no device code) on a machine without a GPU, None means
+    :data:`SIMULATOR_DEFAULT_SM` (90), said once per process at INFO level on the
+    ``"nvmath_device"`` logger; with a GPU, the current GPU as everywhere else.
+    """
+    return _types.parse_sm(sm, argname, current_cc=_default_cc)
+
+
+def _default_cc():
+    global _said_default_sm
+    cc = common_cuda.current_device_cc()
+    if cc is None and not _dispatch.links_device_code():
+        cc = divmod(SIMULATOR_DEFAULT_SM, 10)
+        if not _said_default_sm:
+            _said_default_sm = True
+            _logger.info("nvmath_device: no GPU found; under the simulator, descriptors without sm= "
+                         "target sm_%d", SIMULATOR_DEFAULT_SM)
+    return cc
 
 
 class FrozenDict(dict):

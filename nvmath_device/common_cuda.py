@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The current GPU's compute capability, read through the CUDA driver API (no numba).
 
-The names follow nvmath-python's ``nvmath.device.common_cuda``: :class:`ComputeCapability`
-and :func:`get_current_device_cc`.
+The names follow nvmath-python's ``nvmath.device.common_cuda``: :class:`ComputeCapability`,
+:class:`Dim3`, :func:`get_current_device_cc` and :func:`current_device_sm`.
 """
 
 from __future__ import annotations
@@ -12,11 +12,21 @@ from collections import namedtuple
 
 from ._errors import DriverError
 
-__all__ = ["ComputeCapability", "get_current_device_cc"]
+__all__ = ["ComputeCapability", "Dim3", "current_device_sm", "get_current_device_cc"]
 
 
 class ComputeCapability(namedtuple("ComputeCapability", ("major", "minor"))):
     """A GPU's compute capability: ``major`` and ``minor`` (ints), e.g. ``(9, 0)`` for sm_90."""
+
+    __slots__ = ()
+
+
+class Dim3(namedtuple("Dim3", ("x", "y", "z"), defaults=(1, 1, 1))):
+    """A block or grid shape ``(x, y, z)`` (ints; ``y`` and ``z`` default to 1), as nvmath-python's.
+
+    A tuple: a kernel launch takes it (``kernel[grid, fft.block_dim, 0, smem](...)``), and it
+    unpacks and compares like ``(x, y, z)``. ``FFT.block_dim`` and ``Matmul.block_dim`` return one.
+    """
 
     __slots__ = ()
 
@@ -103,3 +113,20 @@ def current_device_cc():
         return get_current_device_cc()
     except Exception:
         return None
+
+
+def current_device_sm() -> ComputeCapability:
+    """The compute capability descriptors target by default: the current GPU's (as nvmath-python's
+    ``current_device_sm``). ``sm=current_device_sm()`` is the same as leaving ``sm`` out.
+
+    Returns
+    -------
+    ComputeCapability
+        ``(major, minor)`` of the current GPU.
+
+    Raises
+    ------
+    DriverError
+        There is no CUDA GPU or driver here.
+    """
+    return get_current_device_cc()

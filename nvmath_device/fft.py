@@ -18,6 +18,7 @@ from ._descriptor import choice as _choice
 from ._descriptor import parse_sm as _parse_sm
 from ._types import FFT_PRECISIONS as _PRECISIONS
 from ._types import FFT_THREAD_MAX, complex_dtype
+from .common_cuda import Dim3
 
 __all__ = ["FFT"]
 
@@ -69,8 +70,10 @@ class FFT(Frozen):
     elements_per_thread : int or "suggested"
         Values each thread holds in registers. Block execution: one of the values cuFFTDx
         implements for the size (see :meth:`valid_elements_per_thread`). Thread execution: the size.
+        The attribute ``fft.elements_per_thread`` is always the resolved int (as in kernels).
     ffts_per_block : int or "suggested"
-        FFTs one block computes together (Block execution only).
+        FFTs one block computes together (Block execution only). The attribute
+        ``fft.ffts_per_block`` is always the resolved int.
     execution : {"Block", "Thread"}
         Block: the block's threads cooperate on ``ffts_per_block`` FFTs (needs shared memory).
         Thread: each thread computes one FFT in its registers.
@@ -188,8 +191,10 @@ class FFT(Frozen):
             if fpb != "suggested" and prec == "fp16" and fpb % 2:
                 raise ValueError(f"ffts_per_block must be even for float16 (two FFTs per half2 value), got {fpb}")
         # _key: exactly what the generated code depends on (equality and hash go through it)
+        # _elements_per_thread / _ffts_per_block: the user's choice ("suggested" or an int), which
+        # the generated code and the cache keys depend on; the public names are resolved ints
         self._set(size=size, precision=precision.type, fft_type=fft_type, direction=direction,
-                  elements_per_thread=ept, ffts_per_block=fpb, execution=execution, sm=sm,
+                  _elements_per_thread=ept, _ffts_per_block=fpb, execution=execution, sm=sm,
                   real_fft_options={"complex_layout": layout, "real_mode": mode},
                   _key=(size, precision.name, fft_type, direction, ept, fpb, execution, sm, layout, mode))
 
@@ -197,8 +202,8 @@ class FFT(Frozen):
         if "_key" not in self.__dict__:  # a constructor that raised
             return f"<{type(self).__name__} (invalid, not constructed)>"
         return (f"FFT(size={self.size}, precision={self.precision.__name__}, fft_type={self.fft_type!r}, "
-                f"direction={self.direction!r}, elements_per_thread={self.elements_per_thread!r}, "
-                f"ffts_per_block={self.ffts_per_block!r}, execution={self.execution!r}, sm={self.sm}, "
+                f"direction={self.direction!r}, elements_per_thread={self._elements_per_thread!r}, "
+                f"ffts_per_block={self._ffts_per_block!r}, execution={self.execution!r}, sm={self.sm}, "
                 f"real_fft_options={self.real_fft_options!r})")
 
     def __reduce__(self):
@@ -310,21 +315,38 @@ class FFT(Frozen):
     output_length.__doc__ = "Output length of one FFT (in ``output_type`` units)."
 
     @property
-    def elements_per_thread_value(self) -> int:
-        """The resolved elements_per_thread (also when 'suggested' was asked for)."""
+    def elements_per_thread(self) -> int:
+        """Values each thread holds: the resolved int (cuFFTDx's choice when 'suggested' was asked
+        for), the same number on the host as inside kernels."""
+        if isinstance(self._elements_per_thread, int):
+            return self._elements_per_thread
         return self._traits["elements_per_thread"]
 
     @property
-    def ffts_per_block_value(self) -> int:
-        """The resolved ffts_per_block (also when 'suggested' was asked for)."""
+    def ffts_per_block(self) -> int:
+        """FFTs one block computes: the resolved int (cuFFTDx's suggestion when 'suggested' was
+        asked for; 1 for Thread execution), the same number on the host as inside kernels."""
+        if isinstance(self._ffts_per_block, int):
+            return self._ffts_per_block
         return self._traits["ffts_per_block"]
 
     @property
-    def block_dim(self) -> tuple[int, int, int]:
-        """Launch block shape (x, y, z) for Block execution."""
+    def elements_per_thread_value(self) -> int:
+        """The resolved elements_per_thread (the same as :attr:`elements_per_thread`)."""
+        return self.elements_per_thread
+
+    @property
+    def ffts_per_block_value(self) -> int:
+        """The resolved ffts_per_block (the same as :attr:`ffts_per_block`)."""
+        return self.ffts_per_block
+
+    @property
+    def block_dim(self) -> Dim3:
+        """Launch block shape for Block execution: a :class:`~nvmath_device.common_cuda.Dim3`
+        ``(x, y, z)`` (a tuple, so ``kernel[grid, fft.block_dim, 0, smem]`` takes it)."""
         self._need_block("block_dim")
         t = self._traits
-        return (t["block_dim_x"], t["block_dim_y"], t["block_dim_z"])
+        return Dim3(t["block_dim_x"], t["block_dim_y"], t["block_dim_z"])
 
     @property
     def shared_memory_size(self) -> int:
@@ -352,7 +374,69 @@ class FFT(Frozen):
         if self.execution != "Block":
             raise AttributeError(f"{what} exists for execution='Block' only (this FFT has execution='Thread')")
 
+    def valid(self, *knobs: str) -> list[tuple[int, ...]]:
+        """Valid combinations of the knobs ``"elements_per_thread"`` and ``"ffts_per_block"``
+        for this FFT (as nvmath-python's ``FFT.valid``).
+
+        Each tuple holds one value per knob, in the order asked for; a new
+        ``FFT(..., elements_per_thread=e, ffts_per_block=f)`` with those values is valid. A knob
+        this descriptor fixed (an int given to the constructor) has that one value;
+        ``elements_per_thread`` otherwise ranges over the values cuFFTDx implements for the size,
+        ``ffts_per_block`` over 1 (2 for float16) and cuFFTDx's suggestion for each
+        ``elements_per_thread``.
+
+        Parameters
+        ----------
+        *knobs : {"elements_per_thread", "ffts_per_block"}
+            One or both knob names.
+
+        Returns
+        -------
+        list of tuple of int
+        """
+        allowed = ("elements_per_thread", "ffts_per_block")
+        if not knobs:
+            raise ValueError(f"valid() needs at least one knob of {allowed}")
+        for k in knobs:
+            _choice(k, allowed, "knob")
+        if self.execution == "Thread":
+            one = {"elements_per_thread": self.size, "ffts_per_block": 1}
+            return [tuple(one[k] for k in knobs)]
+        if isinstance(self._elements_per_thread, int):
+            epts = (self._elements_per_thread,)
+        else:
+            folded = self.real_fft_options["real_mode"] == "folded"
+            base = fftdb.valid_epts(self.sm, _PRECISIONS[np.dtype(self.precision)],
+                                    self.size // 2 if folded else self.size)
+            epts = tuple(e * 2 for e in base) if folded else tuple(base)
+        combos = []
+        for e in epts:
+            if isinstance(self._ffts_per_block, int):
+                fpbs = (self._ffts_per_block,)
+            elif "ffts_per_block" in knobs:
+                low = 2 if self.precision is np.float16 else 1
+                fpbs = tuple(sorted({low, self._with(e).ffts_per_block}))
+            else:
+                fpbs = (None,)
+            for f in fpbs:
+                value = {"elements_per_thread": e, "ffts_per_block": f}
+                combo = tuple(value[k] for k in knobs)
+                if combo not in combos:
+                    combos.append(combo)
+        return combos
+
+    def _with(self, ept):
+        """This FFT with elements_per_thread=ept (ffts_per_block as asked)."""
+        (size, prec, fft_type, direction, _, fpb, execution, sm, layout, mode) = self._key
+        return _rebuild_fft((size, prec, fft_type, direction, ept, fpb, execution, sm, layout, mode))
+
     # ------------------------------------------------------------------ code
+    @property
+    def files(self) -> list:
+        """``[]``: nothing to link by hand (kernels link this FFT's code themselves), so
+        nvmath-python programs' ``@cuda.jit(link=fft.files)`` keep working."""
+        return []
+
     @property
     def symbol(self) -> str:
         """Name of the generated ``extern "C"`` device function."""
@@ -390,6 +474,10 @@ class FFT(Frozen):
             "FFT.execute",
             "FFT.execute can only be called inside a @cuda.jit kernel (or under NUMBA_ENABLE_CUDASIM=1)")
         return run(self, *args)
+
+    def __call__(self, *args):
+        """``fft(...)`` is ``fft.execute(...)`` (nvmath-python's older spelling)."""
+        return self.execute(*args)
 
     del _trait
 

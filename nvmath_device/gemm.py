@@ -10,6 +10,8 @@ register-fragment size) is read from compiled constants (no GPU needed).
 
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
 
 from . import _dispatch
@@ -20,8 +22,37 @@ from ._types import GEMM_PRECISIONS as _PRECISIONS
 from ._types import NUMBA_PRECISION_NAMES as _NUMBA_NAMES
 from ._types import SHARED_MEMORY_LIMIT as _SHARED_MEMORY_LIMIT
 from ._types import complex_dtype, precision_dtype
+from .common_cuda import Dim3
 
-__all__ = ["Matmul"]
+__all__ = ["Alignment", "Arrangement", "LeadingDimension", "Matmul", "TransposeMode"]
+
+
+class Arrangement(namedtuple("Arrangement", ("a", "b", "c"))):
+    """The arrangements of A, B and C: ``"row_major"`` or ``"col_major"`` each (as nvmath-python's)."""
+
+    __slots__ = ()
+
+
+class LeadingDimension(namedtuple("LeadingDimension", ("a", "b", "c"))):
+    """The leading dimensions (lda, ldb, ldc) of the shared-memory tiles (as nvmath-python's)."""
+
+    __slots__ = ()
+
+
+class Alignment(namedtuple("Alignment", ("a", "b", "c"))):
+    """The alignments in bytes of the A, B and C tiles in shared memory (as nvmath-python's)."""
+
+    __slots__ = ()
+
+
+class TransposeMode(namedtuple("TransposeMode", ("a", "b"))):
+    """cuBLASDx's older operand description (nvmath-python's ``transpose_mode=``): for A and B,
+    ``"non_transposed"``, ``"transposed"`` or ``"conj_transposed"`` (real data only here)."""
+
+    __slots__ = ()
+
+
+_TRANSPOSES = ("non_transposed", "transposed", "conj_transposed")
 
 _PRECISION_HINT = ("numpy.float16, 'bfloat16' (or ml_dtypes.bfloat16, numba.cuda.types.bfloat16), "
                    "numpy.float32, numpy.float64")
@@ -77,6 +108,17 @@ def _parse_size(size) -> tuple[int, int, int]:
             raise ValueError(f"size must hold positive ints; {name}={show(v)}")
         out.append(int(v))
     return tuple(out)
+
+
+def _parse_transpose_mode(transpose_mode, data_type) -> tuple[str, str]:
+    if not isinstance(transpose_mode, (tuple, list)) or len(transpose_mode) != 2:
+        raise ValueError(f"transpose_mode must be a TransposeMode or a 2-tuple (a, b) of {_TRANSPOSES}, "
+                         f"got {show(transpose_mode)}")
+    out = tuple(_choice(t, _TRANSPOSES, f"transpose_mode.{x}") for t, x in zip(transpose_mode, "ab"))
+    if "conj_transposed" in out and data_type == "complex":
+        raise ValueError("transpose_mode 'conj_transposed' is not supported for data_type='complex' (it "
+                         "would conjugate the operand); conjugate the data and use 'transposed'")
+    return TransposeMode(*out)
 
 
 def _parse_arrangement(arrangement) -> tuple[str, str, str]:
@@ -193,17 +235,27 @@ class Matmul(Frozen):
     """
 
     def __init__(self, size, precision=np.float32, data_type: str = "real",
-                 arrangement=("col_major", "col_major", "col_major"), leading_dimension=None,
+                 arrangement=None, leading_dimension=None,
                  block_dim="suggested", block_size=None, alignment=None, execution: str = "Block",
-                 sm=None):
+                 sm=None, *, transpose_mode=None):
         self._validate(size, precision, data_type, arrangement, leading_dimension, block_dim, block_size,
-                       alignment, execution, sm)
+                       alignment, execution, sm, transpose_mode)
 
     def _validate(self, size, precision, data_type, arrangement, leading_dimension, block_dim, block_size,
-                  alignment, execution, sm):
+                  alignment, execution, sm, transpose_mode=None):
         m, n, k = _parse_size(size)
         prec = _parse_precision(precision)
         data_type = _choice(data_type, _DATA_TYPES, "data_type")
+        if transpose_mode is not None:
+            if arrangement is not None:
+                raise ValueError("pass arrangement or transpose_mode, not both (transpose_mode is "
+                                 "nvmath-python's older spelling of arrangement)")
+            transpose_mode = _parse_transpose_mode(transpose_mode, data_type)
+            # cuBLASDx: TransposeMode<X, Y> is Arrangement<X ? row_major : col_major, ..., col_major>
+            arrangement = tuple("col_major" if t == "non_transposed" else "row_major"
+                                for t in transpose_mode) + ("col_major",)
+        elif arrangement is None:
+            arrangement = ("col_major",) * 3
         if data_type == "complex" and any(p in ("float16", "bfloat16") for p in prec):
             raise ValueError(
                 f"precision={prec} with data_type='complex': complex GEMMs need float32 or float64 "
@@ -291,9 +343,13 @@ class Matmul(Frozen):
         # _key: exactly what the generated code depends on (equality and hash go through it)
         key = ((m, n, k), prec, data_type, arr, ld_mode, bdim, aligns if al is not None else None,
                execution, sm)
+        # _transpose_mode is not part of _key: it maps to an arrangement (the same generated code);
+        # it only changes how a_dim / b_dim (and the copy helpers' global arrays) are shaped
         self._set(size=(m, n, k), precision=tuple(precision_dtype(p).type for p in prec),
-                  data_type=data_type, arrangement=arr, leading_dimension=lds, _block_dim=bdim,
-                  alignment=aligns, execution=execution, sm=sm, _key=key,
+                  data_type=data_type, arrangement=Arrangement(*arr),
+                  leading_dimension=LeadingDimension(*lds), _block_dim=bdim,
+                  alignment=Alignment(*aligns), execution=execution, sm=sm, _key=key,
+                  _transpose_mode=transpose_mode,
                   _layout={"itemsizes": itemsizes, "sizes": sizes, "offsets": (a_off, b_off, c_off),
                            "smem": smem})
 
@@ -302,11 +358,19 @@ class Matmul(Frozen):
         if key is None:  # a constructor that raised
             return f"<{type(self).__name__} (invalid, not constructed)>"
         return (f"Matmul(size={self.size}, precision={tuple(np.dtype(p).name for p in self.precision)}, "
-                f"data_type={self.data_type!r}, arrangement={self.arrangement}, "
-                f"leading_dimension={self.leading_dimension}, block_dim={key[5]!r}, sm={self.sm})")
+                f"data_type={self.data_type!r}, arrangement={tuple(self.arrangement)}, "
+                f"leading_dimension={tuple(self.leading_dimension)}, block_dim={key[5]!r}, sm={self.sm}"
+                + (f", transpose_mode={tuple(self._transpose_mode)}" if self._transpose_mode else "") + ")")
 
     def __reduce__(self):
-        return (_rebuild_matmul, (self._key,))
+        return (_rebuild_matmul, (self._key, self._transpose_mode))
+
+    def __eq__(self, other):
+        eq = super().__eq__(other)
+        return eq if eq is not True else self._transpose_mode == other._transpose_mode
+
+    def __hash__(self):
+        return hash((type(self).__name__, self._key, self._transpose_mode))
 
     # ------------------------------------------------------------------ traits known in Python
     @property
@@ -326,13 +390,33 @@ class Matmul(Frozen):
 
     @property
     def a_dim(self) -> tuple[int, int]:
-        """Shape of A: (m, k)."""
-        return (self.m, self.k)
+        """Shape of A: (m, k); (k, m) when ``transpose_mode`` said A is transposed (as nvmath-python)."""
+        return self._dims(0)
 
     @property
     def b_dim(self) -> tuple[int, int]:
-        """Shape of B: (k, n)."""
-        return (self.k, self.n)
+        """Shape of B: (k, n); (n, k) when ``transpose_mode`` said B is transposed (as nvmath-python)."""
+        return self._dims(1)
+
+    @property
+    def transpose_mode(self) -> TransposeMode | None:
+        """The ``transpose_mode`` given to the constructor (None when ``arrangement`` was used)."""
+        return self._transpose_mode
+
+    def _dims(self, idx) -> tuple[int, int]:
+        rows, cols = ((self.m, self.k), (self.k, self.n), (self.m, self.n))[idx]
+        if idx < 2 and self._transpose_mode is not None and self._transpose_mode[idx] != "non_transposed":
+            return (cols, rows)
+        return (rows, cols)
+
+    def _copy_layout(self, idx) -> tuple[int, int, bool]:
+        """(rows, cols, col_major) of operand ``idx``'s global array for the copy helpers: the
+        math shape and arrangement, or, for an operand that ``transpose_mode`` transposed, the
+        transposed shape stored column-major (the same shared-memory addresses)."""
+        rows, cols = self._dims(idx)
+        if idx < 2 and self._transpose_mode is not None and self._transpose_mode[idx] != "non_transposed":
+            return rows, cols, True
+        return rows, cols, self.arrangement[idx] == "col_major"
 
     @property
     def c_dim(self) -> tuple[int, int]:
@@ -419,6 +503,78 @@ class Matmul(Frozen):
         """Bytes of shared memory for A and B only (the register-accumulator form needs no C tile)."""
         return self._layout["offsets"][1] + self.b_size * self._layout["itemsizes"][1]
 
+    def _storage_size(self, lds) -> int:
+        rows, cols = (self.m, self.k, self.m), (self.k, self.n, self.n)
+        tight = tuple(r if a == "col_major" else c for r, c, a in zip(rows, cols, self.arrangement))
+        out = []
+        for i, (name, v) in enumerate(zip(("lda", "ldb", "ldc"), lds)):
+            if not _is_int(v):
+                raise TypeError(f"{name} must be an int, got {show(v)}")
+            if v < tight[i]:
+                raise ValueError(f"{name}={show(v)} is smaller than the {tight[i]} that {'ABC'[i]} "
+                                 f"({self.arrangement[i]}) needs")
+            r, c = rows[i], cols[i]
+            out.append(int(v) * (c - 1) + r if self.arrangement[i] == "col_major" else int(v) * (r - 1) + c)
+        itemsizes = self._layout["itemsizes"]
+        total = 0
+        for i, n in enumerate(out):
+            total = _round_up(total, self.alignment[i]) + n * itemsizes[i]
+        return total
+
+    def get_shared_storage_size(self, *lds) -> int:
+        """Bytes of shared memory for the A, B and C tiles (nvmath-python's name).
+
+        ``MM.get_shared_storage_size()``: with this descriptor's leading dimensions (the same as
+        :attr:`shared_memory_size`). ``MM.get_shared_storage_size(lda, ldb, ldc)``: with other
+        leading dimensions (ints, at least the tight ones), each tile aligned as
+        :attr:`alignment` says.
+
+        Parameters
+        ----------
+        *lds : int
+            Nothing, or ``lda, ldb, ldc``.
+
+        Returns
+        -------
+        int
+        """
+        if len(lds) == 0:
+            return self.shared_memory_size
+        if len(lds) != 3:
+            raise TypeError(f"get_shared_storage_size() takes no arguments or (lda, ldb, ldc), got {len(lds)}")
+        return self._storage_size(lds)
+
+    def get_shared_storage_size_ab(self, *lds) -> int:
+        """Bytes of shared memory for the A and B tiles only (nvmath-python's name; the register
+        form needs no C tile). ``()`` or ``(lda, ldb)``, as :meth:`get_shared_storage_size`.
+
+        Parameters
+        ----------
+        *lds : int
+            Nothing, or ``lda, ldb``.
+
+        Returns
+        -------
+        int
+        """
+        if len(lds) == 0:
+            return self.shared_memory_size_ab
+        if len(lds) != 2:
+            raise TypeError(f"get_shared_storage_size_ab() takes no arguments or (lda, ldb), got {len(lds)}")
+        rows, cols = (self.m, self.k), (self.k, self.n)
+        total = 0
+        for i, (name, v) in enumerate(zip(("lda", "ldb"), lds)):
+            tight = rows[i] if self.arrangement[i] == "col_major" else cols[i]
+            if not _is_int(v):
+                raise TypeError(f"{name} must be an int, got {show(v)}")
+            if v < tight:
+                raise ValueError(f"{name}={show(v)} is smaller than the {tight} that {'AB'[i]} "
+                                 f"({self.arrangement[i]}) needs")
+            r, c = rows[i], cols[i]
+            n = int(v) * (c - 1) + r if self.arrangement[i] == "col_major" else int(v) * (r - 1) + c
+            total = _round_up(total, self.alignment[i]) + n * self._layout["itemsizes"][i]
+        return total
+
     # ------------------------------------------------------------------ traits read from cuBLASDx
     @property
     def _traits(self) -> dict:
@@ -427,12 +583,36 @@ class Matmul(Frozen):
         return self._memo("_traits_memo", lambda: _gemm_traits(self))
 
     @property
-    def block_dim(self) -> tuple[int, int, int]:
-        """The block shape (x, y, z) of one GEMM (resolved by cuBLASDx when 'suggested' was asked for)."""
+    def block_dim(self) -> Dim3:
+        """The block shape of one GEMM, a :class:`~nvmath_device.common_cuda.Dim3` ``(x, y, z)``
+        (resolved by cuBLASDx when 'suggested' was asked for)."""
         if self._block_dim != "suggested":
-            return self._block_dim
+            return Dim3(*self._block_dim)
         t = self._traits
-        return (t["block_dim_x"], t["block_dim_y"], t["block_dim_z"])
+        return Dim3(t["block_dim_x"], t["block_dim_y"], t["block_dim_z"])
+
+    @property
+    def block_size(self) -> int:
+        """Threads of one GEMM: ``block_dim.x * block_dim.y * block_dim.z`` (nvmath-python's name)."""
+        return self.max_threads_per_block
+
+    def valid(self, *knobs: str):
+        """Valid values of the knob ``"block_dim"`` (as nvmath-python's ``Matmul.valid``): an
+        iterator of 1-tuples, here the one block shape cuBLASDx suggests.
+
+        Parameters
+        ----------
+        *knobs : {"block_dim"}
+
+        Returns
+        -------
+        iterator of tuple of Dim3
+        """
+        if not knobs:
+            raise ValueError("valid() needs at least one knob: 'block_dim'")
+        for k in knobs:
+            _choice(k, ("block_dim",), "knob")
+        return iter([tuple(Dim3(*self.suggested_block_dim) for _ in knobs)])
 
     @property
     def max_threads_per_block(self) -> int:
@@ -441,16 +621,16 @@ class Matmul(Frozen):
         return x * y * z
 
     @property
-    def suggested_block_dim(self) -> tuple[int, int, int]:
+    def suggested_block_dim(self) -> Dim3:
         """cuBLASDx's suggested block shape for this GEMM."""
         t = self._traits
-        return (t["suggested_block_dim_x"], t["suggested_block_dim_y"], t["suggested_block_dim_z"])
+        return Dim3(t["suggested_block_dim_x"], t["suggested_block_dim_y"], t["suggested_block_dim_z"])
 
     @property
-    def suggested_leading_dimension(self) -> tuple[int, int, int]:
+    def suggested_leading_dimension(self) -> LeadingDimension:
         """cuBLASDx's suggested (lda, ldb, ldc) for this GEMM."""
         t = self._traits
-        return (t["suggested_lda"], t["suggested_ldb"], t["suggested_ldc"])
+        return LeadingDimension(t["suggested_lda"], t["suggested_ldb"], t["suggested_ldc"])
 
     @property
     def accumulator_size(self) -> int:
@@ -458,6 +638,12 @@ class Matmul(Frozen):
         return self._traits["accumulator_size"]
 
     # ------------------------------------------------------------------ code
+    @property
+    def files(self) -> list:
+        """``[]``: nothing to link by hand (kernels link this GEMM's code themselves), so
+        nvmath-python programs' ``@cuda.jit(link=MM.files)`` keep working."""
+        return []
+
     @property
     def symbol(self) -> str:
         """Base name of the generated ``extern "C"`` device functions."""
@@ -496,6 +682,10 @@ class Matmul(Frozen):
         run = _dispatch.implementation(
             "Matmul.execute", "Matmul.execute can only be called inside a @cuda.jit kernel")
         return run(self, *args)
+
+    def __call__(self, *args):
+        """``MM(...)`` is ``MM.execute(...)`` (nvmath-python's older spelling)."""
+        return self.execute(*args)
 
     def fragment_coordinates(self, *args):
         """Fill this thread's accumulator coordinates. Callable only inside ``@cuda.jit`` kernels.
@@ -569,8 +759,10 @@ def _gemm_traits(mm) -> dict:
     return gemm_traits(mm)
 
 
-def _rebuild_matmul(key):
+def _rebuild_matmul(key, transpose_mode=None):
     size, prec, data_type, arr, ld_mode, bdim, aligns, execution, sm = key
+    if transpose_mode is not None:
+        arr = None
     return Matmul(size=size, precision=tuple(prec), data_type=data_type,
                   arrangement=arr, leading_dimension=ld_mode, block_dim=bdim, alignment=aligns,
-                  execution=execution, sm=sm)
+                  execution=execution, sm=sm, transpose_mode=transpose_mode)

@@ -121,6 +121,12 @@ def constant_value_type(value):
     if isinstance(value, (int, np.integer)):
         return types.IntegerLiteral(int(value))
     if isinstance(value, tuple) and all(isinstance(v, (int, np.integer)) for v in value):
+        if value and hasattr(type(value), "_fields"):  # Dim3, LeadingDimension: .x / .a in kernels
+            return types.NamedUniTuple(types.intp, len(value), type(value))
+        if value and len(value) == 2:
+            # (rows, cols) shapes such as MM.a_dim: a tuple of literals, so that
+            # cuda.shared.array(MM.a_dim[::-1], ...) takes it (and its slices) as a constant shape
+            return types.Tuple([types.IntegerLiteral(int(v)) for v in value])
         return types.UniTuple(types.intp, len(value)) if value else types.Tuple(())
     if isinstance(value, np.dtype):
         return types.DType(numba_dtype(value))
@@ -167,7 +173,7 @@ def register_descriptor_type(type_cls, attribute_getter, methods=None):
         if isinstance(value, (int, np.integer)):
             return context.get_constant(types.intp, int(value))
         if isinstance(value, tuple):
-            return context.make_tuple(builder, types.UniTuple(types.intp, len(value)),
+            return context.make_tuple(builder, constant_value_type(value),
                                       [context.get_constant(types.intp, int(v)) for v in value])
         return context.get_dummy_value()
 

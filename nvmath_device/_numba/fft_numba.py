@@ -25,6 +25,7 @@ _KERNEL_ATTRS = {
     "storage_size", "stride", "implicit_type_batching", "input_ept", "output_ept",
     "input_length", "output_length", "block_dim", "shared_memory_size", "max_threads_per_block",
     "requires_workspace", "workspace_size", "elements_per_thread_value", "ffts_per_block_value",
+    "elements_per_thread", "ffts_per_block",
 }
 
 
@@ -42,11 +43,8 @@ def _typeof_fft(val, c):
 
 def _attr(fft, name):
     if name not in _KERNEL_ATTRS:
-        if name in ("elements_per_thread", "ffts_per_block"):
-            return getattr(fft, name + "_value")
         raise AttributeError(name)
     return getattr(fft, name)
-
 
 
 def _check_registers(fft, arg, what):
@@ -96,7 +94,10 @@ def _type_execute(fft, args):
     return args
 
 
-register_descriptor_type(FFTType, _attr, {"execute": method_template(_EXEC_KEY, _type_execute)})
+register_descriptor_type(FFTType, _attr, {
+    "execute": method_template(_EXEC_KEY, _type_execute),
+    "__call__": method_template(_EXEC_KEY, _type_execute),  # fft(...) is fft.execute(...)
+})
 
 
 def _check_address_space(context, builder, ptr, space, message):
@@ -125,6 +126,7 @@ def address_space_checks_enabled() -> bool:
     return os.environ.get("NUMBA_MATHDX_CHECK_ADDRESS_SPACES", "0") not in ("", "0")
 
 
+@lower_builtin(FFTType, FFTType, types.VarArg(types.Any))  # fft(...): a call of the descriptor
 @lower_builtin(_EXEC_KEY, FFTType, types.VarArg(types.Any))
 def _lower_execute(context, builder, sig, args):
     fft = sig.recvr.descriptor if sig.recvr is not None else sig.args[0].descriptor

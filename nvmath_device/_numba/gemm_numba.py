@@ -30,7 +30,7 @@ from .common import (
 )
 
 _KERNEL_ATTRS = {
-    "size", "m", "n", "k", "a_dim", "b_dim", "c_dim", "data_type", "execution", "sm",
+    "size", "m", "n", "k", "a_dim", "b_dim", "c_dim", "data_type", "execution", "sm", "block_size",
     "a_value_type", "b_value_type", "c_value_type", "leading_dimension", "lda", "ldb", "ldc",
     "a_size", "b_size", "c_size", "a_shared_memory_offset", "b_shared_memory_offset",
     "c_shared_memory_offset", "shared_memory_size", "shared_memory_size_ab", "alignment",
@@ -136,7 +136,7 @@ def _make_copy_typer(name):
         if len(args) != 2:
             src, dst = ("sC", "gC") if store else (f"g{'ABC'[idx]}", f"s{'ABC'[idx]}")
             raise TypingError(f"Matmul.{name} takes ({src}, {dst}), got {len(args)} argument(s)")
-        dims = (mm.a_dim, mm.b_dim, mm.c_dim)[idx]
+        dims = mm._copy_layout(idx)[:2]
         vt = numba_dtype((mm.a_value_type, mm.b_value_type, mm.c_value_type)[idx])
         g, s = (args[1], args[0]) if store else args
         gpos, spos = ("2nd", "1st") if store else ("1st", "2nd")
@@ -160,9 +160,8 @@ def _thread_rank(mm):
 
 def _make_copy_impl(mm, name):
     idx = _COPY[name]
-    rows, cols = (mm.a_dim, mm.b_dim, mm.c_dim)[idx]
+    rows, cols, col_major = mm._copy_layout(idx)
     ld = mm.leading_dimension[idx]
-    col_major = mm.arrangement[idx] == "col_major"
     nthreads = mm.max_threads_per_block
     total = rows * cols
     rank = _thread_rank(mm)
@@ -211,6 +210,7 @@ def _make_copy_impl(mm, name):
 
 _methods = {
     "execute": method_template(_EXEC_KEY, _type_execute),
+    "__call__": method_template(_EXEC_KEY, _type_execute),  # MM(...) is MM.execute(...)
     "fragment_coordinates": method_template(_COORDS_KEY, _type_coords),
 }
 for _name in _COPY:
@@ -238,6 +238,7 @@ def _scalar_pointer(context, builder, fromty, toty, val):
     return cgutils.alloca_once_value(builder, v)
 
 
+@lower_builtin(MatmulType, MatmulType, types.VarArg(types.Any))  # MM(...): a call of the descriptor
 @lower_builtin(_EXEC_KEY, MatmulType, types.VarArg(types.Any))
 def _lower_execute(context, builder, sig, args):
     mm, argtys, vals = _split(sig, args)

@@ -57,7 +57,10 @@ class _Plan:
     def __init__(self, mm):
         self.mm = mm
         self.m, self.n, self.k = mm.size
-        self.dims = (mm.a_dim, mm.b_dim, mm.c_dim)
+        # the operands' math shapes (m x k, k x n, m x n), whatever transpose_mode said of a_dim/b_dim
+        self.dims = ((self.m, self.k), (self.k, self.n), (self.m, self.n))
+        # the copy helpers' global arrays: (rows, cols, col_major) per operand
+        self.copies = tuple(mm._copy_layout(i) for i in range(3))
         self.lds = tuple(mm.leading_dimension)
         self.col_major = tuple(a == "col_major" for a in mm.arrangement)
         self.sizes = (mm.a_size, mm.b_size, mm.c_size)
@@ -361,7 +364,7 @@ def sim_copy(mm, name: str, *args) -> None:
         raise TypeError(f"Matmul.{name} takes ({src}, {dst}), got {len(args)} argument(s)")
     g, s = (args[1], args[0]) if store else args
     gpos, spos = ("2nd", "1st") if store else ("1st", "2nd")
-    rows, cols = p.dims[idx]
+    rows, cols, col_major = p.copies[idx]
     vt = p.vts[idx]
     g = unwrap(g)
     if not isinstance(g, np.ndarray) or g.ndim != 2:
@@ -391,7 +394,7 @@ def sim_copy(mm, name: str, *args) -> None:
         return
     i = np.arange(t, rows * cols, p.nthreads)
     ld = p.lds[idx]
-    if p.col_major[idx]:
+    if col_major:
         r, c = i % rows, i // rows
         flat = r + c * ld
     else:

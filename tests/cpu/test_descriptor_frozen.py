@@ -104,7 +104,7 @@ def test_matmul_sequences_are_tuples():
     mm = Matmul(size=[16, 24, 8], precision=[np.float32] * 3, arrangement=["row_major", "col_major", "col_major"],
                 leading_dimension=[8, 8, 16], block_dim=[64], alignment=[16, 16, 16], sm=90)
     for name in ("size", "precision", "arrangement", "leading_dimension", "alignment", "block_dim"):
-        assert type(getattr(mm, name)) is tuple, name
+        assert isinstance(getattr(mm, name), tuple), name  # plain or named (Dim3, Arrangement...)
     with pytest.raises(TypeError, match="read-only"):
         mm._layout["smem"] = 0
 
