@@ -10,6 +10,7 @@ register-fragment size) is read from compiled constants (no GPU needed).
 
 from __future__ import annotations
 
+import warnings
 from collections import namedtuple
 
 import numpy as np
@@ -203,6 +204,12 @@ class Matmul(Frozen):
         The threads of ``block_dim`` cooperate on one GEMM.
     sm : int, tuple or str, optional
         Target architecture: 90, (9, 0) or "sm_90". Default: the current GPU (required without one).
+    transpose_mode : TransposeMode or tuple of 2 str, optional
+        nvmath-python's older spelling of ``arrangement`` (deprecated there and here: a
+        ``DeprecationWarning``): ``(a, b)`` of ``"non_transposed"``, ``"transposed"`` or
+        ``"conj_transposed"`` (real data only). As cuBLASDx maps it: non_transposed is col_major,
+        transposed row_major, C col_major. ``a_dim`` / ``b_dim`` are then the transposed shapes (as
+        nvmath-python's), and the copy helpers take global arrays of those shapes.
 
     Notes
     -----
@@ -247,6 +254,10 @@ class Matmul(Frozen):
         prec = _parse_precision(precision)
         data_type = _choice(data_type, _DATA_TYPES, "data_type")
         if transpose_mode is not None:
+            if not _quiet_transpose_mode:
+                warnings.warn("Matmul(transpose_mode=...) is deprecated (as in nvmath-python and cuBLASDx); "
+                              "use arrangement=(a, b, c) with 'row_major'/'col_major' instead",
+                              DeprecationWarning, stacklevel=3)
             if arrangement is not None:
                 raise ValueError("pass arrangement or transpose_mode, not both (transpose_mode is "
                                  "nvmath-python's older spelling of arrangement)")
@@ -759,10 +770,21 @@ def _gemm_traits(mm) -> dict:
     return gemm_traits(mm)
 
 
+_quiet_transpose_mode = False  # True while unpickling: the warning was given when it was made
+
+
 def _rebuild_matmul(key, transpose_mode=None):
+    global _quiet_transpose_mode
     size, prec, data_type, arr, ld_mode, bdim, aligns, execution, sm = key
     if transpose_mode is not None:
         arr = None
+        _quiet_transpose_mode = True
+        try:
+            return Matmul(size=size, precision=tuple(prec), data_type=data_type, leading_dimension=ld_mode,
+                          block_dim=bdim, alignment=aligns, execution=execution, sm=sm,
+                          transpose_mode=transpose_mode)
+        finally:
+            _quiet_transpose_mode = False
     return Matmul(size=size, precision=tuple(prec), data_type=data_type,
                   arrangement=arr, leading_dimension=ld_mode, block_dim=bdim, alignment=aligns,
                   execution=execution, sm=sm, transpose_mode=transpose_mode)

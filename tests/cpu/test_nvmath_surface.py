@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -18,6 +19,8 @@ import nvmath_device
 from nvmath_device import FFT, Dim3, Matmul, common_cuda
 from nvmath_device.aot import compile_kernel
 from nvmath_device.gemm import Alignment, Arrangement, LeadingDimension, TransposeMode
+
+pytestmark = pytest.mark.filterwarnings("ignore:Matmul\\(transpose_mode:DeprecationWarning")
 
 # the descriptors of tests/cpu/test_fft_cpu.py and test_gemm_numba.py: their LTO-IR is cached
 FWD = FFT(size=512, precision=np.float32, direction="forward", elements_per_thread=8, ffts_per_block=2, sm=90)
@@ -187,6 +190,15 @@ def test_transpose_mode_bad_arguments(kw, exc, match):
         Matmul(size=(8, 8, 8), sm=90, **kw)
 
 
+def test_transpose_mode_is_deprecated_as_in_nvmath_python():
+    with pytest.warns(DeprecationWarning, match="use arrangement"):
+        t = Matmul(size=(8, 8, 8), transpose_mode=("transposed", "transposed"), sm=90)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert pickle.loads(pickle.dumps(t)) == t  # unpickling does not warn again
+        Matmul(size=(8, 8, 8), arrangement=("row_major", "row_major", "col_major"), sm=90)
+
+
 def test_matmul_valid():
     assert list(MM.valid("block_dim")) == [(MM.suggested_block_dim,)]
     with pytest.raises(ValueError, match="knob"):
@@ -324,7 +336,11 @@ def test_matmul_call_form_typing_errors():
         compile_kernel(k, (types.float32[:, :],), sm=90)
 
 
-TM = Matmul(size=(32, 32, 32), precision=np.float32, transpose_mode=("transposed", "non_transposed"), sm=90)
+with warnings.catch_warnings():  # transpose_mode is deprecated (as in nvmath-python)
+    warnings.simplefilter("ignore", DeprecationWarning)
+    TM = Matmul(size=(32, 32, 32), precision=np.float32, transpose_mode=("transposed", "non_transposed"), sm=90)
+    TMB = Matmul(size=(16, 8, 24), precision=np.float32, transpose_mode=("non_transposed", "transposed"),
+                 block_size=64, sm=90)
 
 
 def test_transpose_mode_kernel_copies_the_transposed_global_array():
@@ -346,9 +362,6 @@ def test_transpose_mode_kernel_copies_the_transposed_global_array():
     out = compile_kernel(k, (f2, f2, f2), sm=90)
     assert out.linked == (f"{MM.symbol}.ltoir",)
 
-
-TMB = Matmul(size=(16, 8, 24), precision=np.float32, transpose_mode=("non_transposed", "transposed"),
-             block_size=64, sm=90)
 
 
 def test_nvmath_transpose_mode_kernel_with_2d_shared_arrays_links():

@@ -13,7 +13,8 @@ import pytest
 
 from tests.sim.test_nvmath_style_sim import PROGRAMS
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.filterwarnings("ignore:Matmul\\(transpose_mode:DeprecationWarning")]
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))

@@ -20,6 +20,9 @@ from numba import cuda
 
 from nvmath_device import FFT, Dim3, Matmul
 
+# the transpose_mode programs copy nvmath-python's example, which warns there as here
+pytestmark = pytest.mark.filterwarnings("ignore:Matmul\\(transpose_mode:DeprecationWarning")
+
 
 def _random_complex(shape, dtype=np.complex64, seed=0):
     rng = np.random.default_rng(seed)
