@@ -454,6 +454,13 @@ class FFT(Frozen):
         """Run the FFT in place on the thread's registers. Callable only inside ``@cuda.jit`` kernels.
 
         Block: ``fft.execute(thread_data, shared_memory)``; Thread: ``fft.execute(thread_data)``.
+        Block, data in shared memory (cuFFTDx's shared-memory API, c2c only here):
+        ``fft.execute(shared_memory)`` where FFT ``threadIdx.y`` of the block is at elements
+        ``threadIdx.y * size ...`` of a ``value_type`` shared array, in natural order, and is
+        replaced by its transform; the array needs ``max(shared_memory_size, ffts_per_block * size
+        * value_type.itemsize)`` bytes. It runs as: each thread loads its register elements,
+        a barrier, the register form with the same array as scratch, a barrier, the store.
+        ``fft(...)`` is the same as ``fft.execute(...)``.
         ``thread_data`` is a local array of ``storage_size`` ``value_type`` elements (or of
         ``2 * storage_size`` ``precision`` elements); ``shared_memory`` a shared array of at least
         ``shared_memory_size`` bytes.

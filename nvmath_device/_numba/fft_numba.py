@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from numba import cuda
 from numba.core import types
 from numba.core.errors import TypingError
 from numba.cuda.extending import lower_builtin, typeof_impl
@@ -72,9 +73,11 @@ def _type_execute(fft, args):
         raise TypingError("FFT.execute: float16 FFTs are not yet callable from Numba kernels "
                           "(cuFFTDx's complex<__half2> has no Numba type); use float32 or float64")
     if fft.execution == "Block":
+        if len(args) == 1:
+            return _type_shared_execute(fft, args)
         if len(args) != 2:
             raise TypingError(
-                "FFT.execute with execution='Block' takes (thread_data, shared_memory), got "
+                "FFT.execute with execution='Block' takes (thread_data, shared_memory) or (shared_memory,), got "
                 f"{len(args)} argument(s); shared_memory is cuda.shared.array(0, dtype=fft.value_type) "
                 "with fft.shared_memory_size bytes of dynamic shared memory at launch"
             )
@@ -92,6 +95,52 @@ def _type_execute(fft, args):
         raise TypingError(f"FFT.execute with execution='Thread' takes (thread_data,), got {len(args)} argument(s)")
     _check_registers(fft, args[0], "thread_data (1st argument)")
     return args
+
+
+def _type_shared_execute(fft, args):
+    """``fft.execute(shared_memory)``: the block's FFTs in natural order in shared memory (cuFFTDx's
+    shared-memory API): FFT ``threadIdx.y`` (+ ``block_dim.y * threadIdx.z``) at element
+    ``fft_id * size``; the result replaces it."""
+    smem = args[0]
+    vt = numba_dtype(fft.value_type)
+    forms = ("FFT.execute with execution='Block' takes (thread_data, shared_memory), or "
+             "(shared_memory,) with the block's data in shared memory")
+    if fft.fft_type != "c2c":
+        raise TypingError(
+            f"{forms}: the shared-memory form supports fft_type='c2c' only here; this FFT is "
+            f"{fft.fft_type!r}: pass (thread_data, shared_memory)"
+        )
+    if not isinstance(smem, types.Array) or smem.dtype != vt or smem.ndim != 1 or smem.layout != "C":
+        raise TypingError(
+            f"{forms}: the one argument must be a 1-D contiguous shared array of {vt} "
+            f"(fft.value_type) holding the block's FFTs one after another, got {smem}"
+        )
+    return args
+
+
+def _shared_execute_impl(fft):
+    """The shared-memory form as Numba code: load this thread's elements (the register layout),
+    barrier, the register form on the same shared memory as scratch, barrier, store."""
+    n, ept, stride, size = fft.storage_size, fft.elements_per_thread, fft.stride, fft.size
+    by = fft.block_dim[1]
+    vt = numba_dtype(fft.value_type)
+
+    def impl(f, smem):
+        td = cuda.local.array(n, dtype=vt)
+        base = (cuda.threadIdx.y + cuda.threadIdx.z * by) * size
+        for i in range(ept):
+            idx = cuda.threadIdx.x + i * stride
+            if idx < size:
+                td[i] = smem[base + idx]
+        cuda.syncthreads()
+        f.execute(td, smem)
+        cuda.syncthreads()
+        for i in range(ept):
+            idx = cuda.threadIdx.x + i * stride
+            if idx < size:
+                smem[base + idx] = td[i]
+
+    return impl
 
 
 register_descriptor_type(FFTType, _attr, {
@@ -132,6 +181,13 @@ def _lower_execute(context, builder, sig, args):
     fft = sig.recvr.descriptor if sig.recvr is not None else sig.args[0].descriptor
     argtys = sig.args[1:] if sig.recvr is None else sig.args
     vals = args[1:] if len(args) == len(sig.args) + 1 or sig.recvr is None else args
+    if fft.execution == "Block" and len(vals) == 1:
+        if address_space_checks_enabled():
+            _check_address_space(context, builder, data_pointer(context, builder, argtys[-1], vals[0]), "shared",
+                                 "FFT.execute(shared_memory): the array must be a shared array (cuda.shared.array)")
+        recvr_ty = sig.recvr if sig.recvr is not None else sig.args[0]
+        return context.compile_internal(builder, _shared_execute_impl(fft), types.none(recvr_ty, argtys[-1]),
+                                        [context.get_dummy_value(), vals[0]])
     ptrs = [data_pointer(context, builder, t, v) for t, v in zip(argtys[-len(vals):], vals)]
     if address_space_checks_enabled():
         # numba's array types carry no address space, so typing cannot tell a global array

@@ -259,10 +259,56 @@ def _execute_thread(p: _Plan, thread_data) -> None:
     _scatter(p, _transform(p, x_in), 0, 0, thread_data)
 
 
+def _execute_shared(p: _Plan, shared_memory) -> None:
+    """``fft.execute(shared_memory)``: the block's FFTs in natural order in shared memory (FFT
+    ``threadIdx.y + block_dim.y * threadIdx.z`` at element ``fft_id * size``), as the numba layer
+    runs it: load the thread's elements, barrier, the register form, barrier, store."""
+    thread, ctx = _kernel_context("FFT.execute")
+    forms = ("FFT.execute with execution='Block' takes (thread_data, shared_memory), or "
+             "(shared_memory,) with the block's data in shared memory")
+    if p.fft_type != "c2c":
+        raise TypeError(
+            f"{forms}: the shared-memory form supports fft_type='c2c' only here; this FFT is "
+            f"{p.fft_type!r}: pass (thread_data, shared_memory)"
+        )
+    if not isinstance(shared_memory, np.ndarray) or shared_memory.dtype != p.value_type \
+            or shared_memory.ndim != 1 or not shared_memory.flags.c_contiguous:
+        raise TypeError(
+            f"{forms}: the one argument must be a 1-D contiguous shared array of {p.value_type} "
+            "(fft.value_type) holding the block's FFTs one after another, got "
+            f"{type(shared_memory).__name__}{getattr(shared_memory, 'shape', '')}"
+        )
+    if not is_shared(ctx, shared_memory):
+        raise TypeError(
+            f"{forms}; got 1 argument that is not shared memory (registers without the shared "
+            "memory? shared_memory is cuda.shared.array(0, dtype=fft.value_type) with "
+            "fft.shared_memory_size bytes of dynamic shared memory at launch)"
+        )
+    _check_block_dim(p, ctx)
+    x, y, z = thread.threadIdx
+    base = (y + p.block_dim[1] * z) * p.size
+    if shared_memory.size < p.nfft * p.size:
+        raise ValueError(
+            f"FFT.execute(shared_memory): the shared array has {shared_memory.size} values; the "
+            f"block's {p.nfft} FFTs of size {p.size} need {p.nfft * p.size} (launch with at least "
+            f"max(fft.shared_memory_size, fft.ffts_per_block * fft.size * itemsize) bytes)"
+        )
+    regs, idx = p.indices(x, p.in_ept, p.size)
+    td = np.zeros(p.storage_size, dtype=p.value_type)
+    td[regs] = shared_memory[base + idx]
+    thread.syncthreads()
+    _execute_block(p, td, shared_memory)
+    shared_memory[base + idx] = td[regs]
+
+
 def sim_execute(fft, *args) -> None:
-    """``fft.execute(thread_data[, shared_memory])`` inside a simulated kernel (see module doc)."""
+    """``fft.execute(thread_data[, shared_memory])`` or ``fft.execute(shared_memory)`` inside a
+    simulated kernel (see module doc)."""
     p = _plan(fft)
     if p.block:
+        if len(args) == 1:
+            _execute_shared(p, args[0])
+            return
         if len(args) != 2:
             raise TypeError(
                 "FFT.execute with execution='Block' takes (thread_data, shared_memory), got "

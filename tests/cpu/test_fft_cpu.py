@@ -238,7 +238,7 @@ def test_typing_not_an_array():
 
 def test_typing_missing_shared_memory():
     def k(x):
-        td = cuda.local.array(FWD.storage_size, dtype=FWD.value_type)
+        td = cuda.local.array(FWD.storage_size, dtype=FWD.precision_type)  # 1 complex arg: shared form
         FWD.execute(td)
 
     assert "takes (thread_data, shared_memory)" in _typing_error(k, (types.complex64[::1],))

@@ -283,10 +283,27 @@ def test_named_tuple_attributes_in_kernels():
 def test_fft_call_form_typing_errors():
     def k(x):
         td = cuda.local.array(FWD.storage_size, dtype=FWD.value_type)
-        FWD(td)
+        FWD(td, td, td)
 
-    with pytest.raises(TypingError, match=r"takes \(thread_data, shared_memory\)"):
+    with pytest.raises(TypingError, match=r"takes \(thread_data, shared_memory\) or \(shared_memory,\)"):
         compile_kernel(k, (types.complex64[::1],), sm=90)
+
+
+def test_fft_shared_memory_form_address_space_check_is_opt_in(monkeypatch):
+    """``fft(td)`` with a local array types as the shared-memory form (numba's arrays carry no
+    address space); NUMBA_MATHDX_CHECK_ADDRESS_SPACES=1 adds the run-time check."""
+    from nvmath_device._numba._compat import compile_kernel_library
+
+    def k(x):
+        td = cuda.local.array(FWD.storage_size, dtype=FWD.value_type)
+        FWD(td)
+        x[0] = td[0]
+
+    argtypes = (types.complex64[::1],)
+    monkeypatch.delenv("NUMBA_MATHDX_CHECK_ADDRESS_SPACES", raising=False)
+    assert "isspacep.shared" not in compile_kernel_library(k, argtypes, (9, 0))[0].get_llvm_str()
+    monkeypatch.setenv("NUMBA_MATHDX_CHECK_ADDRESS_SPACES", "1")
+    assert "isspacep.shared" in compile_kernel_library(k, argtypes, (9, 0))[0].get_llvm_str()
 
 
 def _mm_call_kernel(A, B, C, alpha, beta):
@@ -409,3 +426,43 @@ def test_nvmath_leading_dimension_unpacking_and_dynamic_shared_memory_link():
 
     out = compile_kernel(k, (types.float32[:, :], types.float32[:, :]), sm=90)
     assert out.linked == (f"{MM.symbol}.ltoir",)
+
+
+SHM = FFT(fft_type="c2c", size=128, precision=np.float32, direction="forward", elements_per_thread=8,
+          ffts_per_block=2, sm=90)
+
+
+def _shared_memory_fft_kernel(data):
+    shared_mem = cuda.shared.array(shape=(0,), dtype=SHM.value_type)
+    index = cuda.threadIdx.x
+    for _ in range(SHM.elements_per_thread):
+        shared_mem[cuda.threadIdx.y * SHM.size + index] = data[cuda.threadIdx.y, index]
+        index += SHM.stride
+    cuda.syncthreads()
+    SHM(shared_mem)
+    SHM.execute(shared_mem)
+    cuda.syncthreads()
+    index = cuda.threadIdx.x
+    for _ in range(SHM.elements_per_thread):
+        data[cuda.threadIdx.y, index] = shared_mem[cuda.threadIdx.y * SHM.size + index]
+        index += SHM.stride
+
+
+def test_fft_shared_memory_form_links():
+    out = compile_kernel(_shared_memory_fft_kernel, (types.complex64[:, ::1],), sm=90)
+    assert out.cubin[:4] == b"\x7fELF"
+    assert f"{SHM.symbol}.ltoir" in out.linked
+
+
+@pytest.mark.parametrize("fft, dtype, match", [
+    (SHM, np.float32, "1-D contiguous shared array of complex64"),
+    (FFT(fft_type="r2c", size=128, precision=np.float32, elements_per_thread=8, ffts_per_block=2, sm=90),
+     np.complex64, "c2c' only"),
+])
+def test_fft_shared_memory_form_typing_errors(fft, dtype, match):
+    def k(x):
+        smem = cuda.shared.array(shape=(0,), dtype=dtype)
+        fft(smem)
+
+    with pytest.raises(TypingError, match=match):
+        compile_kernel(k, (types.complex64[::1],), sm=90)

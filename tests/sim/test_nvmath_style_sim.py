@@ -7,7 +7,7 @@ Run: NUMBA_ENABLE_CUDASIM=1 python -m pytest -q tests/sim/test_nvmath_style_sim.
 Each ``program_*`` builds its descriptors the nvmath way (no ``sm=``: the current GPU, or sm_90
 under the simulator without one), uses the nvmath spellings (``link=fft.files``, ``fft(td,
 smem)``, ``MM(...)``, ``fft.block_dim.x``, ``MM.leading_dimension``, ``transpose_mode=``,
-``MM.get_shared_storage_size()``, host arrays shaped by ``fft.ffts_per_block``) and returns
+``MM.get_shared_storage_size()``, ``fft(shared_mem)`` on data in shared memory, host arrays shaped by ``fft.ffts_per_block``) and returns
 ``(result, reference, rtol)``. tests/gpu/test_nvmath_style_gpu.py runs the same programs on
 the GPU.
 """
@@ -124,6 +124,62 @@ def program_thread_fft():
     ref = np.fft.fft(data, axis=-1)
     data_d = cuda.to_device(data)
     f[1, 2](data_d)
+    cuda.synchronize()
+    return data_d.copy_to_host(), ref, 1e-12
+
+
+def program_shared_memory_fft():
+    """cufftdx_simple_fft_block_shared.py's shape: the data in shared memory, ``fft(shared_mem)``."""
+    fft = FFT(fft_type="c2c", size=128, precision=np.float32, direction="forward", elements_per_thread=8,
+              ffts_per_block=2, execution="Block")
+
+    @cuda.jit(link=fft.files)
+    def f(data):
+        shared_mem = cuda.shared.array(shape=(0,), dtype=fft.value_type)
+        local_fft_id = cuda.threadIdx.y
+        index = cuda.threadIdx.x
+        for _ in range(fft.elements_per_thread):
+            shared_mem[local_fft_id * fft.size + index] = data[local_fft_id, index]
+            index += fft.stride
+        cuda.syncthreads()
+        fft(shared_mem)
+        cuda.syncthreads()
+        index = cuda.threadIdx.x
+        for _ in range(fft.elements_per_thread):
+            data[local_fft_id, index] = shared_mem[local_fft_id * fft.size + index]
+            index += fft.stride
+
+    data = _random_complex((fft.ffts_per_block, fft.size))
+    ref = np.fft.fft(data, axis=-1)
+    data_d = cuda.to_device(data)
+    smem = max(fft.shared_memory_size, np.complex64(1.0).itemsize * fft.size * fft.ffts_per_block)
+    f[1, fft.block_dim, 0, smem](data_d)
+    cuda.synchronize()
+    return data_d.copy_to_host(), ref, 1e-5
+
+
+def program_shared_memory_fft_execute_inverse():
+    """``ifft.execute(shared_mem)`` with suggested knobs (odd size, several FFTs per block)."""
+    fft = FFT(fft_type="c2c", size=15, precision=np.float64, direction="inverse")
+    nfft = fft.ffts_per_block
+
+    @cuda.jit(link=fft.files)
+    def f(data):
+        shared_mem = cuda.shared.array(shape=(0,), dtype=fft.value_type)
+        t = cuda.threadIdx.x + cuda.threadIdx.y * fft.block_dim.x
+        for i in range(t, nfft * fft.size, fft.block_dim.x * fft.block_dim.y):
+            shared_mem[i] = data[i // fft.size, i % fft.size]
+        cuda.syncthreads()
+        fft.execute(shared_mem)
+        cuda.syncthreads()
+        for i in range(t, nfft * fft.size, fft.block_dim.x * fft.block_dim.y):
+            data[i // fft.size, i % fft.size] = shared_mem[i]
+
+    data = _random_complex((nfft, fft.size), np.complex128)
+    ref = np.fft.ifft(data, axis=-1) * fft.size
+    data_d = cuda.to_device(data)
+    smem = max(fft.shared_memory_size, 16 * fft.size * nfft)
+    f[1, fft.block_dim, 0, smem](data_d)
     cuda.synchronize()
     return data_d.copy_to_host(), ref, 1e-12
 
@@ -299,3 +355,34 @@ def test_descriptors_without_sm_target_sm90_here_or_the_gpu():
     cc = common_cuda.current_device_cc()
     assert fft.sm == (90 if cc is None else cc[0] * 10 + cc[1])
     assert Matmul(size=(8, 8, 8)).sm == fft.sm
+
+
+def test_shared_memory_form_misuse_raises():
+    fft = FFT(fft_type="c2c", size=16, precision=np.float32, direction="forward", elements_per_thread=4,
+              ffts_per_block=2)
+    r2c = FFT(fft_type="r2c", size=16, precision=np.float32, elements_per_thread=4, ffts_per_block=2)
+
+    @cuda.jit
+    def small(x):
+        smem = cuda.shared.array(shape=(0,), dtype=fft.value_type)
+        fft(smem[:8])
+
+    @cuda.jit
+    def real(x):
+        smem = cuda.shared.array(shape=(0,), dtype=r2c.value_type)
+        r2c(smem)
+
+    from tests.harness import launch_guarded
+
+    with pytest.raises(ValueError, match="need 32"):
+        launch_guarded(small, 1, fft.block_dim, 1024, np.zeros(1))
+    with pytest.raises(TypeError, match="c2c' only"):
+        launch_guarded(real, 1, r2c.block_dim, 1024, np.zeros(1))
+
+    @cuda.jit
+    def registers_only(x):
+        td = cuda.local.array(fft.storage_size, dtype=fft.value_type)
+        fft(td)
+
+    with pytest.raises(TypeError, match="not shared memory"):
+        launch_guarded(registers_only, 1, fft.block_dim, 1024, np.zeros(1))
