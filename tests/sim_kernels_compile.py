@@ -16,13 +16,18 @@ Two halves, one module (the records name this module's functions, so both proces
    function and is re-``cuda.jit``-ed in the compiling process. Records are deduplicated by the
    digest of (pickled function, argument types): one file ``<digest>.kernel`` each. Kernels that
    cannot be recorded (an argument numba cannot type, a closure over an unpicklable object,
-   extensions) leave ``<digest>.skip.json`` with the reason.
+   extensions) leave ``<digest>.skip.json`` with the reason. bfloat16 arrays (which numba's
+   ``typeof`` does not know) are recorded as numba-cuda's ``__nv_bfloat16`` arrays.
 
 2. **Compile step** (``python -m tests.sim_kernels_compile <folder> [--jobs N]``, without the
    simulator): each record is unpickled under numba's CUDA target and linked with
    ``nvmath_device.aot.compile_kernel(fn, argtypes, sm=90)`` in ``--jobs`` worker processes;
    prints one line per kernel, the count, the skips and the time; exit status 1 when a kernel
-   fails to compile (its error is printed).
+   fails to compile (its error is printed). ``--one-per-family`` links one kernel per family
+   (same function, argument types and descriptor kinds: FFT type/direction/execution/
+   precision, GEMM precision/data type/arrangement; sizes and other closure values aside), a
+   cheaper check that still types and links every kernel source on every code path the
+   descriptor kinds choose.
 
 Not covered: cuda.jit options of the recorded kernel and of its device functions (the cubin is
 linked with compile_kernel's defaults; ``forceinline``/``fastmath`` are not replayed),
@@ -118,11 +123,32 @@ def _is_sim_dispatcher(obj) -> bool:
     )
 
 
+# What a descriptor contributes to a kernel's "family" (see --one-per-family): the attributes
+# that choose typing and code paths, not sizes.
+_FAMILY_ATTRS = ("fft_type", "direction", "execution", "precision", "data_type", "arrangement")
+
+
+def _descriptor_summary(obj) -> str:
+    parts = [type(obj).__name__]
+    for attr in _FAMILY_ATTRS:
+        try:
+            parts.append(f"{attr}={obj.__dict__.get(attr, getattr(obj, attr))}")
+        except Exception:  # noqa: BLE001, S112 - absent or not computable: not part of it
+            continue
+    return "(" + ", ".join(parts) + ")"
+
+
 class _KernelPickler(pickle.Pickler):
     def __init__(self, file):
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.descriptors: set = set()
 
     def reducer_override(self, obj):
+        if type(obj).__name__ in ("FFT", "Matmul") and type(obj).__module__.startswith(
+            "nvmath_device"
+        ):
+            self.descriptors.add(_descriptor_summary(obj))
+            return NotImplemented
         if isinstance(obj, pytypes.ModuleType):
             return importlib.import_module, (obj.__name__,)
         if isinstance(obj, pytypes.CodeType):
@@ -146,23 +172,25 @@ class _KernelPickler(pickle.Pickler):
         return NotImplemented
 
 
-def dumps_function(fn) -> bytes:
-    """``fn`` pickled by value (see the module docstring); NotRecordable when it cannot be."""
+def dumps_function(fn) -> tuple[bytes, list]:
+    """``fn`` pickled by value (see the module docstring) and the summaries of the descriptors
+    it reaches; NotRecordable when it cannot be pickled."""
     import io
 
     buf = io.BytesIO()
+    pickler = _KernelPickler(buf)
     try:
-        _KernelPickler(buf).dump(fn)
+        pickler.dump(fn)
     except Exception as e:  # noqa: BLE001 - any pickling failure means "not recordable"
         raise NotRecordable(f"{type(e).__name__}: {e}") from None
-    return buf.getvalue()
+    return buf.getvalue(), sorted(pickler.descriptors)
 
 
 # --------------------------------------------------------------------------------------------
 # The recorder (simulator side)
 
 _lock = threading.Lock()
-_seen: dict = {}  # (id(fn), argtypes) -> digest; fn kept alive in the value
+_seen: dict = {}  # ((id(fn), argtypes), folder) -> digest; fn kept alive in the value
 _folder: Path | None = None
 
 
@@ -173,10 +201,28 @@ def _argtype(arg):
     from nvmath_device._sim._compat import unwrap
 
     value = getattr(arg, "value", arg) if type(arg).__name__ in ("In", "Out", "InOut") else arg
-    return numba.typeof(unwrap(value), Purpose.argument)
+    value = unwrap(value)
+    if getattr(getattr(value, "dtype", None), "name", "") == "bfloat16":
+        # numba's typeof knows no bfloat16 array (numba-cuda types them as __nv_bfloat16 ones):
+        # a spec that the compile step turns into that type
+        layout = "C" if value.flags.c_contiguous else "F" if value.flags.f_contiguous else "A"
+        return ("bfloat16 array", value.ndim, layout)
+    return numba.typeof(value, Purpose.argument)
 
 
-def _record(kernel, args) -> None:
+def _resolve(argtype):
+    if isinstance(argtype, tuple) and argtype[:1] == ("bfloat16 array",):
+        from numba.core import types
+        from numba.cuda.types import bfloat16
+
+        return types.Array(bfloat16, argtype[1], argtype[2])
+    return argtype
+
+
+def record_launch(kernel, args, folder=None) -> None:
+    """Record one launch of the simulated ``kernel`` with ``args`` into ``folder`` (default: the
+    recorder's); what :func:`install_recorder`'s wrapper calls after each completed launch."""
+    folder = Path(folder) if folder is not None else _folder
     fn = kernel.fn
     name = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', '?')}"
     try:
@@ -188,12 +234,12 @@ def _record(kernel, args) -> None:
         reason = "kernel with extensions (argument preparation is not replayed)"
     memo = (id(fn), argtypes) if argtypes is not None else None
     with _lock:
-        if memo is not None and memo in _seen:
+        if memo is not None and (memo, folder) in _seen:
             return
     payload = None
     if reason is None:
         try:
-            payload = dumps_function(fn)
+            payload, descriptors = dumps_function(fn)
         except NotRecordable as e:
             reason = f"closure/global not recordable: {e}"
     if reason is None:
@@ -201,19 +247,20 @@ def _record(kernel, args) -> None:
         digest = hashlib.sha256(payload + b"\0" + types_blob).hexdigest()[:24]
         record = {"name": name, "function": payload, "argtypes": types_blob,
                   "shown": ", ".join(str(t) for t in argtypes),
+                  "family": json.dumps([name, [str(t) for t in argtypes], descriptors]),
                   "test": os.environ.get("PYTEST_CURRENT_TEST", "")}
-        path = _folder / f"{digest}.kernel"
+        path = folder / f"{digest}.kernel"
         if not path.exists():
             tmp = path.with_suffix(f".tmp{os.getpid()}")
             tmp.write_bytes(pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
             os.replace(tmp, path)
     else:
         digest = hashlib.sha256((name + reason).encode()).hexdigest()[:24]
-        (_folder / f"{digest}.skip.json").write_text(json.dumps(
+        (folder / f"{digest}.skip.json").write_text(json.dumps(
             {"name": name, "reason": reason, "test": os.environ.get("PYTEST_CURRENT_TEST", "")}))
     with _lock:
         if memo is not None:
-            _seen[memo] = (digest, fn)
+            _seen[memo, folder] = (digest, fn)
 
 
 def install_recorder(folder) -> None:
@@ -233,7 +280,7 @@ def install_recorder(folder) -> None:
         host_launch = not kwargs and not self._device and simkernel._get_kernel_context() is None
         result = original(self, *args, **kwargs)
         if host_launch:
-            _record(self, args)
+            record_launch(self, args)
         return result
 
     __call__._nmdx_recorder = True
@@ -280,7 +327,7 @@ def compile_record(path: str) -> tuple[str, str, float, str | None]:
     t0 = time.perf_counter()
     try:
         fn = pickle.loads(record["function"])
-        argtypes = pickle.loads(record["argtypes"])
+        argtypes = tuple(_resolve(t) for t in pickle.loads(record["argtypes"]))
         with device_functions_without_gpu():
             out = compile_kernel(fn, argtypes, sm=90)
         assert out.cubin[:4] == b"\x7fELF", "not an ELF cubin"
@@ -294,6 +341,10 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", help=f"the folder the recorder wrote (${RECORD_ENV})")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
+    parser.add_argument("--one-per-family", action="store_true",
+                        help="link one kernel per family: same function, argument types and "
+                             "descriptor kinds (FFT type/direction/execution/precision, GEMM "
+                             "precision/data type/arrangement), sizes aside")
     args = parser.parse_args(argv)
     if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
         print("run the compile step without NUMBA_ENABLE_CUDASIM", file=sys.stderr)
@@ -305,15 +356,27 @@ def main(argv=None) -> int:
         print(f"no recorded kernels in {folder} (run the simulator suite with {RECORD_ENV}=...)",
               file=sys.stderr)
         return 2
+    recorded = len(records)
+    if args.one_per_family:
+        families: dict = {}
+        for path in records:
+            family = pickle.loads(Path(path).read_bytes()).get("family", path)
+            families.setdefault(family, path)
+        records = sorted(families.values())
     t0 = time.perf_counter()
     failures = []
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: no simulator state
-    with ProcessPoolExecutor(max_workers=max(1, args.jobs), mp_context=ctx,
-                             initializer=_worker_init) as pool:
-        for name, shown, secs, error in pool.map(compile_record, records):
+    with contextlib.ExitStack() as stack:
+        if args.jobs > 1:
+            pool = stack.enter_context(ProcessPoolExecutor(
+                max_workers=args.jobs, mp_context=ctx, initializer=_worker_init))
+            results = pool.map(compile_record, records)
+        else:  # this process has no simulator (checked above)
+            results = map(compile_record, records)
+        for name, shown, secs, error in results:
             print(f"{'FAIL' if error else 'ok  '} {secs:6.1f} s  {name}({shown})", flush=True)
             if error:
                 failures.append((name, shown, error))
@@ -322,9 +385,10 @@ def main(argv=None) -> int:
         print(f"not covered: {skip['name']}: {skip['reason']}  [{skip['test']}]")
     for name, shown, error in failures:
         print(f"\n--- {name}({shown}) failed to compile for sm_90:\n{error}")
-    print(f"\n{len(records)} distinct simulated kernels, {len(records) - len(failures)} linked for "
-          f"sm_90, {len(failures)} failed, {len(skips)} not covered; {wall:.1f} s with "
-          f"{args.jobs} jobs")
+    print(f"\n{recorded} distinct simulated kernels, {len(records)} compiled"
+          f"{' (one per family)' if args.one_per_family else ''}: {len(records) - len(failures)} "
+          f"linked for sm_90, {len(failures)} failed; {len(skips)} not covered; {wall:.1f} s "
+          f"with {args.jobs} jobs")
     return 1 if failures else 0
 
 

@@ -112,3 +112,37 @@ def test_r2c_registers_sized_outside_the_kernel():
     kernel = K.make_r2c_kernel(fft)
     launch_guarded(kernel, 2, fft.block_dim, fft.shared_memory_size, x, y)
     np.testing.assert_allclose(y, reference(fft, x), rtol=1e-4, atol=1e-4)
+
+
+def test_a_recorded_closure_kernel_links_for_sm90(tmp_path):
+    # tests/sim_kernels_compile.py end to end: a factory-made kernel (closure over an int and a
+    # dtype, calling a device function with keywords) recorded here, linked in a child process
+    # without the simulator.
+    import os
+    import subprocess
+    import sys
+
+    from tests.harness import REPO
+    from tests.sim_kernels_compile import record_launch
+
+    def make(offset, dtype):
+        @cuda.jit
+        def kernel(x):
+            i = cuda.threadIdx.x
+            x[i] = K.axpb(x[i], b=offset) + dtype(1)
+
+        return kernel
+
+    kernel = make(5.0, np.float32)
+    x = np.zeros(N, np.float32)
+    _run(kernel, x)
+    np.testing.assert_array_equal(x, np.full(N, 6.0))
+    record_launch(kernel, (x,), tmp_path)
+    record_launch(kernel, (np.zeros(N, np.float32),), tmp_path)  # same kernel and types: deduped
+    assert len(list(tmp_path.glob("*.kernel"))) == 1
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    done = subprocess.run([sys.executable, "-m", "tests.sim_kernels_compile", str(tmp_path),
+                           "--jobs", "1"], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 linked for sm_90, 0 failed" in done.stdout, done.stdout
