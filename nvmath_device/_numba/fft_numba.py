@@ -150,7 +150,7 @@ register_descriptor_type(FFTType, _attr, {
 
 
 def _check_address_space(context, builder, ptr, space, message):
-    """Emit ``if (!isspacep.<space>(ptr)) { printf(message); trap(); }`` (debug builds only)."""
+    """Emit ``if (!isspacep.<space>(ptr)) { printf(message); trap(); }``."""
     import llvmlite.ir as llir
 
     from ._compat import declare_vprint
@@ -182,9 +182,11 @@ def _lower_execute(context, builder, sig, args):
     argtys = sig.args[1:] if sig.recvr is None else sig.args
     vals = args[1:] if len(args) == len(sig.args) + 1 or sig.recvr is None else args
     if fft.execution == "Block" and len(vals) == 1:
-        if address_space_checks_enabled():
-            _check_address_space(context, builder, data_pointer(context, builder, argtys[-1], vals[0]), "shared",
-                                 "FFT.execute(shared_memory): the array must be a shared array (cuda.shared.array)")
+        # always checked (one isspacep per call): the register form without its shared-memory
+        # argument types the same, and would otherwise run on registers as if they were shared
+        _check_address_space(context, builder, data_pointer(context, builder, argtys[-1], vals[0]), "shared",
+                             "FFT.execute(shared_memory): the array must be a shared array "
+                             "(cuda.shared.array); the register form is execute(thread_data, shared_memory)")
         recvr_ty = sig.recvr if sig.recvr is not None else sig.args[0]
         return context.compile_internal(builder, _shared_execute_impl(fft), types.none(recvr_ty, argtys[-1]),
                                         [context.get_dummy_value(), vals[0]])

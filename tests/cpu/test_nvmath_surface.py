@@ -289,9 +289,11 @@ def test_fft_call_form_typing_errors():
         compile_kernel(k, (types.complex64[::1],), sm=90)
 
 
-def test_fft_shared_memory_form_address_space_check_is_opt_in(monkeypatch):
+def test_fft_shared_memory_form_always_checks_the_address_space(monkeypatch):
     """``fft(td)`` with a local array types as the shared-memory form (numba's arrays carry no
-    address space); NUMBA_MATHDX_CHECK_ADDRESS_SPACES=1 adds the run-time check."""
+    address space), so that form always checks at run time that its array is shared memory
+    (a register form missing its shared-memory argument traps with a message instead of running
+    on registers as if they were shared)."""
     from nvmath_device._numba._compat import compile_kernel_library
 
     def k(x):
@@ -301,9 +303,8 @@ def test_fft_shared_memory_form_address_space_check_is_opt_in(monkeypatch):
 
     argtypes = (types.complex64[::1],)
     monkeypatch.delenv("NUMBA_MATHDX_CHECK_ADDRESS_SPACES", raising=False)
-    assert "isspacep.shared" not in compile_kernel_library(k, argtypes, (9, 0))[0].get_llvm_str()
-    monkeypatch.setenv("NUMBA_MATHDX_CHECK_ADDRESS_SPACES", "1")
-    assert "isspacep.shared" in compile_kernel_library(k, argtypes, (9, 0))[0].get_llvm_str()
+    llvm = compile_kernel_library(k, argtypes, (9, 0))[0].get_llvm_str()
+    assert "isspacep.shared" in llvm and "the register form is execute(thread_data" in llvm
 
 
 def _mm_call_kernel(A, B, C, alpha, beta):
