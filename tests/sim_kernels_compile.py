@@ -196,6 +196,7 @@ _folder: Path | None = None
 
 def _argtype(arg):
     import numba
+    import numpy as np
     from numba.core.typing.typeof import Purpose
 
     from nvmath_device._sim._compat import unwrap
@@ -203,19 +204,21 @@ def _argtype(arg):
     value = getattr(arg, "value", arg) if type(arg).__name__ in ("In", "Out", "InOut") else arg
     value = unwrap(value)
     if getattr(getattr(value, "dtype", None), "name", "") == "bfloat16":
-        # numba's typeof knows no bfloat16 array (numba-cuda types them as __nv_bfloat16 ones):
-        # a spec that the compile step turns into that type
+        # numba's typeof knows no bfloat16 (numba-cuda types ml_dtypes.bfloat16 values and
+        # arrays as __nv_bfloat16 ones): a spec that the compile step turns into that type
+        if not isinstance(value, np.ndarray):
+            return ("bfloat16",)
         layout = "C" if value.flags.c_contiguous else "F" if value.flags.f_contiguous else "A"
         return ("bfloat16 array", value.ndim, layout)
     return numba.typeof(value, Purpose.argument)
 
 
 def _resolve(argtype):
-    if isinstance(argtype, tuple) and argtype[:1] == ("bfloat16 array",):
+    if isinstance(argtype, tuple) and argtype[:1] in (("bfloat16",), ("bfloat16 array",)):
         from numba.core import types
         from numba.cuda.types import bfloat16
 
-        return types.Array(bfloat16, argtype[1], argtype[2])
+        return bfloat16 if len(argtype) == 1 else types.Array(bfloat16, argtype[1], argtype[2])
     return argtype
 
 
