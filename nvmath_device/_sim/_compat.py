@@ -142,7 +142,9 @@ def install_simulator_compat() -> None:
 
 
 # numba-cuda 0.30.4 decorators.jit's own keyword arguments and the option keywords it reads;
-# the simulator's jit (simulator/api.py) knows only some of them.
+# the simulator's jit (simulator/api.py) knows only some of them: e.g. forceinline= came to
+# cuda.jit with NVIDIA/numba-cuda#246/#247 (NVVM-level inlining) and never to the simulator
+# (the same gap as numba/numba#6049, "Cudasim jit does not support bind=").
 _CODEGEN_ONLY = ("forceinline", "lineinfo", "launch_bounds", "lto")
 
 
