@@ -79,11 +79,13 @@ def _markdown(doc: str | None) -> str:
             out.append(_inline(line))
         i += 1
     text = "\n".join(out).strip() + "\n"
+    text = _LITERAL_ACROSS_LINES.sub(r"`\1`", text)  # a ``literal`` broken over two lines
     return re.sub(r"\n{3,}", "\n\n", text)
 
 
 _ROLE = re.compile(r":(?:func|meth|class|attr|data|mod|obj|exc):`~?([^`]+)`")
 _LITERAL = re.compile(r"``([^`]+)``")
+_LITERAL_ACROSS_LINES = re.compile(r"(?<!`)``(?!`)([^`]+?)(?<!`)``(?!`)", re.S)
 
 
 def _inline(text: str) -> str:
