@@ -392,6 +392,7 @@ def main(argv=None) -> int:
           f"{' (one per family)' if args.one_per_family else ''}: {len(records) - len(failures)} "
           f"linked for sm_90, {len(failures)} failed; {len(skips)} not covered; {wall:.1f} s "
           f"with {args.jobs} jobs")
+    print(f"sm_90: {len(records) - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0
 
 

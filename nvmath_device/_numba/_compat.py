@@ -10,6 +10,7 @@ upstream issue). Another numba front end (numba-cuda-mlir) would replace this mo
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import types
 import warnings
@@ -59,17 +60,41 @@ def compile_kernel_library(pyfunc, argtypes, cc, *, fastmath=False, opt=True):
     ``compile_cuda`` as ``_Kernel.__init__`` does (numba-cuda 0.30.4, dispatcher.py).
     """
     from numba.core import types
+    from numba.core.compiler_lock import global_compiler_lock
     from numba.cuda.compiler import compile_cuda, kernel_fixup
 
     nvvm_options = {"fastmath": fastmath, "opt": 3 if opt else 0}
-    cres = compile_cuda(pyfunc, types.void, argtypes, debug=False, lineinfo=False,
-                        fastmath=fastmath, nvvm_options=nvvm_options, cc=cc, lto=True)
+    with global_compiler_lock, _device_functions_for(cc):
+        cres = compile_cuda(pyfunc, types.void, argtypes, debug=False, lineinfo=False,
+                            fastmath=fastmath, nvvm_options=nvvm_options, cc=cc, lto=True)
     lib = cres.library
     entry = cres.fndesc.llvm_func_name
     kernel = lib.get_function(entry)
     lib._entry_name = entry
     kernel_fixup(kernel, False)
     return lib, entry
+
+
+@contextlib.contextmanager
+def _device_functions_for(cc):
+    """While a kernel compiles for ``cc`` without a GPU: numba-cuda 0.30.4 compiles each
+    ``@cuda.jit(device=True)`` function it calls through ``CUDADispatcher.compile_device``, which
+    asks the driver for the current device only to read its compute capability
+    (dispatcher.py, ``get_current_device().compute_capability``); answer ``cc`` instead. Held
+    under numba's compiler lock, so no other compile sees it. numba keys a device function's
+    compiled overloads by argument types only, so one compiled here for ``cc`` is reused for
+    later targets, as numba itself does."""
+    from numba.cuda import dispatcher
+
+    class _Target:
+        compute_capability = tuple(cc)
+
+    saved = dispatcher.get_current_device
+    dispatcher.get_current_device = lambda: _Target()
+    try:
+        yield
+    finally:
+        dispatcher.get_current_device = saved
 
 
 def linked_cubin(lib, cc) -> tuple[bytes, tuple[str, ...]]:

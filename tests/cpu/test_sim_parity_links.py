@@ -92,3 +92,10 @@ def test_r2c_registers_sized_inside_the_kernel_is_a_typing_error():
     # Cuda_array_decl): no match. alignment= plays no part.
     with pytest.raises(TypingError, match=r"local\.array.*\n(.*\n)*.*array\(int64, dtype="):
         compile_kernel(K.readme_r2c_kernel(_r2c_fft()), R2C_ARGS, sm=90)
+
+
+def test_compile_kernel_links_kernels_that_call_device_functions_without_a_gpu():
+    """nvmath_device.aot.compile_kernel answers numba-cuda's question for the current device
+    itself while it compiles a kernel's device functions (no GPU, no helper needed)."""
+    out = compile_kernel(K.keyword_call, (F1,), sm=90)
+    assert out.cubin[:4] == b"\x7fELF"
