@@ -19,6 +19,18 @@ from mathdx_operands import (
 )
 
 
+def host_numbers(name, obj, kinds="biufc", what="numbers") -> np.ndarray:
+    """``obj`` as a NumPy array whose dtype kind is one of ``kinds``; TypeError naming ``name``
+    (and ``what`` the array must hold) otherwise, e.g. for a ragged list."""
+    try:
+        arr = np.asarray(obj)
+    except (TypeError, ValueError) as e:  # e.g. a ragged list, a tensor on another device
+        raise TypeError(f"{name} must be an array of numbers, got {type(obj).__name__}: {e}") from None
+    if arr.dtype.kind not in kinds:
+        raise TypeError(f"{name} must be an array of {what}, got dtype {arr.dtype}")
+    return arr
+
+
 def canonical(arr: np.ndarray) -> np.ndarray:
     """C-contiguous with the canonical strides: NumPy calls ``x[None, :]`` (strides (0, 4))
     C-contiguous, numba's device arrays do not, and then refuse views of another dtype."""

@@ -9,7 +9,7 @@ import numpy as np
 
 from mathdx_operands import on_device, resolve_stream
 
-from ._arrays import Operand, Output
+from ._arrays import Operand, Output, host_numbers
 from ._consts import to_device_const
 from ._fused import (
     aligned,
@@ -49,12 +49,7 @@ def _taps(name, h, real, precision, max_len):
         ho = Operand(name, h, _REAL + _COMPLEX, (1,), None)
         size, cplx = ho.shape[0], ho.dtype in _COMPLEX
     else:
-        try:
-            h = np.asarray(h)
-        except (TypeError, ValueError) as e:  # e.g. a ragged list, a tensor on another device
-            raise TypeError(f"{name} must be an array of numbers, got {type(h).__name__}: {e}") from None
-        if h.dtype.kind not in "biufc":
-            raise TypeError(f"{name} must be an array of numbers, got dtype {h.dtype}")
+        h = host_numbers(name, h)
         if h.ndim != 1:
             raise ValueError(f"{name} must be a non-empty 1-D array, got shape {h.shape}")
         size, cplx = h.size, np.iscomplexobj(h)

@@ -11,7 +11,7 @@ from numba import cuda
 from mathdx_operands import on_device, resolve_stream, simulator
 from nvmath_device import FFT, Matmul, load_complex, store_complex
 
-from ._arrays import Operand, Output
+from ._arrays import Operand, Output, host_numbers
 from ._consts import to_device_const
 from ._fused import copy_1d, vectors_ok
 from ._launch import launch, resident_blocks
@@ -364,13 +364,7 @@ def beamform_spectra(x, weights, *, stream=None):
     if on_device(weights):  # device weights stay there (converted there to x's dtype)
         w = Operand("weights", weights, _DTYPES, (1, 2, 3), None)
     else:
-        try:
-            w = np.asarray(weights)
-        except (TypeError, ValueError) as e:  # e.g. a ragged list, a tensor on another device
-            raise TypeError(f"weights must be an array of numbers, got {type(weights).__name__}: {e}") from None
-        if w.dtype.kind not in "biufc":
-            raise TypeError(f"weights must be an array of numbers, got dtype {w.dtype}")
-        w = w.astype(xo.dtype)
+        w = host_numbers("weights", weights).astype(xo.dtype)
     if len(w.shape) != 2 or w.shape[1] != channels:
         raise ValueError(f"weights must have shape (beams, channels={channels}), got {w.shape}")
     beams = w.shape[0]

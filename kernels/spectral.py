@@ -11,7 +11,7 @@ from numba import cuda
 from mathdx_operands import on_device, resolve_stream, simulator
 from nvmath_device import FFT, load_complex, store_complex
 
-from ._arrays import Operand, Output
+from ._arrays import Operand, Output, host_numbers
 from ._consts import to_device_const
 from ._fused import (
     aligned,
@@ -160,15 +160,8 @@ def _host_or_device(name, obj, dtypes):
     array of ``dtypes``' kinds (TypeError naming ``name`` otherwise)."""
     if on_device(obj):
         return Operand(name, obj, dtypes, (1, 2, 3), None)
-    try:
-        arr = np.asarray(obj)
-    except (TypeError, ValueError) as e:  # e.g. a ragged list, a tensor on another device
-        raise TypeError(f"{name} must be an array of numbers, got {type(obj).__name__}: {e}") from None
     kinds = "biu" + "".join(sorted({d.kind for d in dtypes}))
-    if arr.dtype.kind not in kinds:
-        raise TypeError(f"{name} must be an array of {' or '.join(d.name for d in dtypes)} values, "
-                        f"got dtype {arr.dtype}")
-    return arr
+    return host_numbers(name, obj, kinds, " or ".join(d.name for d in dtypes) + " values")
 
 
 def _fft_pair(name, n, precision, real, folded=False):
