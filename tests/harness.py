@@ -4,6 +4,7 @@ the GPU-vs-simulator cross-check that runs one side in a child process."""
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -50,3 +51,22 @@ def run_both_sides(out: Path, runner: str, run_here) -> None:
         finally:
             sim.wait(timeout=1800)
     assert sim.returncode == 0, f"simulator subprocess failed:\n{(out / 'sim.log').read_text()}"
+
+
+def rss_bytes() -> int:
+    """Resident set size of this process in bytes (soak tests)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def device_used_bytes() -> int:
+    """Bytes in use on the current device after a synchronize, a garbage collection and with
+    CuPy's pools emptied (soak tests; needs CuPy and a GPU)."""
+    import cupy as cp
+
+    cp.cuda.Device().synchronize()
+    gc.collect()
+    cp.get_default_memory_pool().free_all_blocks()
+    cp.get_default_pinned_memory_pool().free_all_blocks()
+    free, total = cp.cuda.runtime.memGetInfo()
+    return total - free

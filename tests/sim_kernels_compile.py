@@ -295,22 +295,13 @@ def install_recorder(folder) -> None:
 # The compile step (CUDA target, no GPU)
 
 
-@contextlib.contextmanager
 def device_functions_without_gpu(cc=(9, 0)):
-    """Let numba-cuda compile ``cuda.jit(device=True)`` functions called by a kernel without a
-    GPU: 0.30.4's ``CUDADispatcher.compile_device`` asks the driver for the current device only
-    to read its compute capability (dispatcher.py); answer ``cc`` instead."""
-    from numba.cuda import dispatcher
+    """For a compile outside ``nvmath_device.aot`` (e.g. ``cuda.compile_ptx``): let numba-cuda
+    compile ``cuda.jit(device=True)`` functions without a GPU, targeting ``cc`` (the library's
+    own context manager, which ``compile_kernel`` uses)."""
+    from nvmath_device._numba._compat import device_functions_for
 
-    class _Device:
-        compute_capability = cc
-
-    saved = dispatcher.get_current_device
-    dispatcher.get_current_device = lambda: _Device()
-    try:
-        yield
-    finally:
-        dispatcher.get_current_device = saved
+    return device_functions_for(cc)
 
 
 def _worker_init():
@@ -331,8 +322,7 @@ def compile_record(path: str) -> tuple[str, str, float, str | None]:
     try:
         fn = pickle.loads(record["function"])
         argtypes = tuple(_resolve(t) for t in pickle.loads(record["argtypes"]))
-        with device_functions_without_gpu():
-            out = compile_kernel(fn, argtypes, sm=90)
+        out = compile_kernel(fn, argtypes, sm=90)
         assert out.cubin[:4] == b"\x7fELF", "not an ELF cubin"
         error = None
     except Exception as e:  # noqa: BLE001 - reported per kernel

@@ -64,7 +64,7 @@ def compile_kernel_library(pyfunc, argtypes, cc, *, fastmath=False, opt=True):
     from numba.cuda.compiler import compile_cuda, kernel_fixup
 
     nvvm_options = {"fastmath": fastmath, "opt": 3 if opt else 0}
-    with global_compiler_lock, _device_functions_for(cc):
+    with global_compiler_lock, device_functions_for(cc):
         cres = compile_cuda(pyfunc, types.void, argtypes, debug=False, lineinfo=False,
                             fastmath=fastmath, nvvm_options=nvvm_options, cc=cc, lto=True)
     lib = cres.library
@@ -76,12 +76,13 @@ def compile_kernel_library(pyfunc, argtypes, cc, *, fastmath=False, opt=True):
 
 
 @contextlib.contextmanager
-def _device_functions_for(cc):
+def device_functions_for(cc):
     """While a kernel compiles for ``cc`` without a GPU: numba-cuda 0.30.4 compiles each
     ``@cuda.jit(device=True)`` function it calls through ``CUDADispatcher.compile_device``, which
     asks the driver for the current device only to read its compute capability
-    (dispatcher.py, ``get_current_device().compute_capability``); answer ``cc`` instead. Held
-    under numba's compiler lock, so no other compile sees it. numba keys a device function's
+    (dispatcher.py, ``get_current_device().compute_capability``); answer ``cc`` instead.
+    :func:`compile_kernel_library` holds it under numba's compiler lock, so no other compile
+    sees it. numba keys a device function's
     compiled overloads by argument types only, so one compiled here for ``cc`` is reused for
     later targets, as numba itself does."""
     from numba.cuda import dispatcher

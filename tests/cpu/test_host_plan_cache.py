@@ -148,12 +148,32 @@ class Checked:
         self.freed += 1
 
 
+def _race(worker, clear, pause, nthreads=8):
+    """``worker(i)`` in ``nthreads`` threads while another thread calls ``clear()`` every
+    ``pause`` seconds until they are done."""
+    stop = threading.Event()
+
+    def clearer():
+        while not stop.is_set():
+            clear()
+            time.sleep(pause)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(nthreads)]
+    c = threading.Thread(target=clearer)
+    c.start()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    stop.set()
+    c.join()
+
+
 def test_threads_never_share_a_plan_and_clear_never_frees_one_in_use():
     Checked.errors = []
     cache = fn_mod.PlanCache(3)
     made = []
     made_lock = threading.Lock()
-    stop = threading.Event()
 
     def worker(i):
         for it in range(150):
@@ -166,20 +186,7 @@ def test_threads_never_share_a_plan_and_clear_never_frees_one_in_use():
             plan.use()
             cache.checkin(key, plan, ticket)
 
-    def clearer():
-        while not stop.is_set():
-            cache.clear()
-            time.sleep(0.0005)
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
-    c = threading.Thread(target=clearer)
-    c.start()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    stop.set()
-    c.join()
+    _race(worker, cache.clear, 0.0005)
     cache.clear()
     assert Checked.errors == []
     assert all(p.freed == 1 for p in made), sorted({p.freed for p in made})
@@ -241,7 +248,6 @@ def test_matmul_threads_each_get_their_own_plan(monkeypatch):
     monkeypatch.setattr(fn_mod, "Matmul", FakeMatmul)
     fn_mod.clear_plan_cache()
     Checked.errors = []
-    stop = threading.Event()
     wrong = []
 
     def worker(i):
@@ -251,20 +257,7 @@ def test_matmul_threads_each_get_their_own_plan(monkeypatch):
             if got != ptr:
                 wrong.append((i, it))
 
-    def clearer():
-        while not stop.is_set():
-            fn_mod.clear_plan_cache()
-            time.sleep(0.001)
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
-    c = threading.Thread(target=clearer)
-    c.start()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    stop.set()
-    c.join()
+    _race(worker, fn_mod.clear_plan_cache, 0.001)
     fn_mod.clear_plan_cache()
     assert Checked.errors == []
     assert wrong == []

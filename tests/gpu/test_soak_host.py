@@ -9,12 +9,12 @@ end. The figures are printed with the tag ``SOAK host`` (``pytest -s``).
 
 import gc
 import importlib
-import os
 
 import numpy as np
 import pytest
 
 from nvmath_host import Matmul, MatmulEpilog, matmul
+from tests.harness import device_used_bytes, rss_bytes
 
 pytestmark = pytest.mark.gpu
 cp = pytest.importorskip("cupy")
@@ -27,25 +27,10 @@ DEVICE_LIMIT = 16 << 20
 MIB = 1 << 20
 
 
-def rss() -> int:
-    """Resident set size of this process in bytes."""
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def device_used() -> int:
-    """Bytes in use on the current device, with CuPy's pools emptied."""
-    cp.cuda.Device().synchronize()
-    gc.collect()
-    cp.get_default_memory_pool().free_all_blocks()
-    cp.get_default_pinned_memory_pool().free_all_blocks()
-    free, total = cp.cuda.runtime.memGetInfo()
-    return total - free
-
 
 def measure():
     gc.collect()
-    return rss(), device_used()
+    return rss_bytes(), device_used_bytes()
 
 
 def operands(m=64, k=64, n=64):

@@ -2,14 +2,13 @@
 """Soak: 10^4 calls of each ``kernels`` function on small CuPy inputs; host RSS and device
 memory must not grow. The figures are printed as ``SOAK kernels <fn>: ...`` (pytest -s)."""
 
-import gc
-import os
 import time
 
 import numpy as np
 import pytest
 
 import kernels
+from tests.harness import device_used_bytes, rss_bytes
 
 pytestmark = pytest.mark.gpu
 cp = pytest.importorskip("cupy")
@@ -22,18 +21,11 @@ rng = np.random.default_rng(17)
 
 
 def _rss_mib() -> float:
-    with open("/proc/self/statm") as f:
-        pages = int(f.read().split()[1])
-    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+    return rss_bytes() / 2**20
 
 
 def _device_used_mib() -> float:
-    cp.cuda.Device().synchronize()
-    gc.collect()
-    cp.get_default_memory_pool().free_all_blocks()
-    cp.get_default_pinned_memory_pool().free_all_blocks()
-    free, total = cp.cuda.runtime.memGetInfo()
-    return (total - free) / 2**20
+    return device_used_bytes() / 2**20
 
 
 def _c(shape, dtype=np.complex64):
