@@ -71,9 +71,7 @@ def fft_pair(n: int, precision, real: bool, ept="suggested", fpb="suggested", fo
 
 def jit(nthreads: int):
     """``cuda.jit`` with launch bounds: at most ``nthreads`` per block (a register budget that
-    always launches). The simulator takes no launch bounds."""
-    if simulator():
-        return cuda.jit
+    always launches; the simulator, as nvmath_device patches it, accepts and ignores them)."""
     return cuda.jit(launch_bounds=nthreads)
 
 

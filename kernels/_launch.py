@@ -94,10 +94,12 @@ class _Launcher:
         self.argtypes = argtypes
         self.params = Params(param_formats(argtypes))
         self.lock = threading.Lock()
-
-    def __call__(self, grid, block, stream: int, smem: int, args):
         from cuda.bindings import driver
 
+        self.driver = driver  # kept: no import statement on the per-launch path
+
+    def __call__(self, grid, block, stream: int, smem: int, args):
+        driver = self.driver
         grid = (grid, 1, 1) if isinstance(grid, int) else tuple(grid) + (1,) * (3 - len(grid))
         block = (block, 1, 1) if isinstance(block, int) else tuple(block) + (1,) * (3 - len(block))
         values = param_values(self.argtypes, args)
