@@ -51,10 +51,15 @@ def synthetic_signals(batch: int, n: int, rng) -> tuple[np.ndarray, np.ndarray]:
 PLOT_INSTALL = 'pip install "numba-mathdx[plot]"'
 
 
-def median_ms(fn, warmup: int = 3, repeat: int = 20, event=None, elapsed_ms=None) -> float:
-    """Median time of ``fn()`` in milliseconds, measured on the GPU with CUDA events recorded
-    on the current CuPy stream around each of ``repeat`` calls, after ``warmup`` calls.
-    ``event`` (an event factory) and ``elapsed_ms(start, end)`` default to CuPy's."""
+def median_ms(fn, warmup: int = 3, repeat: int = 20, inner: int = 5, event=None, elapsed_ms=None) -> float:
+    """Median GPU time of one ``fn()`` in milliseconds, after ``warmup`` calls: each of ``repeat``
+    samples enqueues one untimed call, then records a CUDA event on the current CuPy stream, makes
+    ``inner`` calls and records a second event; the sample is the time between the events over
+    ``inner``. The untimed lead call keeps the GPU busy while the host prepares the timed ones, so
+    the figure is the device time per call, not the host's launch overhead (measured separately
+    by ``benchmarks/host_overhead.py``) — an event pair around a single call on an idle stream
+    would add that overhead to it. ``event`` (an event factory) and ``elapsed_ms(start, end)``
+    default to CuPy's."""
     if event is None:
         import cupy
 
@@ -64,11 +69,13 @@ def median_ms(fn, warmup: int = 3, repeat: int = 20, event=None, elapsed_ms=None
     times = []
     for _ in range(repeat):
         start, end = event(), event()
-        start.record()
         fn()
+        start.record()
+        for _ in range(inner):
+            fn()
         end.record()
         end.synchronize()
-        times.append(elapsed_ms(start, end))
+        times.append(elapsed_ms(start, end) / inner)
     return float(np.median(times))
 
 

@@ -62,7 +62,9 @@ def test_no_triton_anywhere_in_the_cli():
     assert not [m for m in names if m.split(".")[0] == "triton"]
 
 
-def test_median_ms_times_each_call_between_events_after_warmup():
+def test_median_ms_times_inner_calls_behind_an_untimed_lead_call():
+    """Each sample: one untimed call (the GPU is busy while the host prepares the next), an event,
+    ``inner`` calls, an event; the sample is the time between the events over ``inner``."""
     log = []
 
     class Ev:
@@ -77,8 +79,15 @@ def test_median_ms_times_each_call_between_events_after_warmup():
             log.append("sync")
 
     calls = []
-    ms = cli.median_ms(lambda: calls.append(1), warmup=2, repeat=5, event=Ev,
+
+    def fn():
+        calls.append(1)
+        log.append("call")
+
+    ms = cli.median_ms(fn, warmup=2, repeat=5, inner=3, event=Ev,
                        elapsed_ms=lambda a, b: (b.at - a.at) * len(calls))
-    assert len(calls) == 7  # 2 warm-up calls, then 5 timed ones
-    assert log == ["record", "record", "sync"] * 5
-    assert ms == 5.0  # median of 3, 4, 5, 6, 7
+    assert len(calls) == 2 + 5 * (1 + 3)
+    assert log[:2] == ["call"] * 2
+    assert log[2:] == (["call", "record"] + ["call"] * 3 + ["record", "sync"]) * 5
+    # sample k (1-based): events one apart, len(calls) = 2 + 4k at the reading, divided by inner=3
+    assert ms == (2 + 4 * 3) / 3
