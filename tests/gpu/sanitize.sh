@@ -6,6 +6,13 @@
 #   tests/gpu/sanitize.sh [-t "memcheck racecheck synccheck"] [-o LOGDIR] [-j WORKERS] [PYTEST ARGS...]
 #
 # Defaults: all three tools, logs in ./sanitizer-logs, 8 pytest-xdist workers, tests/gpu.
+# Pytest options that start with '-' go after '--' (getopts stops there):
+#   tests/gpu/sanitize.sh -t memcheck -j 8 -- --ignore=tests/gpu/test_soak_host.py tests/gpu
+# On the H200 machine (16 cores, 141 GB) keep it to one tool at a time and -j 8 or fewer: with -j 10
+# (memcheck) and -j 12 (racecheck) pytest got no further than 'bringing up nodes...' in 390 s / 115 s,
+# and memcheck -j 8 beside synccheck -j 7 ran the GPU out of memory (cudaMalloc failures, which memcheck
+# counts as errors). A whole-suite memcheck run needs more than one 10-minute device call with a cold
+# disk cache: warm NUMBA_MATHDX_CACHE_DIR first (a plain GPU-suite run) in the same machine session.
 # Every process the tool starts (pytest-xdist workers, notebook subprocesses) is checked. Exit
 # status 1 when any tool reported an error. CuPy's memory pool hands out parts of larger
 # allocations, so memcheck cannot see an overrun that stays inside a pool block; the suite's own
