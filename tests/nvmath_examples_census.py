@@ -1,0 +1,190 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Census: nvmath-python's device examples run with only their imports changed.
+
+``python -m tests.nvmath_examples_census <examples dir> [--out table.md] [--timeout S]
+[--only SUBSTR ...] [--no-link]``
+
+``<examples dir>`` is nvmath-python's ``examples/device`` (a checkout or an export of it; nothing
+of nvmath-python is stored in this repository). For each example:
+
+1. the folder is copied to a temporary directory and, in every ``.py`` file, only the import
+   statements change: ``nvmath.device`` becomes ``nvmath_device`` on lines that start with
+   ``from``/``import`` (``from nvmath.device import FFT`` -> ``from nvmath_device import FFT``,
+   ``from nvmath.device.common_cuda import Dim3`` -> ``from nvmath_device.common_cuda import
+   Dim3``). Nothing else is edited: an example that needs a module nvmath_device lacks fails
+   with ModuleNotFoundError, which the table reports;
+2. it runs in a subprocess under ``NUMBA_ENABLE_CUDASIM=1`` (the example's folder as the working
+   directory and first on ``sys.path``, as ``python example.py`` would have it), with the
+   kernel recorder of :mod:`tests.sim_kernels_compile` installed, so every kernel launch that
+   completed is recorded, and with a time limit;
+3. the kernels it ran (also those before a failure) are linked to an sm_90 cubin without the
+   simulator (``python -m tests.sim_kernels_compile <records> --jobs 1``).
+
+The table has one row per example: the simulator's result (``ok`` or the error type and the
+first line of its message, ``timeout`` past the limit) and the sm_90 link result (``k/n``
+kernels linked, the first link error). Exit status 0 (it is a census, not a test).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+# ``from nvmath.device...`` / ``import nvmath.device...`` at the start of a line (any indent)
+_IMPORT_LINE = re.compile(r"^(\s*(?:from|import)\s+)nvmath\.device(?=[\s.,]|$)")
+
+# Run one example in the child: the recorder first, then the script as __main__.
+_BOOTSTRAP = """\
+import os, runpy, sys
+script = sys.argv[1]
+sys.argv = [script]
+sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+from tests.sim_kernels_compile import install_recorder
+install_recorder(os.environ["NMDX_RECORD_SIM_KERNELS"])
+runpy.run_path(script, run_name="__main__")
+"""
+
+
+def rewrite_imports(text: str) -> tuple[str, int]:
+    """``text`` with ``nvmath.device`` -> ``nvmath_device`` on import lines only; (new text,
+    number of lines changed)."""
+    lines = text.splitlines(keepends=True)
+    changed = 0
+    for i, line in enumerate(lines):
+        new = _IMPORT_LINE.sub(r"\1nvmath_device", line)
+        if new != line:
+            lines[i] = new
+            changed += 1
+    return "".join(lines), changed
+
+
+def copy_examples(src: Path, dst: Path) -> list[str]:
+    """Copy ``src``'s files into ``dst`` rewriting the imports; the example scripts' names."""
+    for path in sorted(src.iterdir()):
+        if path.is_file():
+            if path.suffix == ".py":
+                (dst / path.name).write_text(rewrite_imports(path.read_text())[0])
+            else:
+                shutil.copy2(path, dst / path.name)
+    return sorted(p.name for p in dst.glob("*.py") if not p.name.startswith("common"))
+
+
+def _first_error(stderr: str) -> str:
+    """``ErrorType: first line`` of the last exception in a traceback (or the last line)."""
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].startswith("Traceback (most recent call last)"):
+            for ln in lines[i + 1:]:
+                if not ln.startswith((" ", "\t")) and re.match(r"^[\w.]+(Error|Exception|Exit|Warning)?\b.*", ln):
+                    return ln.strip()
+    return lines[-1].strip() if lines else "(no output)"
+
+
+def _clean_env(sim: bool, extra_path: Path) -> dict:
+    env = dict(os.environ)
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    env.pop("NMDX_RECORD_SIM_KERNELS", None)
+    if sim:
+        env["NUMBA_ENABLE_CUDASIM"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(extra_path), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.setdefault("NUMBA_MATHDX_CACHE_DIR", str(REPO / ".nmdx-test-cache"))
+    return env
+
+
+def run_example(folder: Path, name: str, records: Path, timeout: float) -> tuple[str, float]:
+    """(result, seconds) of running ``name`` under the simulator."""
+    env = _clean_env(True, folder)
+    env["NMDX_RECORD_SIM_KERNELS"] = str(records)
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, "-c", _BOOTSTRAP, str(folder / name)], cwd=folder,
+                              env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"timeout (> {timeout:.0f} s)", time.perf_counter() - t0
+    secs = time.perf_counter() - t0
+    if proc.returncode == 0:
+        return "ok", secs
+    return _first_error(proc.stderr), secs
+
+
+def link_records(folder: Path, records: Path, timeout: float) -> str:
+    """``k/n linked`` for the kernels recorded in ``records`` (and the first error)."""
+    if not any(records.glob("*.kernel")):
+        skips = list(records.glob("*.skip.json"))
+        return f"no kernel recorded{f' ({len(skips)} not recordable)' if skips else ''}"
+    env = _clean_env(False, folder)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "tests.sim_kernels_compile", str(records), "--jobs", "1"],
+                              cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"link timeout (> {timeout:.0f} s)"
+    m = re.search(r"sm_90: (\d+) passed, (\d+) failed", proc.stdout)
+    if not m:
+        return "link step: " + _first_error(proc.stderr or proc.stdout)
+    ok, bad = int(m.group(1)), int(m.group(2))
+    result = f"{ok}/{ok + bad} linked"
+    if bad:
+        err = re.search(r"failed to compile for sm_90:\n(.*)", proc.stdout)
+        result += f"; {err.group(1).strip()[:160] if err else 'failed'}"
+    skips = len(list(records.glob("*.skip.json")))
+    if skips:
+        result += f" ({skips} not recordable)"
+    return result
+
+
+def _cell(text: str, width: int = 160) -> str:
+    text = text.replace("|", "\\|").replace("\n", " ")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("examples", help="nvmath-python's examples/device folder")
+    parser.add_argument("--out", help="also write the table (Markdown) to this file")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds per example (default 300)")
+    parser.add_argument("--link-timeout", type=float, default=600, help="seconds per link step (default 600)")
+    parser.add_argument("--only", nargs="*", default=[], help="run only examples whose name contains one of these")
+    parser.add_argument("--no-link", action="store_true", help="skip linking the recorded kernels for sm_90")
+    args = parser.parse_args(argv)
+    src = Path(args.examples)
+    if not src.is_dir():
+        parser.error(f"examples: {src} is not a folder")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="nmdx-census-") as tmp:
+        folder = Path(tmp) / "examples"
+        folder.mkdir()
+        names = copy_examples(src, folder)
+        if args.only:
+            names = [n for n in names if any(s in n for s in args.only)]
+        for name in names:
+            records = Path(tmp) / "records" / name[:-3]
+            records.mkdir(parents=True)
+            result, secs = run_example(folder, name, records, args.timeout)
+            link = "(not linked)" if args.no_link else link_records(folder, records, args.link_timeout)
+            rows.append((name, result, secs, link))
+            print(f"{name}: {result} [{secs:.0f} s] | sm_90: {link}", flush=True)
+    ok = sum(r[1] == "ok" for r in rows)
+    linked_all = sum(bool(re.match(r"(\d+)/\1 linked", r[3])) for r in rows)
+    lines = ["| example | simulator | sm_90 link |", "|---|---|---|"]
+    lines += [f"| {n} | {_cell(r)} | {_cell(k)} |" for n, r, _, k in rows]
+    lines.append("")
+    lines.append(f"{len(rows)} examples: {ok} ran ok under the simulator, {len(rows) - ok} failed; "
+                 f"{linked_all} with every recorded kernel linked for sm_90")
+    table = "\n".join(lines)
+    print("\n" + table)
+    if args.out:
+        Path(args.out).write_text(table + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
