@@ -106,3 +106,41 @@ class DeviceScope:
         if self.prev is not None:
             rt().cudaSetDevice(self.prev)
             self.prev = None
+
+
+class StreamOrder:
+    """Keeps a plan's own device buffers (the cuBLASLt workspace) used by one stream at a time.
+
+    ``stream`` is the stream the plan last ran on (at first: the one its workspace was allocated
+    on). :meth:`switch_to` a different stream records one reusable event on the previous stream
+    and makes the new one wait for it (``cudaStreamWaitEvent``: no host synchronisation), so work
+    enqueued there starts after everything enqueued before on the previous one. Switching back
+    to the allocating stream before freeing the workspace returns it to that stream's pool in
+    the right order.
+    """
+
+    __slots__ = ("stream", "_event")
+
+    def __init__(self, stream: int):
+        self.stream = stream
+        self._event = None
+
+    def switch_to(self, stream: int) -> bool:
+        """Order ``stream`` after the previous one; False (no call) when it is the same stream."""
+        if stream == self.stream:
+            return False
+        r = rt()
+        if self._event is None:
+            self._event = check(
+                r.cudaEventCreateWithFlags(r.cudaEventDisableTiming), "cudaEventCreateWithFlags"
+            )
+        check(r.cudaEventRecord(self._event, self.stream), "cudaEventRecord")
+        check(r.cudaStreamWaitEvent(stream, self._event, 0), "cudaStreamWaitEvent")
+        self.stream = stream
+        return True
+
+    def destroy(self) -> None:
+        """Release the event (work already ordered by it stays ordered)."""
+        if self._event is not None:
+            ev, self._event = self._event, None
+            rt().cudaEventDestroy(ev)

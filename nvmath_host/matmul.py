@@ -252,7 +252,7 @@ class Matmul:
                 self._host,
             )
             self.algorithms = self._gpu.algorithms
-            self._foreign_stream = False
+            self._order = _gpu.StreamOrder(self._gpu.workspace_stream)
             self._exec = self._executor(0)
         self._planned = True
         return list(self.algorithms)
@@ -369,8 +369,8 @@ class Matmul:
     def _run(self, s: int, current: bool):
         """execute() on the planned GPU path, with the stream handle resolved (``current``: it
         is the package's current stream)."""
-        if s != self._gpu.workspace_stream:
-            self._foreign_stream = True
+        if s != self._order.stream:
+            self._order.switch_to(s)  # the workspace is never in use on two streams at once
         d, outs = self._exec.run(s, current)
         if d is None:  # in place: the result is c (its mirror for NumPy operands)
             d = (self._ops if self._host else self._user)["c"].obj
@@ -503,18 +503,22 @@ class Matmul:
         if g is None:
             return
         g.destroy()
-        if g.workspace is not None and self._foreign_stream:
+        order, self._order = self._order, None
+        if g.workspace is not None and order is not None:
             # The workspace goes back to its package's pool in the order of the stream it was
-            # allocated on; it was also used on other streams, so wait for those first.
+            # allocated on: that stream first waits for the last one the plan ran on.
             with _gpu.DeviceScope(self.device):
-                _gpu.check(_gpu.rt().cudaDeviceSynchronize(), "cudaDeviceSynchronize")
+                order.switch_to(g.workspace_stream)
+        if order is not None:
+            order.destroy()
         g.workspace = None
 
     def free(self) -> None:
         """Release the cuBLASLt descriptors and the workspace (the object is unusable after).
 
-        Synchronises the device only if :meth:`execute` ran on a stream other than the one
-        the workspace was allocated on (so the pool cannot hand it out while still in use).
+        No host synchronisation: if :meth:`execute` last ran on a stream other than the one the
+        workspace was allocated on, that stream is first made to wait (a CUDA event) for the
+        last one, so the pool cannot hand the workspace out while it is still in use.
         """
         self._release_gpu()
         self._problem = None

@@ -221,6 +221,7 @@ class _PlanStandIn:
         self.layouts = [SimpleNamespace(ptr=0)] * 4
         self.algorithms = [Algorithm(bytes(64), 0)]
         self.workspace, self.workspace_ptr, self.workspace_size = None, 0, 0
+        self.workspace_stream = 0
         self.align = {}
         _PlanStandIn.last = self
 
