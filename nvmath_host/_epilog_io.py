@@ -107,7 +107,7 @@ class VectorIn(_Handler):
         self.attrs = {}
         if p.fp8:
             self.attrs[int(_A.BIAS_DATA_TYPE)] = int(op.dtype.cuda)
-        bs = batch_stride(bb, op.strides[:-2], what) if bb else 0
+        bs = batch_stride(bb, op.strides[:-2], what, op.package == "numpy") if bb else 0
         if bs:
             self.attrs[int(_A.BIAS_BATCH_STRIDE)] = bs
 
@@ -168,7 +168,7 @@ class MatrixIn(_Handler):
             raise ValueError(
                 f"{what}: batch shape {ab} does not match the result's {p.batch_shape}"
             )
-        bs = batch_stride(ab, op.strides[:-2], what) if ab else 0
+        bs = batch_stride(ab, op.strides[:-2], what, op.package == "numpy") if ab else 0
         if bs % align:
             raise ValueError(f"{what}: batch stride {bs} must be divisible by {align}")
         self.attrs = {

@@ -30,11 +30,21 @@ def matrix_memory(rows, cols, sr, sc, what):
     )
 
 
-def batch_stride(shape, strides, what) -> int:
-    """One stride for all batch axes, or ValueError naming ``what``."""
+def batch_stride(shape, strides, what, host: bool = False) -> int:
+    """One stride for all batch axes, or ValueError naming ``what``.
+
+    A negative one (a reversed view) is refused for device operands; ``host``: a NumPy operand,
+    which is mirrored to the device in its memory order (a dense copy going forward) before any
+    plan, so its stride here is only validated."""
     dims = [(n, s) for n, s in zip(shape, strides) if n != 1]
     if not dims:
         return 0
+    if not host and any(s < 0 for _, s in dims):
+        raise ValueError(
+            f"{what}: batch axes of shape {tuple(shape)} with strides {tuple(strides)} run "
+            "backwards in memory (a reversed view); cuBLASLt's strided batches take a stride of 0 "
+            "or more: pass a copy (e.g. cupy.ascontiguousarray)"
+        )
     for (_, s0), (n1, s1) in zip(dims, dims[1:]):
         if s0 != s1 * n1:
             raise ValueError(

@@ -182,7 +182,7 @@ def _operand_layouts(a: Operand, b: Operand, swap: bool, batch: int):
         rows, cols = (r, cdim) if kind == "col" else (cdim, r)
         # cuBLASLt needs op(Y) = X (F order) or X^T (C order)
         ops.append(lt.Operation.N if swap == (kind == "row") else lt.Operation.T)
-        bs = batch_stride(op.shape[:-2], op.strides[:-2], name) if op.ndim > 2 else 0
+        bs = batch_stride(op.shape[:-2], op.strides[:-2], name, _host(op)) if op.ndim > 2 else 0
         layouts.append(Layout(op.dtype, rows, cols, ld, batch, bs))
     return mem, tuple(layouts), tuple(ops)
 
@@ -199,7 +199,7 @@ def _result_layout(p: Problem) -> tuple[Layout, OutSpec | None]:
                 f"got {c.shape} (broadcast c cannot be written in place)"
             )
         _, ld = matrix_memory(M, N, *c.strides[-2:], "c")
-        bs = batch_stride(c.shape[:-2], c.strides[:-2], "c") if c.ndim > 2 else 0
+        bs = batch_stride(c.shape[:-2], c.strides[:-2], "c", _host(c)) if c.ndim > 2 else 0
         if p.batch > 1 and bs < ld * d_cols:
             raise ValueError("c: in-place needs non-overlapping batches")
         return Layout(p.d_dtype, d_rows, d_cols, ld, p.batch, bs), None
@@ -217,7 +217,7 @@ def _c_layout(p: Problem) -> Layout:
     if cb and cb != p.batch_shape:
         raise ValueError(f"c: batch shape {cb} does not match the result's {p.batch_shape}")
     _, ld = matrix_memory(p.M, p.N, *c.strides[-2:], "c")
-    bs = batch_stride(cb, c.strides[:-2], "c") if cb else 0
+    bs = batch_stride(cb, c.strides[:-2], "c", _host(c)) if cb else 0
     d = p.layout_d
     return Layout(c.dtype, d.rows, d.cols, ld, p.batch, bs)
 
@@ -236,3 +236,8 @@ def _c_pointer_source(p: Problem) -> str:
     if p.layout_c.dtype.name == p.layout_d.dtype.name:
         return "d"
     return "lt_a"
+
+
+def _host(op) -> bool:
+    """A NumPy operand (mirrored to the device in memory order before a plan)."""
+    return op.package == "numpy"

@@ -80,6 +80,10 @@ class FakeTorch:
         return self._strides
 
 
+def _numbered_f32(shape):
+    return (np.arange(np.prod(shape)) % 7 - 3).astype(np.float32).reshape(shape)
+
+
 def f32(*shape):
     return np.ones(shape, np.float32)
 
@@ -576,6 +580,14 @@ def test_batched_strides_and_broadcast():
     assert p.layout_c.stride == 0 and p.layout_d.stride == 60
     with pytest.raises(ValueError, match="one batch stride"):
         _problem(a[:, :, :, :].transpose(1, 0, 2, 3), b)
+    # a device operand's reversed batch (negative stride) is refused by name, not handed to
+    # cuBLASLt; a NumPy one is mirrored in memory order, so it is fine (checked on the CPU path)
+    rev = FakeCupy((3, 4, 5))
+    rev.__cuda_array_interface__["strides"] = (-80, 20, 4)
+    with pytest.raises(ValueError, match=r"^a: batch axes of shape \(3,\) .* run backwards"):
+        Matmul(rev, FakeCupy((5, 2)))
+    ha, hb = _numbered_f32((3, 4, 5)), _numbered_f32((5, 2))
+    np.testing.assert_allclose(matmul(ha[::-1], hb), ha[::-1] @ hb, rtol=1e-6)
 
 
 def test_algorithm_pickles():
