@@ -30,7 +30,9 @@ Precomputed tables (XORWOW skipahead matrices of ``curand_precalc.h``, MRG32k3a'
 
 from __future__ import annotations
 
+import ctypes
 import functools
+import glob
 import importlib.util
 import math
 import os
@@ -44,6 +46,7 @@ __all__ = [
     "normal", "normal_double", "normal2", "normal2_double", "normal4",
     "log_normal", "log_normal_double", "log_normal2", "log_normal2_double", "log_normal4",
     "poisson", "poisson4", "philox4x32_10", "curand_include_dir",
+    "host_direction_vectors", "host_scramble_constants",
 ]
 
 M32 = 0xFFFFFFFF
@@ -124,6 +127,64 @@ def _mrg_tables() -> dict[str, list]:
                         ("mrg32k3aM2SubSeq", 56), ("mrg32k3aM1Seq", 64), ("mrg32k3aM2Seq", 64)):
         out[name] = _parse_table(text, name, (count, 3, 3)).tolist()
     return out
+
+
+@functools.cache
+def _libcurand() -> ctypes.CDLL:
+    folder = os.path.join(os.path.dirname(curand_include_dir()), "lib")
+    candidates = sorted(glob.glob(os.path.join(folder, "libcurand.so*")))
+    if not candidates:
+        raise RuntimeError(f"libcurand.so not found in {folder} (the nvidia-curand wheel)")
+    return ctypes.CDLL(candidates[0])
+
+
+SOBOL_DIMENSIONS = 20000  # curand.h: the JOEKUO6 sets hold 20,000 dimensions
+
+
+@functools.cache
+def _host_direction_vectors(bits: int, scrambled: bool) -> np.ndarray:
+    lib = _libcurand()
+    word = ctypes.c_uint32 if bits == 32 else ctypes.c_uint64
+    ptr = ctypes.POINTER(word)()
+    fn = lib.curandGetDirectionVectors32 if bits == 32 else lib.curandGetDirectionVectors64
+    # curandDirectionVectorSet_t: CURAND_(SCRAMBLED_)DIRECTION_VECTORS_{32,64}_JOEKUO6 = 101..104
+    status = fn(ctypes.byref(ptr), (101 if bits == 32 else 103) + int(scrambled))
+    if status != 0:
+        raise RuntimeError(f"curandGetDirectionVectors{bits} failed (curandStatus {status})")
+    out = np.ctypeslib.as_array(ptr, shape=(SOBOL_DIMENSIONS * bits,)).reshape(SOBOL_DIMENSIONS, bits).copy()
+    out.setflags(write=False)
+    return out
+
+
+def host_direction_vectors(bits: int, scrambled: bool = False) -> np.ndarray:
+    """The Sobol direction vectors of libcurand (curandGetDirectionVectors32/64, Joe-Kuo 6
+    polynomials): a read-only (20000, bits) array of uint32 (bits=32) or uint64 (bits=64); row d
+    is the direction_vectors argument of ``init`` for dimension d. No GPU needed."""
+    if bits not in (32, 64):
+        raise ValueError(f"bits must be 32 or 64, got {bits!r}")
+    return _host_direction_vectors(bits, bool(scrambled))
+
+
+@functools.cache
+def _host_scramble_constants(bits: int) -> np.ndarray:
+    lib = _libcurand()
+    word = ctypes.c_uint32 if bits == 32 else ctypes.c_uint64
+    ptr = ctypes.POINTER(word)()
+    fn = lib.curandGetScrambleConstants32 if bits == 32 else lib.curandGetScrambleConstants64
+    status = fn(ctypes.byref(ptr))
+    if status != 0:
+        raise RuntimeError(f"curandGetScrambleConstants{bits} failed (curandStatus {status})")
+    out = np.ctypeslib.as_array(ptr, shape=(SOBOL_DIMENSIONS,)).copy()
+    out.setflags(write=False)
+    return out
+
+
+def host_scramble_constants(bits: int) -> np.ndarray:
+    """libcurand's scramble constants (curandGetScrambleConstants32/64): a read-only (20000,)
+    array, one scramble_c per dimension for the scrambled Sobol ``init``."""
+    if bits not in (32, 64):
+        raise ValueError(f"bits must be 32 or 64, got {bits!r}")
+    return _host_scramble_constants(bits)
 
 
 # ---------------------------------------------------------------------------------------------

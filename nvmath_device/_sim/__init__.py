@@ -33,6 +33,9 @@ def _register() -> None:
     _dispatch.register({"FFT.execute": fft_execute, "Matmul.execute": sim_execute,
                         "Matmul.fragment_coordinates": sim_fragment_coordinates,
                         "Matmul.copy": sim_copy, "prepare": _prepare_gemms}, links_device_code=False)
+    from .random import IMPLEMENTATIONS as random_implementations
+
+    _dispatch.register(random_implementations, links_device_code=False)
 
 
 def _prepare_gemms(mms) -> None:
