@@ -8,7 +8,7 @@ numba's CUDA target (the numba layer types and lowers them in kernels) or, under
 
 import os as _os
 
-from . import _vector, common_cuda, types
+from . import _vector, common_cuda, random, types
 from ._errors import CompileError, DriverError, LinkError, MathDxError
 from ._prepare import prepare
 from ._vector import *  # noqa: F403  (float16x2 ... uint32x4 and their *_type)
@@ -20,7 +20,7 @@ from .types import *  # noqa: F403  (Complex, Vector, complex32 ... half4, np_fl
 
 __all__ = ["FFT", "Matmul", "MathDxError", "CompileError", "LinkError", "DriverError",
            "load_complex", "store_complex", "copy_async", "copy_async_commit", "copy_async_wait",
-           "prepare", "common_cuda"]
+           "prepare", "common_cuda", "random"]
 __all__ += ["types", *_vector.__all__, *types.__all__]  # as nvmath.device exports them
 __all__ += ["Dim3", "current_device_sm"]  # nvmath-python's names (nvmath.device.Dim3, ...)
 
