@@ -31,6 +31,7 @@ Precomputed tables (XORWOW skipahead matrices of ``curand_precalc.h``, MRG32k3a'
 from __future__ import annotations
 
 import ctypes
+import fractions
 import functools
 import glob
 import importlib.util
@@ -633,6 +634,42 @@ def uniform4(state) -> list[np.float32]:
 
 
 # ---------------------------------------------------------------------------------------------
+# fused multiply-adds: NVRTC's default --fmad=true contracts a * b + c into fma.rn (the PTX of
+# curand's Box-Muller, log-normal and Poisson shows where); these round once, as the device does
+
+def fma64(a: float, b: float, c: float) -> float:
+    """fma(a, b, c) in double, rounded once (exact rational arithmetic)."""
+    a, b, c = float(a), float(b), float(c)
+    if not (math.isfinite(a) and math.isfinite(b) and math.isfinite(c)):
+        return a * b + c
+    exact = fractions.Fraction(a) * fractions.Fraction(b) + fractions.Fraction(c)
+    try:
+        return float(exact)  # int / int: correctly rounded
+    except OverflowError:
+        return math.copysign(math.inf, exact)
+
+
+def fmaf(a, b, c) -> np.float32:
+    """fmaf(a, b, c) of three floats, rounded once to float32. a * b is exact in double; the sum
+    is a double s plus its exact error e (TwoSum), which decides a float32 tie at s."""
+    a, b, c = float(_F32(a)), float(_F32(b)), float(_F32(c))
+    p = a * b
+    s = p + c
+    if not math.isfinite(s):
+        return _F32(s)
+    bb = s - p
+    e = (p - (s - bb)) + (c - bb)
+    with np.errstate(over="ignore"):
+        r = _F32(s)
+    if e != 0.0 and float(r) != s and math.isfinite(float(r)):
+        other = np.nextafter(r, _F32(math.copysign(np.inf, s - float(r))))
+        if abs(s - float(r)) == abs(float(other) - s):  # s is a float32 midpoint: e decides
+            hi, lo = (r, other) if float(r) > float(other) else (other, r)
+            r = hi if e > 0 else lo
+    return r
+
+
+# ---------------------------------------------------------------------------------------------
 # transcendental steps (float64, rounded to the device's precision; see the module docstring)
 
 def _logf(x) -> np.float32:
@@ -648,6 +685,13 @@ def _expf(x) -> np.float32:
         return _F32(math.exp(float(x))) if float(x) < 710 else _F32(np.inf)
 
 
+def _exp(x: float) -> float:
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
+
+
 def _sincospi(v: float) -> tuple[float, float]:
     """(sin(pi v), cos(pi v)) in float64 with an exact argument reduction (v in [0, 2])."""
     k = round(v * 2.0)  # nearest multiple of 1/2
@@ -660,7 +704,7 @@ def _box_muller(x: int, y: int) -> tuple[np.float32, np.float32]:
     """_curand_box_muller: u = x 2**-32 + 2**-33, v = y 2**-32 2pi + 2**-33 2pi (float),
     s = sqrtf(-2 logf(u)), (sin v, cos v) * s."""
     u = _u01(x)
-    v = _F32(_F32(y) * CURAND_2POW32_INV_2PI + CURAND_2POW32_INV_2PI / _F32(2))
+    v = fmaf(_F32(y), CURAND_2POW32_INV_2PI, CURAND_2POW32_INV_2PI / _F32(2))
     return _box_muller_uv(u, v)
 
 
@@ -838,12 +882,12 @@ def normal4(state) -> list[np.float32]:
 
 def _lognormal_f(mean, stddev):
     mean, stddev = _F32(mean), _F32(stddev)
-    return lambda z: _expf(_F32(float(stddev) * float(z) + float(mean)))
+    return lambda z: _expf(fmaf(stddev, z, mean))
 
 
 def _lognormal_d(mean, stddev):
     mean, stddev = float(mean), float(stddev)
-    return lambda z: math.exp(stddev * float(z) + mean)
+    return lambda z: _exp(fma64(stddev, z, mean))
 
 
 def log_normal(state, mean, stddev) -> np.float32:
@@ -912,21 +956,16 @@ _MA1, _MA2, _MA3 = _F32(1.43248035075540910), _F32(0.12400979329415655), _F32(0.
 _MB1, _MB2, _MB3 = _F32(0.21096734870196546), _F32(1.97381164089999420), _F32(0.94201734077887530)
 
 
-def _fmaf(a, b, c) -> np.float32:
-    """fmaf (the device contracts a * b + c in float; float64 is exact for the product)."""
-    return _F32(float(a) * float(b) + float(c))
-
-
 def _pgammainc_ab(a):
-    alpha = _fmaf(_MA1, _cr_rsqrt(_F32(a - _MA2)), _MA3)
-    beta = _fmaf(_MB1, _cr_rsqrt(_F32(a - _MB2)), _MB3)
+    alpha = fmaf(_MA1, _cr_rsqrt(_F32(a - _MA2)), _MA3)
+    beta = fmaf(_MB1, _cr_rsqrt(_F32(a - _MB2)), _MB3)
     return alpha, beta
 
 
 def _cr_pgammainc(a, x) -> np.float32:
     alpha, beta = _pgammainc_ab(a)
     t = _F32(a - x)
-    t = _fmaf(alpha, t, -beta)
+    t = fmaf(alpha, t, -beta)  # mul.f32 + sub.f32 in the PTX, which ptxas contracts (no .rn)
     t = _F32(_F32(1.0) + _cr_exp(t))
     t = _F32(t * t)
     return _cr_rcp(t)
@@ -937,7 +976,7 @@ def _cr_pgammaincinv(a, y) -> np.float32:
     t = _F32(_cr_rsqrt(y) - _F32(1.0))
     t = _cr_log(t)
     t = _F32(beta + t)
-    return _fmaf(-t, _cr_rcp(alpha), a)
+    return fmaf(-t, _cr_rcp(alpha), a)
 
 
 _LGAMMA_TABLE = (0.0, 0.0, 6.931471805599453094e-1, 1.791759469228055001e0, 3.178053830347945620e0,
@@ -953,8 +992,8 @@ def _cr_lgamma_integer(a: int) -> float:
         acc = -0.1633436431e-2
         for c in (0.83645878922e-3, -0.5951896861197e-3, 0.793650576493454e-3, -0.277777777735865004e-2,
                   0.833333333333331018375e-1):
-            acc = acc * t + c
-        acc = acc * s + 0.918938533204672
+            acc = fma64(acc, t, c)
+        acc = fma64(acc, s, 0.918938533204672)
         s = 0.5 * math.log(fa)
         t = fa - 0.5
         s = s * t
@@ -973,7 +1012,7 @@ def _poisson_gammainc(state, lam: np.float32) -> int:
         v = _F32(_F32(_cr_pgammainc(lam, _F32(x + _F32(1.0))) - _cr_pgammainc(lam, x)) * _F32(1.3))
         z = _F32(z * v)
         lg = _F32(_cr_lgamma_integer(int(_F32(1.0) + x)))
-        t = _cr_exp(_F32(_fmaf(x, logl, -lam) - lg))
+        t = _cr_exp(_F32(fmaf(x, logl, -lam) - lg))
         if float(z) < float(t) and float(v) >= 1e-20:
             return int(x)
 
@@ -1001,7 +1040,7 @@ def _poisson_sobol(x: int, lam: float, bits: int) -> int:
             (float(x >> 11) * CURAND_2POW53_INV_DOUBLE + CURAND_2POW53_INV_DOUBLE / 4.0)
         return _poisson_itr_double(u, lam)
     z = _normal_icdf_double(x) if bits == 32 else _normal_icdf_double64(x)
-    return _to_uint(math.sqrt(lam) * z + lam + 0.5)
+    return _to_uint(fma64(math.sqrt(lam), z, lam) + 0.5)
 
 
 def _to_uint(value: float) -> int:
@@ -1031,7 +1070,7 @@ def poisson(state, lambda_) -> int:
     if lam < 64:
         return _poisson_knuth(state, _F32(lam))
     if lam > 4000:
-        return _to_uint(math.sqrt(lam) * normal_double(state) + lam + 0.5)
+        return _to_uint(fma64(math.sqrt(lam), normal_double(state), lam) + 0.5)
     return _poisson_gammainc(state, _F32(lam))
 
 
@@ -1045,5 +1084,5 @@ def poisson4(state, lambda_) -> list[int]:
         x = _philox_next4(state)
         y = _philox_next4(state)
         z = [*_box_muller_double(*x), *_box_muller_double(*y)]
-        return [_to_uint(math.sqrt(lam) * v + lam + 0.5) for v in z]
+        return [_to_uint(fma64(math.sqrt(lam), v, lam) + 0.5) for v in z]
     return [_poisson_gammainc(state, _F32(lam)) for _ in range(4)]

@@ -161,7 +161,7 @@ def test_float_box_muller_within_2_ulps_of_float64():
     xs = rng.integers(0, 2**32, size=(20000, 2), dtype=np.uint64)
     for x, y in xs.tolist():
         u = np.float32(np.float32(x) * rm.CURAND_2POW32_INV + rm.CURAND_2POW32_INV / np.float32(2))
-        v = np.float32(np.float32(y) * rm.CURAND_2POW32_INV_2PI + rm.CURAND_2POW32_INV_2PI / np.float32(2))
+        v = rm.fmaf(np.float32(y), rm.CURAND_2POW32_INV_2PI, rm.CURAND_2POW32_INV_2PI / np.float32(2))
         r = math.sqrt(-2.0 * math.log(float(u)))
         a, b = rm._box_muller(x, y)
         worst = max(worst, _ulps32(a, r * math.sin(float(v))), _ulps32(b, r * math.cos(float(v))))
@@ -196,6 +196,36 @@ def test_sobol_inverse_cdf_matches_scipy():
         p32 = float(np.float32(np.float32(xx) * np.float32(2.0**-32) + np.float32(2.0**-33)))
         ref = sign * stats.norm.ppf(p32)
         assert abs(float(rm._normal_icdf(x)) - ref) <= 1.5 * np.spacing(np.float32(abs(ref)))
+
+
+def test_fma_helpers_round_once():
+    """fmaf/fma64 (the device's contracted a * b + c) against exact rational arithmetic, with
+    random operands and with float32 ties constructed so that a double sum would round wrong."""
+    from fractions import Fraction
+
+    def exact32(a, b, c):
+        q = Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c))
+        r = np.float32(float(q))
+        best = min((r, np.nextafter(r, np.float32(np.inf)), np.nextafter(r, np.float32(-np.inf))),
+                   key=lambda x: (abs(Fraction(float(x)) - q), int(np.float32(x).view(np.uint32)) & 1))
+        return best
+
+    rng = np.random.default_rng(3)
+    trip = (rng.standard_normal((3000, 3)) * 10.0 ** rng.integers(-3, 4, (3000, 3))).astype(np.float32)
+    cases = [tuple(t) for t in trip]
+    # float32 ties a double sum lands on: a * b = 64 -/+ 2**-40, c = 2**30 + 128 / 2**30 + 384; the
+    # exact sums lie just below / above the midpoint, whose even neighbour is the wrong answer
+    up, dn = np.float32(8 * (1 + 2.0**-23)), np.float32(8 * (1 - 2.0**-23))
+    ties = [(up, dn, np.float32(2.0**30 + 128)), (-up, dn, np.float32(2.0**30 + 384))]
+    for a, b, c in ties:
+        assert np.float32(float(a) * float(b) + float(c)) != exact32(a, b, c)  # double rounding errs
+    cases += ties
+    for a, b, c in cases:
+        assert rm.fmaf(a, b, c) == exact32(a, b, c), (a, b, c)
+    d = rng.standard_normal((2000, 3)) * 10.0 ** rng.integers(-5, 6, (2000, 3))
+    for a, b, c in d.tolist():
+        assert rm.fma64(a, b, c) == float(Fraction(a) * Fraction(b) + Fraction(c))
+    assert rm.fma64(1 + 2.0**-30, 1 - 2.0**-30, -1.0) == -(2.0**-60)  # a * b + c would give 0
 
 
 # ------------------------------------------------------------------ Poisson
