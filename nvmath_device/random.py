@@ -43,7 +43,7 @@ import types as _pytypes
 import numpy as np
 
 from . import _dispatch
-from ._random_states import C_STRUCTS, GENERATORS, STATE_DTYPES
+from ._random_states import C_STRUCTS, FUNCTIONS, INIT_PARAMS, STATE_DTYPES  # noqa: F401  (the table)
 from ._types import show
 
 __all__ = [
@@ -60,82 +60,6 @@ __all__ = [
     "get_direction_vectors32", "get_direction_vectors64",
     "get_scramble_constants32", "get_scramble_constants64",
 ]
-
-# ------------------------------------------------------------------------------ the function table
-_PSEUDO = ("XORWOW", "Philox4_32_10", "MRG32k3a")
-_PHILOX = ("Philox4_32_10",)
-_SOBOL = ("Sobol32", "Sobol64", "ScrambledSobol32", "ScrambledSobol64")
-
-
-class Function:
-    """One public function: which generators' states it takes, its extra arguments and result.
-
-    ``params``: the names of the arguments besides the state, each with its C type
-    (``"u32"``, ``"u64"``, ``"f32"``, ``"f64"``); ``state_first``: the state is the first argument
-    (else the last, as in ``skipahead(n, state)``); ``result``: per generator, the result's type
-    name (``"uint32"``, ``"uint64"``, ``"float32"``, ``"float64"``, a vector type name such as
-    ``"float32x4"``, or ``None``); ``c_name``: the cuRAND function.
-    """
-
-    def __init__(self, name, c_name, generators, result, params=(), state_first=True):
-        self.name = name
-        self.c_name = c_name
-        self.generators = tuple(generators)
-        self.result = result if isinstance(result, dict) else {g: result for g in self.generators}
-        self.params = tuple(params)
-        self.state_first = state_first
-
-    def __repr__(self):
-        return f"random.Function({self.name!r})"
-
-
-_RAND_RESULT = {g: ("uint64" if g.endswith("64") else "uint32") for g in GENERATORS}
-
-FUNCTIONS: dict[str, Function] = {f.name: f for f in [
-    Function("rand", "curand", GENERATORS, _RAND_RESULT),
-    Function("rand4", "curand4", _PHILOX, "uint32x4"),
-    Function("uniform", "curand_uniform", GENERATORS, "float32"),
-    Function("uniform_double", "curand_uniform_double", GENERATORS, "float64"),
-    Function("uniform2_double", "curand_uniform2_double", _PHILOX, "float64x2"),
-    Function("uniform4", "curand_uniform4", _PHILOX, "float32x4"),
-    Function("normal", "curand_normal", GENERATORS, "float32"),
-    Function("normal_double", "curand_normal_double", GENERATORS, "float64"),
-    Function("normal2", "curand_normal2", _PSEUDO, "float32x2"),
-    Function("normal2_double", "curand_normal2_double", _PSEUDO, "float64x2"),
-    Function("normal4", "curand_normal4", _PHILOX, "float32x4"),
-    Function("log_normal", "curand_log_normal", GENERATORS, "float32", (("mean", "f32"), ("stddev", "f32"))),
-    Function("log_normal_double", "curand_log_normal_double", GENERATORS, "float64",
-             (("mean", "f64"), ("stddev", "f64"))),
-    Function("log_normal2", "curand_log_normal2", _PSEUDO, "float32x2", (("mean", "f32"), ("stddev", "f32"))),
-    Function("log_normal2_double", "curand_log_normal2_double", _PSEUDO, "float64x2",
-             (("mean", "f64"), ("stddev", "f64"))),
-    Function("log_normal4", "curand_log_normal4", _PHILOX, "float32x4", (("mean", "f32"), ("stddev", "f32"))),
-    Function("poisson", "curand_poisson", GENERATORS, "uint32", (("lambda_", "f64"),)),
-    Function("poisson4", "curand_poisson4", _PHILOX, "uint32x4", (("lambda_", "f64"),)),
-    # Sobol32's skipahead takes an unsigned int, the others an unsigned long long
-    Function("skipahead", "skipahead", GENERATORS, None, (("n", "u64"),), state_first=False),
-    Function("skipahead_sequence", "skipahead_sequence", _PSEUDO, None, (("n", "u64"),), state_first=False),
-    Function("skipahead_subsequence", "skipahead_subsequence", ("MRG32k3a",), None, (("n", "u64"),),
-             state_first=False),
-]}
-
-
-def skipahead_type(generator: str) -> str:
-    """C type of ``n`` in ``skipahead(n, state)`` for ``generator``."""
-    return "u32" if generator in ("Sobol32", "ScrambledSobol32") else "u64"
-
-
-# curand_init's arguments before the state, per generator: (name, C type)
-INIT_PARAMS: dict[str, tuple[tuple[str, str], ...]] = {
-    "XORWOW": (("seed", "u64"), ("subsequence", "u64"), ("offset", "u64")),
-    "Philox4_32_10": (("seed", "u64"), ("subsequence", "u64"), ("offset", "u64")),
-    "MRG32k3a": (("seed", "u64"), ("subsequence", "u64"), ("offset", "u64")),
-    "Sobol32": (("direction_vectors", "dv32"), ("offset", "u32")),
-    "Sobol64": (("direction_vectors", "dv64"), ("offset", "u64")),
-    "ScrambledSobol32": (("direction_vectors", "dv32"), ("scramble_c", "u32"), ("offset", "u32")),
-    "ScrambledSobol64": (("direction_vectors", "dv64"), ("scramble_c", "u64"), ("offset", "u64")),
-}
-
 
 def _outside(name: str) -> str:
     return (f"nvmath_device.random.{name} runs only inside @cuda.jit kernels (or under the CUDA "

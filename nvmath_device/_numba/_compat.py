@@ -323,3 +323,16 @@ def install_prune_unused_variables() -> bool:
     linker._get_linker_options = _get_linker_options
     _patched["prune_unused_variables"] = True
     return True
+
+
+def register_global_template(func, template) -> None:
+    """Type calls of the Python function ``func`` in kernels with ``template`` (an
+    :class:`AbstractTemplate` subclass whose ``key`` is ``func``), as ``type_callable`` does but
+    without its signature folding: numba-cuda's ``type_callable`` takes the typer's Python
+    signature, so a function of ``*args`` (``nvmath_device.random.init``) would have its arguments
+    folded into one tuple at lowering (numba-cuda 0.30.4, typing/templates.py ``fold_arguments``)."""
+    from numba.cuda import types as cuda_types
+    from numba.cuda.typing.templates import infer, infer_global
+
+    infer(template)
+    infer_global(func, cuda_types.Function(template))
