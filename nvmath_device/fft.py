@@ -19,6 +19,8 @@ from ._descriptor import parse_sm as _parse_sm
 from ._types import FFT_PRECISIONS as _PRECISIONS
 from ._types import FFT_THREAD_MAX, complex_dtype
 from .common_cuda import Dim3
+from .types import half2 as _half2
+from .types import half4 as _half4
 
 __all__ = ["FFT"]
 
@@ -73,7 +75,8 @@ class FFT(Frozen):
         The attribute ``fft.elements_per_thread`` is always the resolved int (as in kernels).
     ffts_per_block : int or "suggested"
         FFTs one block computes together (Block execution only). The attribute
-        ``fft.ffts_per_block`` is always the resolved int.
+        ``fft.ffts_per_block`` is always the resolved int. float16 counts FFTs, not values:
+        it must be even, and ``block_dim.y`` is ``ffts_per_block // 2`` (each value holds two).
     execution : {"Block", "Thread"}
         Block: the block's threads cooperate on ``ffts_per_block`` FFTs (needs shared memory).
         Thread: each thread computes one FFT in its registers.
@@ -88,6 +91,11 @@ class FFT(Frozen):
     Data layout (Block, as cuFFTDx): thread ``threadIdx.x`` of FFT ``threadIdx.y`` holds elements
     ``threadIdx.x + i * stride`` for ``i < elements_per_thread``. For r2c the registers hold real
     values on input (view the register array as ``precision``), for c2r on output.
+
+    float16 (cuFFTDx's implicit batching, ``implicit_type_batching == 2``): every register value
+    holds the same element of two FFTs, ``value_type`` ``half4`` = ``float16x4(re0, re1, im0,
+    im1)``; the real view (r2c input, c2r output) is ``float16x2_type``: ``(x0, x1)``. Block
+    execution: ``threadIdx.y`` numbers pairs of FFTs; Thread execution: each thread computes two.
     """
 
     def __init__(self, size: int, precision=np.float32, fft_type: str = "c2c", direction: str | None = None,
@@ -260,13 +268,14 @@ class FFT(Frozen):
         return self._memo("_traits_memo", lambda: _fft_traits(self))
 
     @property
-    def value_type(self) -> np.dtype:
-        """Type of one register element: complex of ``precision`` (numpy dtype)."""
+    def value_type(self):
+        """Type of one register element, as nvmath-python names it: ``numpy.complex64`` /
+        ``numpy.complex128`` (numpy dtypes) for float32 / float64; for float16
+        :data:`nvmath_device.types.half4`, cuFFTDx's ``complex<__half2>``: one value holds the
+        same element of two FFTs, as a ``float16x4`` in RRII order ``(re0, re1, im0, im1)``
+        (``.x .y .z .w``). In kernels it is a dtype: ``cuda.local.array(n, dtype=fft.value_type)``."""
         if self.precision is np.float16:
-            raise NotImplementedError(
-                "float16 FFTs use cuFFTDx's complex<__half2> (two FFTs per value); it has no numpy "
-                "equivalent and is not yet callable from Numba kernels"
-            )
+            return _half4
         return complex_dtype(self.precision)
 
     @property
@@ -275,14 +284,21 @@ class FFT(Frozen):
         return np.dtype(self.precision)
 
     @property
-    def input_type(self) -> np.dtype:
-        """Type of one input element: real for r2c (normal mode), else ``value_type``."""
-        return self.precision_type if self._real_in else self.value_type
+    def input_type(self):
+        """Type of one input element: the real type for r2c (normal mode), else ``value_type``.
+        For float16 the real type is :data:`nvmath_device.types.half2` (``float16x2``: the
+        element of the two FFTs one value holds), cuFFTDx's ``__half2``."""
+        return self._real_type if self._real_in else self.value_type
 
     @property
-    def output_type(self) -> np.dtype:
-        """Type of one output element: real for c2r (normal mode), else ``value_type``."""
-        return self.precision_type if self._real_out else self.value_type
+    def output_type(self):
+        """Type of one output element: the real type for c2r (normal mode), else ``value_type``
+        (float16: ``half2`` for real data, ``half4`` for complex data)."""
+        return self._real_type if self._real_out else self.value_type
+
+    @property
+    def _real_type(self):
+        return _half2 if self.precision is np.float16 else self.precision_type
 
     @property
     def _real_in(self):
@@ -454,12 +470,15 @@ class FFT(Frozen):
         """Run the FFT in place on the thread's registers. Callable only inside ``@cuda.jit`` kernels.
 
         Block: ``fft.execute(thread_data, shared_memory)``; Thread: ``fft.execute(thread_data)``.
-        Block, data in shared memory (cuFFTDx's shared-memory API, c2c only here):
-        ``fft.execute(shared_memory)`` where FFT ``threadIdx.y`` of the block is at elements
-        ``threadIdx.y * size ...`` of a ``value_type`` shared array, in natural order, and is
-        replaced by its transform; the array needs ``max(shared_memory_size, ffts_per_block * size
-        * value_type.itemsize)`` bytes. It runs as: each thread loads its register elements,
-        a barrier, the register form with the same array as scratch, a barrier, the store.
+        Block, data in shared memory (cuFFTDx's shared-memory API, every fft_type and precision):
+        ``fft.execute(shared_memory)`` where the input of FFT ``threadIdx.y`` of the block is at
+        elements ``threadIdx.y * input_length ...`` of the array viewed as ``input_type``, in
+        natural order; its output replaces it at elements ``threadIdx.y * output_length ...`` of
+        the array viewed as ``output_type`` (r2c: real in, complex out; c2r: complex in, real
+        out; float16: each element holds a pair of FFTs). The array needs ``max(shared_memory_size,
+        (block_dim.y * max(input_length * input itemsize, output_length * output itemsize)))``
+        bytes. It runs as: each thread loads its register elements, a barrier, the register form
+        with the same array as scratch, a barrier, the store.
         ``fft(...)`` is the same as ``fft.execute(...)``.
         ``thread_data`` is a local array of ``storage_size`` ``value_type`` elements (or of
         ``2 * storage_size`` ``precision`` elements); ``shared_memory`` a shared array of at least

@@ -3,22 +3,33 @@
 
 from __future__ import annotations
 
+import numpy as np
 from numba import cuda
 from numba.core import types
 from numba.core.errors import TypingError
-from numba.cuda.extending import lower_builtin, typeof_impl
+from numba.cuda.extending import (
+    core_models,
+    infer_getattr,
+    lower_builtin,
+    lower_getattr_generic,
+    register_model,
+    typeof_impl,
+)
 
 from .._build.fft_codegen import TwiddleTables
 from ..fft import FFT
+from ..types import Vector
+from ._compat import AttributeTemplate, lower_constant
 from .common import (
     DescriptorType,
     call_extern,
+    constant_value_type,
     data_pointer,
     linkable_ltoir,
     method_template,
     numba_dtype,
-    register_descriptor_type,
 )
+from .vector import numba_type_of
 
 _KERNEL_ATTRS = {
     "size", "fft_type", "direction", "execution", "sm",
@@ -48,17 +59,33 @@ def _attr(fft, name):
     return getattr(fft, name)
 
 
+def _numba_type(value_type):
+    """The numba type of a descriptor's value/input/output type: a numpy dtype (complex64,
+    float32, ...) or, for float16, nvmath_device.types.half4 / half2 (float16x4 / float16x2)."""
+    if isinstance(value_type, Vector):
+        return numba_type_of(value_type)
+    return numba_dtype(value_type)
+
+
+def _register_types(fft):
+    """(value type, real type) in numba types: complex64/float32, complex128/float64, or for
+    float16 float16x4 (cuFFTDx's complex<__half2>) / float16x2 (__half2)."""
+    vt = _numba_type(fft.value_type)
+    real = _numba_type(fft._real_type)
+    return vt, real
+
+
 def _check_registers(fft, arg, what):
-    vt = numba_dtype(fft.value_type)
-    real = numba_dtype(fft.precision_type)
+    vt, real = _register_types(fft)
     if not isinstance(arg, types.Array):
         raise TypingError(
             f"FFT.execute: {what} must be a local array (cuda.local.array(fft.storage_size, "
             f"dtype=fft.value_type)), got {arg}"
         )
     if arg.dtype not in (vt, real):
+        realname = "the real view, fft.input_type of r2c" if fft.precision_type.itemsize == 2 else "fft.precision_type"
         raise TypingError(
-            f"FFT.execute: {what} must hold {vt} (fft.value_type) or {real} (fft.precision_type) "
+            f"FFT.execute: {what} must hold {vt} (fft.value_type) or {real} ({realname}) "
             f"values, got an array of {arg.dtype}"
         )
     if arg.ndim != 1 or arg.layout != "C":
@@ -69,9 +96,6 @@ _EXEC_KEY = "nvmath_device.FFT.execute"
 
 
 def _type_execute(fft, args):
-    if fft.precision_type.itemsize == 2:
-        raise TypingError("FFT.execute: float16 FFTs are not yet callable from Numba kernels "
-                          "(cuFFTDx's complex<__half2> has no Numba type); use float32 or float64")
     if fft.execution == "Block":
         if len(args) == 1:
             return _type_shared_execute(fft, args)
@@ -99,17 +123,13 @@ def _type_execute(fft, args):
 
 def _type_shared_execute(fft, args):
     """``fft.execute(shared_memory)``: the block's FFTs in natural order in shared memory (cuFFTDx's
-    shared-memory API): FFT ``threadIdx.y`` (+ ``block_dim.y * threadIdx.z``) at element
-    ``fft_id * size``; the result replaces it."""
+    shared-memory API): the input of FFT ``threadIdx.y`` (+ ``block_dim.y * threadIdx.z``) at
+    element ``fft_id * input_length`` of the array viewed as ``input_type``; its output replaces
+    it at element ``fft_id * output_length`` of the array viewed as ``output_type``."""
     smem = args[0]
-    vt = numba_dtype(fft.value_type)
+    vt, _ = _register_types(fft)
     forms = ("FFT.execute with execution='Block' takes (thread_data, shared_memory), or "
              "(shared_memory,) with the block's data in shared memory")
-    if fft.fft_type != "c2c":
-        raise TypingError(
-            f"{forms}: the shared-memory form supports fft_type='c2c' only here; this FFT is "
-            f"{fft.fft_type!r}: pass (thread_data, shared_memory)"
-        )
     if not isinstance(smem, types.Array) or smem.dtype != vt or smem.ndim != 1 or smem.layout != "C":
         raise TypingError(
             f"{forms}: the one argument must be a 1-D contiguous shared array of {vt} "
@@ -119,34 +139,92 @@ def _type_shared_execute(fft, args):
 
 
 def _shared_execute_impl(fft):
-    """The shared-memory form as Numba code: load this thread's elements (the register layout),
-    barrier, the register form on the same shared memory as scratch, barrier, store."""
-    n, ept, stride, size = fft.storage_size, fft.elements_per_thread, fft.stride, fft.size
+    """The shared-memory form as Numba code: load this thread's input elements (the register
+    layout, through the ``input_type`` view), barrier, the register form on the same shared
+    memory as scratch, barrier, store the output elements (through the ``output_type`` view)."""
+    n, stride = fft.storage_size, fft.stride
+    in_ept, out_ept = fft.input_ept, fft.output_ept
+    in_len, out_len = fft.input_length, fft.output_length
     by = fft.block_dim[1]
-    vt = numba_dtype(fft.value_type)
+    vt, real = _register_types(fft)
+    in_t = real if fft._real_in else vt
+    out_t = real if fft._real_out else vt
 
     def impl(f, smem):
         td = cuda.local.array(n, dtype=vt)
-        base = (cuda.threadIdx.y + cuda.threadIdx.z * by) * size
-        for i in range(ept):
+        fft_id = cuda.threadIdx.y + cuda.threadIdx.z * by
+        src = smem.view(in_t)
+        regs_in = td.view(in_t)
+        base = fft_id * in_len
+        for i in range(in_ept):
             idx = cuda.threadIdx.x + i * stride
-            if idx < size:
-                td[i] = smem[base + idx]
+            if idx < in_len:
+                regs_in[i] = src[base + idx]
         cuda.syncthreads()
         f.execute(td, smem)
         cuda.syncthreads()
-        for i in range(ept):
+        dst = smem.view(out_t)
+        regs_out = td.view(out_t)
+        base = fft_id * out_len
+        for i in range(out_ept):
             idx = cuda.threadIdx.x + i * stride
-            if idx < size:
-                smem[base + idx] = td[i]
+            if idx < out_len:
+                dst[base + idx] = regs_out[i]
 
     return impl
 
 
-register_descriptor_type(FFTType, _attr, {
+_METHODS = {
     "execute": method_template(_EXEC_KEY, _type_execute),
     "__call__": method_template(_EXEC_KEY, _type_execute),  # fft(...) is fft.execute(...)
-})
+}
+
+
+def _attr_type(value):
+    """The numba type of a constant attribute: common.constant_value_type's, and for float16's
+    value types (nvmath_device.types.half4 / half2) their number class, a dtype in kernels."""
+    if isinstance(value, Vector):
+        return types.NumberClass(numba_type_of(value))
+    return constant_value_type(value)
+
+
+# FFTType is registered like the other descriptor types (common.register_descriptor_type), with
+# one more kind of constant: float16's value types are nvmath_device.types.Vector objects.
+register_model(FFTType)(core_models.OpaqueModel)
+
+
+@lower_constant(FFTType)
+def _lower_const(context, builder, ty, pyval):
+    return context.get_dummy_value()
+
+
+@infer_getattr
+class _FFTAttrs(AttributeTemplate):
+    key = FFTType
+
+    def generic_resolve(self, ty, attr):
+        if attr in _METHODS:
+            return types.BoundFunction(_METHODS[attr], ty)
+        try:
+            value = _attr(ty.descriptor, attr)
+        except AttributeError:
+            return None
+        except NotImplementedError as e:
+            raise TypingError(str(e)) from None
+        return _attr_type(value)
+
+
+@lower_getattr_generic(FFTType)
+def _lower_attr(context, builder, ty, val, attr):
+    value = _attr(ty.descriptor, attr)
+    if isinstance(value, (bool, np.bool_)):
+        return context.get_constant(types.boolean, bool(value))
+    if isinstance(value, (int, np.integer)):
+        return context.get_constant(types.intp, int(value))
+    if isinstance(value, tuple):
+        return context.make_tuple(builder, constant_value_type(value),
+                                  [context.get_constant(types.intp, int(v)) for v in value])
+    return context.get_dummy_value()  # dtypes and number classes
 
 
 def _check_address_space(context, builder, ptr, space, message):

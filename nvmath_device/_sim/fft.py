@@ -14,6 +14,12 @@ The data layouts are cuFFTDx's, with the descriptor's traits (the same numbers a
   pairs ``(x[2j], x[2j + 1])``, laid out like complex data.
 - Complex layouts of real FFTs: "natural" N//2 + 1 values; "packed" N/2 values with the
   Nyquist value's real part in the imaginary part of value 0; "full" N values.
+- float16 (cuFFTDx's implicit batching): a register value holds the same element of two FFTs,
+  ``float16x4`` records ``(re0, re1, im0, im1)`` (``value_type`` ``half4``); real data is viewed
+  as ``float16x2`` records ``(x0, x1)`` (``half2``). FFT pair ``threadIdx.y`` of a block (or the
+  thread, for Thread execution) is FFTs ``2 * pair`` (the ``.x`` lane) and ``2 * pair + 1``.
+  The transforms are computed in float64 and rounded to float16 once (the GPU rounds at every
+  butterfly, so it is less accurate than this).
 
 Block execution is block-collective: each thread deposits its registers in its block's
 exchange, a barrier (the simulator's ``syncthreads``), one thread computes all the block's FFTs
@@ -45,11 +51,6 @@ class _Plan:
     """What execute needs from a descriptor, read once (traits come from the codegen cache)."""
 
     def __init__(self, fft):
-        if fft.precision_type.itemsize == 2:
-            raise NotImplementedError(
-                "FFT.execute: float16 FFTs are not yet callable from Numba kernels "
-                "(cuFFTDx's complex<__half2> has no Numba type); use float32 or float64"
-            )
         t = fft._traits
         self.fft = fft
         self.size = fft.size
@@ -58,18 +59,20 @@ class _Plan:
         self.layout = fft.real_fft_options["complex_layout"]
         self.folded = fft.real_fft_options["real_mode"] == "folded"
         self.block = fft.execution == "Block"
-        self.value_type = fft.value_type
+        self.value_type = np.dtype(fft.value_type)  # half4 (a float16x4 record) for float16
         self.precision_type = fft.precision_type
+        self.real_type = np.dtype(fft._real_type)  # half2 (a float16x2 record) for float16
+        self.lanes = t["implicit_type_batching"]  # FFTs one value holds: 2 for float16
         self.storage_size = t["storage_size"]
         self.stride = t["stride"]
         self.in_ept, self.out_ept = t["input_ept"], t["output_ept"]
         self.in_len, self.out_len = t["input_length"], t["output_length"]
-        self.real_in = fft.input_type.kind == "f"
-        self.real_out = fft.output_type.kind == "f"
+        self.real_in = fft._real_in  # real data in (r2c, real_mode "normal")
+        self.real_out = fft._real_out
         if self.block:
             self.block_dim = (t["block_dim_x"], t["block_dim_y"], t["block_dim_z"])
             self.shared_memory_size = t["shared_memory_size"]
-            self.nfft = self.block_dim[1] * self.block_dim[2]
+            self.nfft = self.block_dim[1] * self.block_dim[2]  # FFTs (pairs of FFTs for float16)
         # Output registers the FFT defines: (register index, element index) per threadIdx.x.
         self._idx_cache = {}
 
@@ -124,25 +127,49 @@ def _views(p: _Plan, regs: np.ndarray):
     """(input view, output view) of one thread's registers, ``storage_size`` values long."""
     if regs.dtype == p.value_type:
         cplx = regs[: p.storage_size]
-        real = cplx.view(p.precision_type)
+        real = cplx.view(p.real_type)
     else:
         real = regs[: 2 * p.storage_size]
         cplx = real.view(p.value_type)
     return (real if p.real_in else cplx), (real if p.real_out else cplx)
 
 
+def _halves(view: np.ndarray) -> np.ndarray:
+    """float16 records (float16x4 / float16x2) as a (values, 4 or 2) float16 array (a view)."""
+    return view.view(np.float16).reshape(view.shape[0], -1)
+
+
 def _gather(p: _Plan, dst: np.ndarray, row: int, x: int, regs: np.ndarray) -> None:
+    """Input registers of thread ``x`` into row ``row`` of ``dst`` (rows ``2 * row``, ``2 * row + 1``
+    for float16: one per lane)."""
     view_in, _ = _views(p, regs)
     r, e = p.indices(x, p.in_ept, p.in_len)
-    dst[row, e] = view_in[r]
+    if p.lanes == 1:
+        dst[row, e] = view_in[r]
+        return
+    h = _halves(view_in)[r].astype(np.float64)
+    for lane in range(2):
+        dst[2 * row + lane, e] = h[:, lane] if p.real_in else h[:, lane] + 1j * h[:, 2 + lane]
 
 
 def _scatter(p: _Plan, src: np.ndarray, row: int, x: int, regs: np.ndarray) -> None:
     _, view_out = _views(p, regs)
     r, e = p.indices(x, p.out_ept, p.out_len)
-    # registers that hold no output: unspecified on the GPU (NaN in both parts)
-    (view_out if p.real_out else view_out.view(p.precision_type))[:] = np.nan
-    view_out[r] = src[row, e]
+    if p.lanes == 1:
+        # registers that hold no output: unspecified on the GPU (NaN in both parts)
+        (view_out if p.real_out else view_out.view(p.precision_type))[:] = np.nan
+        view_out[r] = src[row, e]
+        return
+    h = _halves(view_out)
+    h[:] = np.nan
+    with np.errstate(over="ignore", invalid="ignore"):  # past float16's range: inf, as on the GPU
+        for lane in range(2):
+            v = src[2 * row + lane, e]
+            if p.real_out:
+                h[r, lane] = v.real
+            else:
+                h[r, lane] = v.real
+                h[r, 2 + lane] = v.imag
 
 
 def _in_dtype(p: _Plan):
@@ -150,15 +177,22 @@ def _in_dtype(p: _Plan):
 
 
 # ---------------------------------------------------------------------------- argument checks
+def _type_name(p: _Plan, dt: np.dtype) -> str:
+    if p.lanes == 1:
+        return str(dt)
+    return "float16x4" if dt == p.value_type else "float16x2" if dt == p.real_type else str(dt)
+
+
 def _check_registers(p: _Plan, regs) -> None:
     what = "FFT.execute: thread_data (1st argument)"
     hint = "cuda.local.array(fft.storage_size, dtype=fft.value_type)"
     if not isinstance(regs, np.ndarray):
         raise TypeError(f"{what} must be a local array ({hint}), got {type(regs).__name__}")
-    if regs.dtype not in (p.value_type, p.precision_type):
+    if regs.dtype not in (p.value_type, p.real_type):
+        realname = "the real view, fft.input_type of r2c" if p.lanes == 2 else "fft.precision_type"
         raise TypeError(
-            f"{what} must hold {p.value_type} (fft.value_type) or {p.precision_type} "
-            f"(fft.precision_type) values, got an array of {regs.dtype}"
+            f"{what} must hold {_type_name(p, p.value_type)} (fft.value_type) or "
+            f"{_type_name(p, p.real_type)} ({realname}) values, got an array of {_type_name(p, regs.dtype)}"
         )
     if regs.ndim != 1 or not regs.flags.c_contiguous:
         raise TypeError(
@@ -167,10 +201,11 @@ def _check_registers(p: _Plan, regs) -> None:
         )
     need = p.storage_size * (1 if regs.dtype == p.value_type else 2)
     if regs.shape[0] < need:
+        name = _type_name(p, regs.dtype)
         raise ValueError(
-            f"{what} has {regs.shape[0]} {regs.dtype} values; this FFT needs at least {need} "
-            f"(fft.storage_size = {p.storage_size} {p.value_type} values"
-            f"{'' if regs.dtype == p.value_type else ', i.e. 2 * fft.storage_size ' + str(regs.dtype)})"
+            f"{what} has {regs.shape[0]} {name} values; this FFT needs at least {need} "
+            f"(fft.storage_size = {p.storage_size} {_type_name(p, p.value_type)} values"
+            f"{'' if regs.dtype == p.value_type else ', i.e. 2 * fft.storage_size ' + name})"
         )
 
 
@@ -223,7 +258,7 @@ def _close_round(p: _Plan, rnd: Round, call: int, block: tuple) -> None:
             "must call the same FFT together"
         )
         return
-    x_in = np.zeros((p.nfft, p.in_len), dtype=_in_dtype(p))
+    x_in = np.zeros((p.nfft * p.lanes, p.in_len), dtype=_in_dtype(p))
     for (x, y, z), (_, regs, _) in rnd.deposits.items():
         _gather(p, x_in, y + by * z, x, regs)
     y_out = _transform(p, x_in)
@@ -254,29 +289,29 @@ def _execute_block(p: _Plan, thread_data, shared_memory) -> None:
 def _execute_thread(p: _Plan, thread_data) -> None:
     _kernel_context("FFT.execute")
     _check_registers(p, thread_data)
-    x_in = np.zeros((1, p.in_len), dtype=_in_dtype(p))
+    x_in = np.zeros((p.lanes, p.in_len), dtype=_in_dtype(p))
     _gather(p, x_in, 0, 0, thread_data)
     _scatter(p, _transform(p, x_in), 0, 0, thread_data)
 
 
 def _execute_shared(p: _Plan, shared_memory) -> None:
-    """``fft.execute(shared_memory)``: the block's FFTs in natural order in shared memory (FFT
-    ``threadIdx.y + block_dim.y * threadIdx.z`` at element ``fft_id * size``), as the numba layer
-    runs it: load the thread's elements, barrier, the register form, barrier, store."""
+    """``fft.execute(shared_memory)``: the block's FFTs in natural order in shared memory (cuFFTDx's
+    shared-memory API): the input of FFT ``fft_id = threadIdx.y + block_dim.y * threadIdx.z``
+    at element ``fft_id * input_length`` of the array viewed as ``input_type``, its output at
+    element ``fft_id * output_length`` of the array viewed as ``output_type`` (float16: one
+    element holds a pair of FFTs). As the numba layer runs it: load the thread's input elements,
+    barrier, the register form, barrier, store its output elements."""
     thread, ctx = _kernel_context("FFT.execute")
     forms = ("FFT.execute with execution='Block' takes (thread_data, shared_memory), or "
              "(shared_memory,) with the block's data in shared memory")
-    if p.fft_type != "c2c":
-        raise TypeError(
-            f"{forms}: the shared-memory form supports fft_type='c2c' only here; this FFT is "
-            f"{p.fft_type!r}: pass (thread_data, shared_memory)"
-        )
     if not isinstance(shared_memory, np.ndarray) or shared_memory.dtype != p.value_type \
             or shared_memory.ndim != 1 or not shared_memory.flags.c_contiguous:
+        got = shared_memory.dtype if isinstance(shared_memory, np.ndarray) else type(shared_memory).__name__
         raise TypeError(
-            f"{forms}: the one argument must be a 1-D contiguous shared array of {p.value_type} "
-            "(fft.value_type) holding the block's FFTs one after another, got "
-            f"{type(shared_memory).__name__}{getattr(shared_memory, 'shape', '')}"
+            f"{forms}: the one argument must be a 1-D contiguous shared array of "
+            f"{_type_name(p, p.value_type)} (fft.value_type) holding the block's FFTs one after "
+            f"another, got {_type_name(p, got) if isinstance(got, np.dtype) else got}"
+            f"{getattr(shared_memory, 'shape', '')}"
         )
     if not is_shared(ctx, shared_memory):
         raise TypeError(
@@ -285,20 +320,28 @@ def _execute_shared(p: _Plan, shared_memory) -> None:
             "fft.shared_memory_size bytes of dynamic shared memory at launch)"
         )
     _check_block_dim(p, ctx)
-    x, y, z = thread.threadIdx
-    base = (y + p.block_dim[1] * z) * p.size
-    if shared_memory.size < p.nfft * p.size:
+    in_t = p.real_type if p.real_in else p.value_type
+    out_t = p.real_type if p.real_out else p.value_type
+    need = p.nfft * max(p.in_len * in_t.itemsize, p.out_len * out_t.itemsize)
+    if shared_memory.nbytes < need:
+        values = -(-need // p.value_type.itemsize)
         raise ValueError(
             f"FFT.execute(shared_memory): the shared array has {shared_memory.size} values; the "
-            f"block's {p.nfft} FFTs of size {p.size} need {p.nfft * p.size} (launch with at least "
-            f"max(fft.shared_memory_size, fft.ffts_per_block * fft.size * itemsize) bytes)"
+            f"block's {p.nfft} FFT{' pairs' if p.lanes == 2 else 's'} of size {p.size} need {values} "
+            f"({need} bytes: fft.block_dim.y * max(fft.input_length * input itemsize, "
+            f"fft.output_length * output itemsize)); launch with at least "
+            f"max(fft.shared_memory_size, {need}) bytes"
         )
-    regs, idx = p.indices(x, p.in_ept, p.size)
+    x, y, z = thread.threadIdx
+    fft_id = y + p.block_dim[1] * z
     td = np.zeros(p.storage_size, dtype=p.value_type)
-    td[regs] = shared_memory[base + idx]
+    regs_in, regs_out = _views(p, td)
+    r, idx = p.indices(x, p.in_ept, p.in_len)
+    regs_in[r] = shared_memory.view(in_t)[fft_id * p.in_len + idx]
     thread.syncthreads()
     _execute_block(p, td, shared_memory)
-    shared_memory[base + idx] = td[regs]
+    r, idx = p.indices(x, p.out_ept, p.out_len)
+    shared_memory.view(out_t)[fft_id * p.out_len + idx] = regs_out[r]
 
 
 def sim_execute(fft, *args) -> None:
