@@ -460,10 +460,17 @@ def _sobol_skipahead(n: int, state) -> None:
 
 def _sobol_init(direction_vectors, scramble_c: int, offset: int, state) -> None:
     bits = _sobol_bits(state)
+    want = np.uint32 if bits == 32 else np.uint64
     dv = np.asarray(direction_vectors)
-    if dv.shape != (bits,):
+    if dv.dtype != want or dv.ndim < 1:
+        raise TypeError(f"direction_vectors must be an array of {np.dtype(want).name} (this dimension's "
+                        f"{bits} Sobol direction vectors), got {dv.dtype} with {dv.ndim} dimension(s)")
+    # as the C pointer: the first `bits` numbers in memory order (a row, or the rows from this one)
+    dv = dv.reshape(-1)
+    if dv.size < bits:
         raise ValueError(f"direction_vectors must hold {bits} direction numbers (one dimension of "
-                         f"the Sobol{bits} direction vectors), got shape {dv.shape}")
+                         f"the Sobol{bits} direction vectors), got {dv.size}")
+    dv = dv[:bits]
     state["i"] = 0
     state["c"] = scramble_c
     state["direction_vectors"][:] = dv

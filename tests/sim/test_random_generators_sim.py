@@ -373,6 +373,18 @@ def test_bad_arguments():
         rm.poisson(s, "3")
     q = _state("Sobol32")
     with pytest.raises(ValueError, match="direction_vectors must hold 32 direction numbers"):
-        rm.init(np.zeros(64, np.uint32), 0, q)
+        rm.init(np.zeros(31, np.uint32), 0, q)
+    with pytest.raises(TypeError, match="direction_vectors must be an array of uint32"):
+        rm.init(np.zeros(32, np.uint64), 0, q)
+
+
+def test_sobol_direction_vectors_as_a_pointer():
+    """Like the C pointer (and nvmath-python's ffi.from_buffer(vectors[d:])): the first 32/64
+    numbers in memory order; vectors[d:] of the 2-D table is dimension d."""
+    table = rm.host_direction_vectors(64, True)[:10]
+    a, b = _state("Sobol64"), _state("Sobol64")
+    rm.init(table[4:], 77, 5, a)
+    rm.init(np.ascontiguousarray(table[4]), 77, 5, b)
+    assert a.tobytes() == b.tobytes()
     with pytest.raises(ValueError, match="bits must be 32 or 64"):
         rm.host_direction_vectors(16)
