@@ -36,14 +36,96 @@ SPECS = {
 }
 
 
+class VectorRecord(np.record):
+    """One vector value outside kernels and under the CUDA simulator: a ``numpy.record`` of the
+    type's host dtype (the scalar type of every vector dtype, see :func:`host_dtype`).
+
+    As in kernels, its elements are read-only (``v.x = 1`` is a TypeError: build a new value),
+    and a two-element float vector (float16x2, float32x2, float64x2) behaves as a complex number
+    ``x + 1j*y`` in arithmetic (``v / 4``, ``v * w``, ``-v``, ``abs(v)``, ``complex(v)``,
+    ``cmath`` functions): the result is a NumPy complex (complex64 for float16x2 and float32x2,
+    complex128 for float64x2), not a vector. Other vectors do no arithmetic (TypeError), as in
+    kernels.
+    """
+
+    __slots__ = ()
+
+    def _complex(self, op: str):
+        names = self.dtype.names
+        if names != ("x", "y") or self.dtype.fields["x"][0].kind != "f":
+            raise TypeError(f"unsupported operand for {op}: a {_vector_name(self.dtype)} value does no "
+                            "arithmetic (only the two-element float vectors act as complex numbers)")
+        ctype = np.complex128 if self.dtype.fields["x"][0].itemsize == 8 else np.complex64
+        return ctype(complex(float(self["x"]), float(self["y"])))
+
+    def __complex__(self):
+        return complex(self._complex("complex()"))
+
+    def __setattr__(self, name, value):
+        if self.dtype.names and name in self.dtype.names:
+            raise TypeError(f"{_vector_name(self.dtype)}.{name} is read-only (as in kernels): build a new "
+                            f"value, e.g. v = {_vector_name(self.dtype)}({', '.join(self.dtype.names)})")
+        super().__setattr__(name, value)
+
+    def __setitem__(self, key, value):
+        raise TypeError(f"{_vector_name(self.dtype)} elements are read-only (as in kernels): build a new value")
+
+    def __neg__(self):
+        return -self._complex("unary -")
+
+    def __pos__(self):
+        return +self._complex("unary +")
+
+    def __abs__(self):
+        return abs(self._complex("abs()"))
+
+
+def _as_operand(value):
+    return value._complex("arithmetic") if isinstance(value, VectorRecord) else value
+
+
+def _binary(op: str, name: str):
+    def forward(self, other):
+        return op_fn(self._complex(name), _as_operand(other))
+
+    def reverse(self, other):
+        return op_fn(_as_operand(other), self._complex(name))
+
+    import operator
+
+    op_fn = getattr(operator, op)
+    return forward, reverse
+
+
+for _op, _sym in (("add", "+"), ("sub", "-"), ("mul", "*"), ("truediv", "/"), ("pow", "**")):
+    _fwd, _rev = _binary(_op, _sym)
+    setattr(VectorRecord, f"__{_op}__", _fwd)
+    setattr(VectorRecord, f"__r{_op}__", _rev)
+del _op, _sym, _fwd, _rev
+
+
+def _vector_name(dtype: np.dtype) -> str:
+    for name, (scalar, count) in SPECS.items():
+        if dtype.names == FIELDS[:count] and dtype.fields["x"][0] == np.dtype(scalar):
+            return name
+    return "vector"
+
+
 def host_dtype(scalar, count: int) -> np.dtype:
-    """The host dtype of a vector: a ``numpy.record`` of ``count`` fields ``x, y[, z, w]``.
+    """The host dtype of a vector: a record (scalar type :class:`VectorRecord`, a
+    ``numpy.record``) of ``count`` fields ``x, y[, z, w]``; equal to the plain
+    ``numpy.record`` dtype of the same fields.
 
     Aligned as the scalar (NumPy cannot align a record to its size); on the device a vector is
     aligned to its size (8 bytes for float32x2, 16 for float32x4 ...), as CUDA's vector types.
     """
     base = np.dtype([(f, np.dtype(scalar)) for f in FIELDS[:count]], align=True)
-    return np.dtype((np.record, base))
+    return np.dtype((VectorRecord, base))
+
+
+def is_vector_dtype(dtype) -> bool:
+    """Whether ``dtype`` is a vector type's host dtype (its scalar type is :class:`VectorRecord`)."""
+    return isinstance(dtype, np.dtype) and isinstance(dtype.type, type) and issubclass(dtype.type, VectorRecord)
 
 
 _hooks: dict[str, Callable] = {}

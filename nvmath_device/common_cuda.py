@@ -8,6 +8,7 @@ The names follow nvmath-python's ``nvmath.device.common_cuda``: :class:`ComputeC
 from __future__ import annotations
 
 import functools
+import numbers
 from collections import namedtuple
 
 from ._errors import DriverError
@@ -26,9 +27,30 @@ class Dim3(namedtuple("Dim3", ("x", "y", "z"), defaults=(1, 1, 1))):
 
     A tuple: a kernel launch takes it (``kernel[grid, fft.block_dim, 0, smem](...)``), and it
     unpacks and compares like ``(x, y, z)``. ``FFT.block_dim`` and ``Matmul.block_dim`` return one.
+
+    Each of ``x``, ``y``, ``z`` must be a positive integer (Python or NumPy integer, stored as a
+    Python int): anything else is a TypeError (not an integer: floats, bools, strings ...) or a
+    ValueError (zero or negative) naming the argument.
     """
 
     __slots__ = ()
+
+    def __new__(cls, x=1, y=1, z=1):
+        return super().__new__(cls, *(_dim(name, v) for name, v in (("x", x), ("y", y), ("z", z))))
+
+    @classmethod
+    def _make(cls, iterable):
+        return cls(*iterable)
+
+
+def _dim(name: str, value) -> int:
+    """``value`` of Dim3's ``name`` as a positive Python int (TypeError / ValueError otherwise)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"Dim3: {name} must be a positive integer, got {value!r} "
+                        f"({type(value).__name__})")
+    if value < 1:
+        raise ValueError(f"Dim3: {name} must be a positive integer (>= 1), got {int(value)}")
+    return int(value)
 
 
 def _driver():

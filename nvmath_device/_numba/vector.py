@@ -233,3 +233,22 @@ def _refuse_setattr(context, builder, sig, args, attr):
     ty = sig.args[0]
     raise TypingError(f"{ty.spec.name}.{attr} is read-only (as in nvmath-python): build a new value, "
                       f"e.g. v = {ty.spec.name}({', '.join(ty.spec.fields)})")
+
+
+# ---------------------------------------------------------------- complex(v)
+@type_callable(complex)
+def _type_complex_of_vector(context):
+    """``complex(v)`` of a two-element float vector: a complex128, as Python's ``complex()`` of
+    the simulator's value (numba's own ``complex`` template takes real numbers only)."""
+
+    def typer(real, imag=None):
+        if isinstance(real, VectorNumbaType) and real.is_complex_like and imag is None:
+            return types.complex128
+        return None
+
+    return typer
+
+
+@lower_builtin(complex, VectorNumbaType)
+def _lower_complex_of_vector(context, builder, sig, args):
+    return _cast_to_complex(context, builder, sig.args[0], sig.return_type, args[0])

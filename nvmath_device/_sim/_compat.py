@@ -16,7 +16,7 @@ simulator enabled):
   the simulator: both become ``numpy.dtype(ml_dtypes.bfloat16)`` here, the dtype numba-cuda
   gives bfloat16 arrays.
 
-Three more make the simulator take what numba-cuda's CUDA target takes (numba-cuda 0.30.4's
+Four more make the simulator take what numba-cuda's CUDA target takes (numba-cuda 0.30.4's
 ``simulator/kernelapi.py``, ``simulator/api.py`` and ``simulator/kernel.py``):
 
 - ``cuda.shared.array(shape=(0,), ...)``: on the GPU any 1-D shape with no elements means
@@ -30,6 +30,13 @@ Three more make the simulator take what numba-cuda's CUDA target takes (numba-cu
   The code-generation options are accepted and ignored, ``extensions`` are applied to the
   arguments as numba-cuda's kernels do, and a non-empty ``link`` still raises (the simulator
   cannot run linked CUDA code) with a message saying so.
+- stores that convert in kernels: numba's CUDA target converts a complex number to a
+  two-element float vector (float16x2/float32x2/float64x2) and back when storing into an array
+  (nvmath_device._numba.vector); NumPy raised TypeError for both. Local and shared arrays of
+  complex or vector dtype are ``_sim.vector.SimArray`` views and ``FakeCUDAArray.__setitem__``
+  converts (``_sim.vector.convert_store``); a real number or tuple stored into a vector array in
+  a kernel is a TypeError as kernels refuse it at compile time (NumPy copied it into every
+  element). The values themselves (``_vector.VectorRecord``) do complex arithmetic.
 - keyword arguments in device-function calls (``f(x, scale=2.0)``): numba-cuda types them by
   folding the arguments into the signature; the simulator's ``FakeCUDAKernel.__call__`` took
   ``*args`` only and raised ``TypeError``. A kernel launch stays positional only, as on the GPU.
@@ -84,7 +91,13 @@ def _aligned_empty(shape, dtype: np.dtype, alignment) -> np.ndarray:
 
 def _local_array(self, shape, dtype, alignment=None):
     _validate_alignment(alignment)
-    return _aligned_empty(shape, _as_dtype(dtype), alignment)
+    return _sim_array(_aligned_empty(shape, _as_dtype(dtype), alignment))
+
+
+def _sim_array(arr: np.ndarray) -> np.ndarray:
+    from .vector import sim_array
+
+    return sim_array(arr)
 
 
 def _is_dynamic_shape(shape) -> bool:
@@ -109,12 +122,12 @@ def _shared_array(self, shape, dtype, alignment=None):
     dtype = _as_dtype(dtype)
     if _is_dynamic_shape(shape):
         count = self._dynshared_size // dtype.itemsize
-        return np.frombuffer(self._dynshared.data, dtype=dtype, count=count)
+        return _sim_array(np.frombuffer(self._dynshared.data, dtype=dtype, count=count))
     frame = sys._getframe(1)
     caller = (frame.f_code.co_filename, frame.f_lineno)
     res = self._allocations.get(caller)
     if res is None:
-        res = _aligned_empty(shape, dtype, alignment)
+        res = _sim_array(_aligned_empty(shape, dtype, alignment))
         self._allocations[caller] = res
     return res
 
@@ -135,6 +148,7 @@ def install_simulator_compat() -> None:
     kernelapi.FakeCUDALocal.array = _local_array
     kernelapi.FakeCUDAShared.array = _shared_array
     _install_jit_options()
+    _install_vector_stores()
     _original_call = kernel.FakeCUDAKernel.__call__
     if not getattr(_original_call, "_nvmath_device_kwargs", False):
         kernel.FakeCUDAKernel.__call__ = _call_with_keywords(_original_call)
@@ -181,6 +195,30 @@ def _install_jit_options() -> None:
     for module in (api, simulator, simulator_init, numba.cuda):
         if getattr(module, "jit", None) is original:
             module.jit = jit
+
+
+def _install_vector_stores() -> None:
+    """Stores into simulated device arrays of complex numbers or vectors convert as in kernels
+    (``nvmath_device._sim.vector.convert_store``): ``FakeCUDAArray.__setitem__`` (which the
+    in-kernel ``FakeWithinKernelCUDAArray`` calls) passed the value to NumPy as is."""
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+    from numba.cuda.simulator.kernel import _get_kernel_context
+
+    from .vector import convert_store
+
+    original = FakeCUDAArray.__setitem__
+    if getattr(original, "_nvmath_device_vectors", False):
+        return
+
+    def __setitem__(self, idx, val):
+        dtype = self._ary.dtype
+        if dtype.kind in "cV":
+            val = convert_store(dtype, val, in_kernel=_get_kernel_context() is not None)
+        return original(self, idx, val)
+
+    __setitem__._nvmath_device_vectors = True
+    __setitem__.__wrapped__ = original
+    FakeCUDAArray.__setitem__ = __setitem__
 
 
 def _with_extensions(kernel, extensions):

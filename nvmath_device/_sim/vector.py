@@ -15,7 +15,7 @@ import numbers
 
 import numpy as np
 
-from .._vector import VectorType, register
+from .._vector import VectorRecord, VectorType, is_vector_dtype, register
 
 
 def _ordinal(i: int) -> str:
@@ -48,3 +48,73 @@ def make(spec: VectorType, args: tuple):
 
 
 register(make=make)
+
+
+# ---------------------------------------------------------------- stores, as kernels convert them
+def _vname(dtype) -> str:
+    from .._vector import _vector_name
+
+    return _vector_name(dtype)
+
+
+def _complex_like(dtype: np.dtype) -> bool:
+    return dtype.names == ("x", "y") and dtype.fields["x"][0].kind == "f"
+
+
+def convert_store(dtype: np.dtype, value, in_kernel: bool = True):
+    """``value`` as a kernel stores it into an array of ``dtype``: numba's CUDA target converts a
+    complex number to a two-element float vector (float16x2, float32x2, float64x2) and back (see
+    :mod:`nvmath_device._numba.vector`); NumPy knows neither conversion (a complex into a record
+    is a TypeError, a record into a complex array too). In a kernel, storing a real number or
+    another vector type into a vector array is the TypeError kernels raise at compile time
+    (NumPy would copy a real number into every element)."""
+    kind = dtype.kind
+    if kind == "c":
+        if isinstance(value, VectorRecord):
+            if not _complex_like(value.dtype):
+                raise TypeError(f"cannot store a {_vname(value.dtype)} value into a {dtype} array: only "
+                                "float16x2/float32x2/float64x2 values convert to complex numbers")
+            return dtype.type(complex(value))
+        if isinstance(value, np.ndarray) and is_vector_dtype(value.dtype) and _complex_like(value.dtype):
+            return (value["x"] + 1j * value["y"]).astype(dtype)
+        return value
+    if not is_vector_dtype(dtype):
+        return value
+    name = _vname(dtype)
+    if isinstance(value, np.void):
+        if value.dtype != dtype:
+            raise TypeError(f"cannot store a {_vname(value.dtype)} value into an array of {name}_type "
+                            f"(no conversion between vector types): build a {name}(...)")
+        return value
+    if isinstance(value, (complex, np.complexfloating)):
+        if not _complex_like(dtype):
+            raise TypeError(f"cannot store a complex number into an array of {name}_type: only "
+                            "float16x2/float32x2/float64x2 convert from complex numbers")
+        return (value.real, value.imag)
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind == "c" and _complex_like(dtype):
+            out = np.empty(value.shape, dtype)
+            out["x"], out["y"] = value.real, value.imag
+            return out
+        return value
+    if in_kernel and isinstance(value, (numbers.Number, np.number, np.bool_, tuple, list)):
+        raise TypeError(f"cannot store {type(value).__name__} {value!r} into an array of {name}_type: "
+                        f"kernels store {name} values"
+                        + (" or complex numbers" if _complex_like(dtype) else "")
+                        + f" (build one with {name}({', '.join(dtype.names)}))")
+    return value
+
+
+class SimArray(np.ndarray):
+    """A simulated local or shared array of complex numbers or vectors: stores convert as in
+    kernels (:func:`convert_store`)."""
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, convert_store(self.dtype, value))
+
+
+def sim_array(arr: np.ndarray) -> np.ndarray:
+    """``arr`` as a :class:`SimArray` when its dtype is complex or a vector's (else ``arr``)."""
+    if arr.dtype.kind == "c" or is_vector_dtype(arr.dtype):
+        return arr.view(SimArray)
+    return arr

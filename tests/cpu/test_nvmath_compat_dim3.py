@@ -1,0 +1,43 @@
+# SPDX-License-Identifier: Apache-2.0
+"""common_cuda.Dim3 takes positive integers only (nvmath-python's Dim3 is a plain named tuple
+that takes anything; a launch with a bad one fails later, far from the mistake)."""
+
+import pickle
+
+import numpy as np
+import pytest
+
+from nvmath_device import Dim3, Matmul
+
+
+def test_positive_integers_are_kept_as_python_ints():
+    d = Dim3(np.int64(4), 2)
+    assert d == (4, 2, 1) and type(d.x) is int and type(d.y) is int
+    assert Dim3() == (1, 1, 1) and Dim3(z=3) == (1, 1, 3)
+    assert d._replace(z=5) == Dim3(4, 2, 5) and Dim3._make([2, 3, 4]) == (2, 3, 4)
+    assert pickle.loads(pickle.dumps(Dim3(8, 4))) == Dim3(8, 4)
+
+
+@pytest.mark.parametrize("args, name, got", [
+    ((1.0,), "x", "1.0 (float)"), ((4, True), "y", "True (bool)"), ((4, 2, "3"), "z", "'3' (str)"),
+    ((None,), "x", "None (NoneType)"), ((np.float32(2),), "x", "(float32)"),
+])
+def test_non_integers_are_type_errors_naming_the_argument(args, name, got):
+    with pytest.raises(TypeError, match=rf"Dim3: {name} must be a positive integer, got .*{got[-12:].replace('(', '[(]').replace(')', '[)]')}"):
+        Dim3(*args)
+
+
+@pytest.mark.parametrize("args, name, value", [((0,), "x", 0), ((4, -1), "y", -1), ((4, 2, 0), "z", 0)])
+def test_non_positive_values_are_value_errors_naming_the_argument(args, name, value):
+    with pytest.raises(ValueError, match=rf"Dim3: {name} must be a positive integer \(>= 1\), got {value}"):
+        Dim3(*args)
+
+
+def test_replace_validates_too():
+    with pytest.raises(ValueError, match=r"Dim3: y must be a positive integer"):
+        Dim3(4)._replace(y=0)
+
+
+def test_a_bad_block_dim_fails_before_any_compiler_runs():
+    with pytest.raises(ValueError, match=r"Dim3: x must be a positive integer"):
+        Matmul(size=(16, 16, 16), precision=np.float32, data_type="real", block_dim=Dim3(0), sm=90)
