@@ -213,7 +213,13 @@ def host_scramble_constants(bits: int) -> np.ndarray:
 def generator_of(state) -> str:
     """"XORWOW", "Philox4_32_10", "MRG32k3a", "Sobol32" or "Sobol64" (the scrambled Sobol states
     have the plain ones' members and behave the same after ``init``); TypeError otherwise."""
-    names = getattr(getattr(state, "dtype", None), "names", None) or ()
+    dtype = getattr(state, "dtype", None)
+    names = getattr(dtype, "names", None) or ()
+    tagged = (getattr(dtype, "metadata", None) or {}).get("generator")
+    if names and tagged in ("XORWOW", "Philox4_32_10", "MRG32k3a", "Sobol32", "Sobol64"):
+        return tagged
+    if names and tagged in ("ScrambledSobol32", "ScrambledSobol64"):
+        return tagged[len("Scrambled"):]
     if "ctr" in names:
         return "Philox4_32_10"
     if "s1" in names:
@@ -531,6 +537,12 @@ def init(*args) -> None:
     state = args[-1]
     kind = generator_of(state)
     if kind.startswith("Sobol"):
+        tagged = (getattr(state.dtype, "metadata", None) or {}).get("generator", "")
+        if len(args) == 3 and tagged.startswith("Scrambled"):
+            raise TypeError(f"init() of a {tagged} state takes (direction_vectors, scramble_c, offset, state); "
+                            "got 3 arguments")
+        if len(args) == 4 and tagged.startswith("Sobol"):
+            raise TypeError(f"init() of a {tagged} state takes (direction_vectors, offset, state); got 4 arguments")
         if len(args) == 3:
             dv, c, offset = args[0], 0, args[1]
         elif len(args) == 4:
@@ -906,13 +918,19 @@ def normal4(state) -> list[np.float32]:
 # ---------------------------------------------------------------------------------------------
 # log-normal: expf(mean + stddev * z) (the device contracts it into an FMA: one rounding)
 
+def _real(value, name: str, ctype: str) -> float:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a real number ({ctype}), got {type(value).__name__}")
+    return float(value)
+
+
 def _lognormal_f(mean, stddev):
-    mean, stddev = _F32(mean), _F32(stddev)
+    mean, stddev = _F32(_real(mean, "mean", "float")), _F32(_real(stddev, "stddev", "float"))
     return lambda z: _expf(fmaf(stddev, z, mean))
 
 
 def _lognormal_d(mean, stddev):
-    mean, stddev = float(mean), float(stddev)
+    mean, stddev = _real(mean, "mean", "double"), _real(stddev, "stddev", "double")
     return lambda z: _exp(fma64(stddev, z, mean))
 
 

@@ -388,3 +388,26 @@ def test_sobol_direction_vectors_as_a_pointer():
     assert a.tobytes() == b.tobytes()
     with pytest.raises(ValueError, match="bits must be 32 or 64"):
         rm.host_direction_vectors(16)
+    with pytest.raises(TypeError, match=r"mean must be a real number \(float\)"):
+        rm.log_normal(s, "0", 1.0)
+    with pytest.raises(TypeError, match=r"stddev must be a real number \(double\)"):
+        rm.log_normal_double(s, 0.0, None)
+    with pytest.raises(TypeError, match="n must be an integer"):
+        rm.skipahead(2.0, s)
+
+
+def test_generator_tag_in_dtype_metadata():
+    """A states dtype may name its generator (metadata={"generator": ...}): then the scrambled
+    Sobol states, whose members are the plain ones', are told apart and init's form is checked."""
+    base = STATE_DTYPES["Sobol32"]
+    tagged = np.dtype(base, metadata={"generator": "ScrambledSobol32"})
+    s = np.zeros(1, tagged)[0]
+    assert rm.generator_of(s) == "Sobol32"
+    dv = rm.host_direction_vectors(32, True)[2]
+    with pytest.raises(TypeError, match=r"init\(\) of a ScrambledSobol32 state takes \(direction_vectors, scramble_c"):
+        rm.init(dv, 0, s)
+    rm.init(dv, 5, 0, s)
+    assert rm.rand(s) == 5
+    plain = np.zeros(1, np.dtype(base, metadata={"generator": "Sobol32"}))[0]
+    with pytest.raises(TypeError, match=r"init\(\) of a Sobol32 state takes \(direction_vectors, offset, state\)"):
+        rm.init(dv, 5, 0, plain)
