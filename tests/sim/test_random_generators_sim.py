@@ -376,6 +376,14 @@ def test_bad_arguments():
         rm.init(np.zeros(31, np.uint32), 0, q)
     with pytest.raises(TypeError, match="direction_vectors must be an array of uint32"):
         rm.init(np.zeros(32, np.uint64), 0, q)
+    with pytest.raises(ValueError, match="bits must be 32 or 64"):
+        rm.host_direction_vectors(16)
+    with pytest.raises(TypeError, match=r"mean must be a real number \(float\)"):
+        rm.log_normal(s, "0", 1.0)
+    with pytest.raises(TypeError, match=r"stddev must be a real number \(double\)"):
+        rm.log_normal_double(s, 0.0, None)
+    with pytest.raises(TypeError, match="n must be an integer"):
+        rm.skipahead(2.0, s)
 
 
 def test_sobol_direction_vectors_as_a_pointer():
@@ -386,14 +394,6 @@ def test_sobol_direction_vectors_as_a_pointer():
     rm.init(table[4:], 77, 5, a)
     rm.init(np.ascontiguousarray(table[4]), 77, 5, b)
     assert a.tobytes() == b.tobytes()
-    with pytest.raises(ValueError, match="bits must be 32 or 64"):
-        rm.host_direction_vectors(16)
-    with pytest.raises(TypeError, match=r"mean must be a real number \(float\)"):
-        rm.log_normal(s, "0", 1.0)
-    with pytest.raises(TypeError, match=r"stddev must be a real number \(double\)"):
-        rm.log_normal_double(s, 0.0, None)
-    with pytest.raises(TypeError, match="n must be an integer"):
-        rm.skipahead(2.0, s)
 
 
 def test_generator_tag_in_dtype_metadata():
