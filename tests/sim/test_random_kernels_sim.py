@@ -353,3 +353,61 @@ def test_wrong_generator_in_a_kernel_is_a_type_error():
     pois = cuda.device_array((N, 4), np.uint32)
     with pytest.raises(TypeError, match="rand4 takes a state of Philox4_32_10, got a XORWOW state"):
         draw_philox_vectors[1, 1](states, u32, f32, f64, pois)
+
+
+# ------------------------------------------------------------------ the same kernels for sm_90
+
+def link_all_for_sm90() -> list[str]:
+    """Link every kernel above, with the argument types its tests launch it with, to an sm_90
+    cubin (nvmath_device.aot.compile_kernel; run without the simulator, no GPU needed).
+
+    The simulator suite's recorder (NMDX_RECORD_SIM_KERNELS) cannot type a States* argument in
+    the simulator's process, so it records none of these kernels; this links them directly."""
+    from numba import types
+
+    from nvmath_device import aot
+    from nvmath_device._numba.random_numba import _states_array_type as states
+
+    def arr(dtype, ndim):
+        return types.Array(dtype, ndim, "C")
+
+    u32, u64, f32, f64, i64 = types.uint32, types.uint64, types.float32, types.float64, types.int64
+    jobs = []
+    for g in PSEUDO:
+        jobs += [(setup_pseudo, (states(g), i64)),
+                 (draw_scalars, (states(g), arr(u32, 2), arr(f32, 3), arr(f64, 3), arr(u32, 3), i64)),
+                 (draw_pairs, (states(g), arr(f32, 2), arr(f64, 2))),
+                 (skip_kernel, (states(g), i64, arr(u32, 1))),
+                 (skip_sequence_kernel, (states(g), i64, arr(u32, 1)))]
+    jobs += [(draw_philox_vectors, (states("Philox4_32_10"), arr(u32, 2), arr(f32, 3), arr(f64, 2), arr(u32, 2))),
+             (skip_subsequence_kernel, (states("MRG32k3a"), i64, arr(u32, 1))),
+             (count_upper_half, (states("Philox4_32_10"), i64, arr(types.int32, 1)))]
+    for bits, word in ((32, u32), (64, u64)):
+        for g in (f"Sobol{bits}", f"ScrambledSobol{bits}"):
+            if g.startswith("Scrambled"):
+                jobs.append((setup_scrambled_sobol, (arr(word, 2), arr(word, 1), states(g))))
+            else:
+                jobs.append((setup_sobol, (arr(word, 2), states(g))))
+            jobs.append((sobol_draws, (states(g), arr(word, 2), arr(f64, 1), arr(f32, 1))))
+    done = []
+    for kernel, argtypes in jobs:
+        compiled = aot.compile_kernel(kernel, argtypes, sm=90)
+        assert compiled.cubin, kernel
+        done.append(f"{kernel.py_func.__name__}{argtypes}")
+    return done
+
+
+def test_these_kernels_link_for_sm90():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "NMDX_RECORD_SIM_KERNELS")}
+    code = ("import tests.sim.test_random_kernels_sim as k; done = k.link_all_for_sm90(); "
+            "print('sm_90 linked:', len(done))")
+    run = subprocess.run([sys.executable, "-c", code], cwd=repo, env=env, capture_output=True, text=True,
+                         timeout=1200)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-6000:]
+    assert "sm_90 linked: 26" in run.stdout, run.stdout
