@@ -366,10 +366,13 @@ def link_all_for_sm90() -> list[str]:
     from numba import types
 
     from nvmath_device import aot
-    from nvmath_device._numba.random_numba import _states_array_type as states
+    from nvmath_device._numba.random_numba import STATE_TYPES
 
     def arr(dtype, ndim):
         return types.Array(dtype, ndim, "C")
+
+    def states(generator):  # what numba's typeof gives a States* array in a compiled kernel's launch
+        return arr(STATE_TYPES[generator], 1)
 
     u32, u64, f32, f64, i64 = types.uint32, types.uint64, types.float32, types.float64, types.int64
     jobs = []
