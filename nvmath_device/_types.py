@@ -127,10 +127,13 @@ FFT_THREAD_MAX = {"fp16": 64, "fp32": 64, "fp64": 40}
 GEMM_PRECISIONS = {
     "float16": ("__half", 2), "bfloat16": ("__nv_bfloat16", 2),
     "float32": ("float", 4), "float64": ("double", 8),
+    "int8": ("int8_t", 1), "uint8": ("uint8_t", 1), "int16": ("int16_t", 2), "uint16": ("uint16_t", 2),
+    "int32": ("int32_t", 4), "uint32": ("uint32_t", 4), "int64": ("int64_t", 8), "uint64": ("uint64_t", 8),
 }
 # names of numba's scalar types (numba.float32, numba.cuda.types.bfloat16, ...) -> precision name
 NUMBA_PRECISION_NAMES = {"float16": "float16", "__nv_bfloat16": "bfloat16", "float32": "float32",
-                         "float64": "float64"}
+                         "float64": "float64", **{t: t for t in ("int8", "uint8", "int16", "uint16", "int32",
+                                                                 "uint32", "int64", "uint64")}}
 # Bytes of shared memory one block may use, per architecture (cuBLASDx's commondx::device_info).
 SHARED_MEMORY_LIMIT = {
     70: 96 * 1024, 72: 96 * 1024, 75: 64 * 1024, 80: 163 * 1024, 86: 99 * 1024, 87: 163 * 1024,

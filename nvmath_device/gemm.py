@@ -24,6 +24,7 @@ from ._types import NUMBA_PRECISION_NAMES as _NUMBA_NAMES
 from ._types import SHARED_MEMORY_LIMIT as _SHARED_MEMORY_LIMIT
 from ._types import complex_dtype, precision_dtype
 from .common_cuda import Dim3
+from .types import complex32 as _complex32
 
 __all__ = ["Alignment", "Arrangement", "LeadingDimension", "Matmul", "TransposeMode"]
 
@@ -56,7 +57,9 @@ class TransposeMode(namedtuple("TransposeMode", ("a", "b"))):
 _TRANSPOSES = ("non_transposed", "transposed", "conj_transposed")
 
 _PRECISION_HINT = ("numpy.float16, 'bfloat16' (or ml_dtypes.bfloat16, numba.cuda.types.bfloat16), "
-                   "numpy.float32, numpy.float64")
+                   "numpy.float32, numpy.float64, or an integer type: numpy.int8, numpy.uint8, numpy.int16, "
+                   "numpy.uint16, numpy.int32, numpy.uint32, numpy.int64, numpy.uint64")
+_FLOATS = ("float16", "bfloat16", "float32", "float64")
 _DATA_TYPES = ("real", "complex")
 _ARRANGEMENTS = ("row_major", "col_major")
 _EXECUTIONS = ("Block",)
@@ -160,6 +163,52 @@ def _parse_block_dim(block_dim, block_size):
     if not 32 <= total <= 1024:
         raise ValueError(f"{argname}={show(block_dim)} has {total} threads; cuBLASDx needs 32 to 1024 threads")
     return dims
+
+
+def _is_integer(name: str) -> bool:
+    return name not in _FLOATS
+
+
+def _check_precision_rules(prec, data_type) -> None:
+    """cuBLASDx 25.6's precision constraints (cublasdx/detail/blas_description.hpp), plus the
+    value types this package can hand to NumPy and Numba; before any compiler runs."""
+    ints = [_is_integer(p) for p in prec]
+    if any(ints) and not all(ints):
+        raise ValueError(
+            f"precision={prec}: cuBLASDx cannot mix integer and floating-point types; use three "
+            "floating-point types or three integer types, e.g. (numpy.int8, numpy.int8, numpy.int32)"
+        )
+    if all(ints):
+        if data_type == "complex":
+            raise ValueError(
+                f"precision={prec} with data_type='complex': complex integer GEMMs are not offered "
+                "(NumPy and Numba have no complex integer type); integer precisions need data_type='real'"
+            )
+        sizes = [np.dtype(p).itemsize for p in prec]
+        if sizes[0] > 4 * sizes[2] or sizes[1] > 4 * sizes[2]:
+            raise ValueError(
+                f"precision={prec}: cuBLASDx needs C's integer type at least a quarter as wide as A's "
+                "and B's (an accumulator wide enough), e.g. (numpy.int8, numpy.int8, numpy.int32)"
+            )
+        signed = [np.dtype(p).kind == "i" for p in prec]
+        if (signed[0] or signed[1]) and not signed[2]:
+            raise ValueError(
+                f"precision={prec}: when A or B is a signed integer type, cuBLASDx needs a signed C "
+                "(numpy.int16, numpy.int32 or numpy.int64)"
+            )
+        return
+    if data_type == "complex":
+        if "bfloat16" in prec:
+            raise ValueError(
+                f"precision={prec} with data_type='complex': complex bfloat16 is not offered (NumPy and "
+                "Numba have no complex bfloat16 type); complex GEMMs take numpy.float16 (complex32), "
+                "numpy.float32 or numpy.float64"
+            )
+        if "float16" in prec and prec != ("float16",) * 3:
+            raise ValueError(
+                f"precision={prec} with data_type='complex': complex float16 (complex32) needs all of "
+                "A, B and C in numpy.float16; mixed complex precisions take numpy.float32/numpy.float64"
+            )
 
 
 def _pad_if_needed(itemsize: int, n: int) -> int:
@@ -267,11 +316,7 @@ class Matmul(Frozen):
                                 for t in transpose_mode) + ("col_major",)
         elif arrangement is None:
             arrangement = ("col_major",) * 3
-        if data_type == "complex" and any(p in ("float16", "bfloat16") for p in prec):
-            raise ValueError(
-                f"precision={prec} with data_type='complex': complex GEMMs need float32 or float64 "
-                "precisions (numpy/numba have no complex float16 or bfloat16)"
-            )
+        _check_precision_rules(prec, data_type)
         if prec[2] == "bfloat16" and prec[:2] != ("bfloat16", "bfloat16"):
             # cuBLASDx 0.4's generic FMA computes d = a * b + c; with other A or B types the
             # product is float, and CUTLASS's bfloat16_t cannot be assigned from float (NVRTC error)
@@ -434,9 +479,11 @@ class Matmul(Frozen):
         """Shape of C: (m, n)."""
         return (self.m, self.n)
 
-    def _vt(self, i) -> np.dtype:
+    def _vt(self, i):
         p = np.dtype(self.precision[i])
         if self.data_type == "complex":
+            if p.itemsize == 2:  # complex<__half>: no NumPy complex type (nvmath-python's complex32)
+                return _complex32
             return complex_dtype(p)
         return p
 
@@ -675,6 +722,12 @@ class Matmul(Frozen):
         tiles (1-D or 2-D C-contiguous shared arrays of ``a_value_type``... with the descriptor's
         layout); alpha and beta are scalars converted to ``c_value_type``.
 
+        ``MM.execute(alpha, a, lda, b, ldb, beta, c, ldc)``: the same with leading dimensions
+        given at run time (ints, each at least the tight one of its operand's arrangement: m or k
+        for A, ...) instead of :attr:`leading_dimension`; the tiles hold ``ld * (outer - 1) +
+        inner`` elements each (size the buffer with :meth:`get_shared_storage_size` ``(lda, ldb,
+        ldc)``). Its code is a separate unit, compiled only for kernels that use this form.
+
         ``MM.execute(a, b, acc)``: ``acc += a @ b`` where ``acc`` is a local array of
         ``accumulator_size`` ``c_value_type`` values (this thread's C fragment; see
         :meth:`fragment_coordinates`). Only A and B live in shared memory.
@@ -685,8 +738,9 @@ class Matmul(Frozen):
         Parameters
         ----------
         *args
-            ``(alpha, a, b, beta, c)`` for the shared-memory form, ``(a, b, acc)`` for the
-            register form: ``alpha``/``beta`` scalars, ``a``/``b``/``c`` shared arrays of
+            ``(alpha, a, b, beta, c)`` for the shared-memory form, ``(alpha, a, lda, b, ldb, beta,
+            c, ldc)`` for it with run-time leading dimensions, ``(a, b, acc)`` for the register
+            form: ``alpha``/``beta`` scalars, ``a``/``b``/``c`` shared arrays of
             ``a_value_type``/``b_value_type``/``c_value_type`` holding ``a_size``/``b_size``/
             ``c_size`` elements, ``acc`` a local array of ``accumulator_size`` ``c_value_type``.
         """
@@ -788,3 +842,67 @@ def _rebuild_matmul(key, transpose_mode=None):
     return Matmul(size=size, precision=tuple(prec), data_type=data_type,
                   arrangement=arr, leading_dimension=ld_mode, block_dim=bdim, alignment=aligns,
                   execution=execution, sm=sm, transpose_mode=transpose_mode)
+
+
+class _RuntimeLDCode:
+    """The code of ``Matmul.execute(alpha, a, lda, b, ldb, beta, c, ldc)`` for one descriptor: a
+    separate NVRTC unit (kernels that never call that form neither compile nor link it). Stands
+    where the numba layer expects a descriptor to link (``symbol``, ``ltoir()``; hashable,
+    picklable)."""
+
+    __slots__ = ("mm",)
+
+    def __init__(self, mm: Matmul):
+        self.mm = mm
+
+    @property
+    def symbol(self) -> str:
+        return f"{self.mm.symbol}_ld"
+
+    @property
+    def sm(self) -> int:
+        return self.mm.sm
+
+    def ltoir(self) -> bytes:
+        from ._build.gemm_codegen import gemm_runtime_ld_ltoir
+
+        return gemm_runtime_ld_ltoir(self.mm)
+
+    def __eq__(self, other):
+        return type(other) is _RuntimeLDCode and other.mm == self.mm
+
+    def __hash__(self):
+        return hash(("runtime-ld", self.mm))
+
+    def __reduce__(self):
+        return (_RuntimeLDCode, (self.mm,))
+
+    def __repr__(self):
+        return f"RuntimeLD({self.mm!r})"
+
+
+def runtime_ld_code(mm: Matmul) -> _RuntimeLDCode:
+    """What the numba layer links for ``mm``'s run-time leading-dimension execute."""
+    return _RuntimeLDCode(mm)
+
+
+def check_runtime_lds(mm: Matmul, lds) -> tuple[int, int, int]:
+    """Run-time (lda, ldb, ldc) checked against the tight ones (ValueError naming the argument)."""
+    rows, cols = (mm.m, mm.k, mm.m), (mm.k, mm.n, mm.n)
+    out = []
+    for i, (name, v) in enumerate(zip(("lda", "ldb", "ldc"), lds)):
+        tight = rows[i] if mm.arrangement[i] == "col_major" else cols[i]
+        if not _is_int(v):
+            raise TypeError(f"Matmul.execute: {name} must be an int, got {show(v)}")
+        if v < tight:
+            raise ValueError(f"Matmul.execute: {name}={show(v)} is smaller than the {tight} that "
+                             f"{'ABC'[i]} ({mm.arrangement[i]}, {rows[i]} x {cols[i]}) needs")
+        out.append(int(v))
+    return tuple(out)
+
+
+def runtime_tile_sizes(mm: Matmul, lds) -> tuple[int, int, int]:
+    """Elements of the A, B, C tiles with leading dimensions ``lds``: ``ld * (outer - 1) + inner``."""
+    rows, cols = (mm.m, mm.k, mm.m), (mm.k, mm.n, mm.n)
+    return tuple(ld * (c - 1) + r if a == "col_major" else ld * (r - 1) + c
+                 for ld, r, c, a in zip(lds, rows, cols, mm.arrangement))

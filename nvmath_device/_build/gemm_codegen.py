@@ -8,6 +8,9 @@ One translation unit per descriptor holds three ``extern "C"`` device functions:
 - ``<sym>_coords(rows*, cols*)``: the (row, col) of each accumulator element (-1: unused),
   from the partitioner whose tiled MMA the register GEMM actually runs.
 
+A second unit, compiled only when a kernel uses it (:func:`render_runtime_ld_source`), holds
+``<sym>_ld_smem``: the shared-memory GEMM with leading dimensions given at run time.
+
 cuBLASDx 0.4 (mathdx 25.6) bundles CUTLASS 3.9, whose headers do not compile under NVRTC with
 CCCL >= 3.2 (both declare ``std::tuple_size``; ``cute::get`` becomes ambiguous with
 ``cuda::std::get``). :func:`cccl_include_dir` picks a compatible CCCL (CUDA's own, or CuPy's
@@ -261,6 +264,47 @@ extern "C" __device__ void {sym}_coords(void* rows, void* cols) {{
   }}
 }}
 """
+
+
+def render_runtime_ld_source(mm) -> str:
+    """C++ source of ``mm``'s run-time leading-dimension execute (its own unit, compiled only for
+    kernels that call ``MM.execute(alpha, a, lda, b, ldb, beta, c, ldc)``):
+    ``<sym>_ld_smem(alpha*, a*, lda*, b*, ldb*, beta*, c*, ldc*)`` with the leading dimensions
+    as ``unsigned`` values behind pointers (cuBLASDx's pointer + dynamic-ld ``execute``)."""
+    bdim = mm._key[5]
+    if bdim == "suggested":
+        t = gemm_traits(mm)
+        bdim = (t["block_dim_x"], t["block_dim_y"], t["block_dim_z"])
+    sym = gemm_symbol(mm)
+    desc = _description(mm, bdim)
+    return f"""#include <cublasdx.hpp>
+using MM = decltype({desc});
+using AT = typename MM::a_value_type;
+using BT = typename MM::b_value_type;
+using CT = typename MM::c_value_type;
+extern "C" __device__ void {sym}_ld_smem(void* alpha, void* a, void* lda, void* b, void* ldb, void* beta,
+                                       void* c, void* ldc) {{
+  MM().execute(*reinterpret_cast<const CT*>(alpha), reinterpret_cast<AT*>(a), *reinterpret_cast<const unsigned*>(lda),
+               reinterpret_cast<BT*>(b), *reinterpret_cast<const unsigned*>(ldb),
+               *reinterpret_cast<const CT*>(beta), reinterpret_cast<CT*>(c), *reinterpret_cast<const unsigned*>(ldc));
+}}
+"""
+
+
+def gemm_runtime_ld_ltoir(mm) -> bytes:
+    """LTO-IR of ``mm``'s run-time leading-dimension execute for ``mm.sm`` (disk-cached)."""
+    src = render_runtime_ld_source(mm)
+    key = cache.make_key("gemm-ltoir-ld", src, toolchain_id(), _include_id(), mm.sm)
+    blob = cache.get(key)
+    if blob is None:
+        with cache.building(key):
+            blob = cache.get(key)
+            if blob is None:
+                log.info("numba-mathdx: compiling %s_ld (GEMM %s, run-time leading dimensions) with NVRTC "
+                         "(~15 s; cached afterwards)", gemm_symbol(mm), mm.size)
+                blob = _compile(src, mm.sm, "ltoir", f"{gemm_symbol(mm)}_ld.cu")
+                cache.put(key, blob)
+    return blob
 
 
 def _ltoir_key(mm) -> str:

@@ -4,11 +4,18 @@
 Methods available in kernels:
 
 - ``MM.execute(alpha, a, b, beta, c)``: shared-memory GEMM (C call through the shim);
+- ``MM.execute(alpha, a, lda, b, ldb, beta, c, ldc)``: the same with run-time leading dimensions
+  (a separate unit, linked only by kernels that call it);
 - ``MM.execute(a, b, acc)``: register-accumulator GEMM, ``acc += a @ b``;
 - ``MM.fragment_coordinates(rows, cols)``: (row, col) of each accumulator element;
 - ``MM.load_a(gA, sA)``, ``MM.load_b(gB, sB)``, ``MM.load_c(gC, sC)``, ``MM.store_c(sC, gC)``:
   copies between a 2-D global array and the descriptor's shared-memory layout, by the threads
   of the descriptor's ``block_dim`` (plain Numba code, compiled inline).
+
+Value types: numba's for NumPy dtypes (float16 ... float64, bfloat16, int8 ... uint64,
+complex64/complex128); complex float16 (``nvmath_device.types.complex32``, cuBLASDx's
+``complex<__half>``) is ``float16x2_type`` (one 4-byte vector), whose copy helpers also take
+complex64/complex128 global arrays and convert each element.
 """
 
 from __future__ import annotations
@@ -16,10 +23,11 @@ from __future__ import annotations
 from numba import cuda
 from numba.core import types
 from numba.core.errors import TypingError
-from numba.cuda.extending import lower_builtin, typeof_impl
+from numba.cuda.extending import infer_getattr, lower_builtin, typeof_impl
 
-from ..gemm import Matmul
-from ._compat import bfloat16, cgutils
+from ..gemm import Matmul, runtime_ld_code
+from ..types import Complex
+from ._compat import AttributeTemplate, bfloat16, cgutils
 from .common import (
     DescriptorType,
     call_extern,
@@ -28,6 +36,7 @@ from .common import (
     numba_dtype,
     register_descriptor_type,
 )
+from .vector import VectorNumbaType, numba_type_of
 
 _KERNEL_ATTRS = {
     "size", "m", "n", "k", "a_dim", "b_dim", "c_dim", "data_type", "execution", "sm", "block_size",
@@ -59,9 +68,42 @@ def _attr(mm, name):
 
 
 # ---------------------------------------------------------------------------- typing helpers
+def _nb(vt):
+    """The numba type of a value type: a NumPy dtype, or ``types.complex32`` (float16x2)."""
+    return numba_type_of(vt) if isinstance(vt, Complex) else numba_dtype(vt)
+
+
+def _value_types(mm):
+    return tuple(_nb(v) for v in (mm.a_value_type, mm.b_value_type, mm.c_value_type))
+
+
+def _is_half_complex(t) -> bool:
+    return isinstance(t, VectorNumbaType)
+
+
+@infer_getattr
+class _ComplexHalfValueTypes(AttributeTemplate):
+    """``MM.a_value_type`` ... in kernels when it is ``types.complex32`` (not a NumPy dtype, so
+    the descriptor attributes' generic typing leaves it to this template): the float16x2 class,
+    a dtype for ``cuda.shared.array`` / ``cuda.local.array``."""
+
+    key = MatmulType
+
+    def generic_resolve(self, ty, attr):
+        if attr in ("a_value_type", "b_value_type", "c_value_type"):
+            vt = getattr(ty.descriptor, attr)
+            if isinstance(vt, Complex):
+                return types.NumberClass(numba_type_of(vt))
+        return None
+
+
 def _tname(t) -> str:
     """A numba scalar type as users name it (numba calls bfloat16 ``__nv_bfloat16``)."""
-    return "bfloat16 (numpy.dtype(ml_dtypes.bfloat16))" if t == bfloat16 else str(t)
+    if t == bfloat16:
+        return "bfloat16 (numpy.dtype(ml_dtypes.bfloat16))"
+    if _is_half_complex(t):
+        return "float16x2_type (complex float16, nvmath_device.types.complex32)"
+    return str(t)
 
 
 def _check_array(arg, dtype, what, hint, ndims=(1, 2)):
@@ -78,10 +120,18 @@ def _check_array(arg, dtype, what, hint, ndims=(1, 2)):
 
 
 def _check_scalar(arg, ctype, what):
-    if not (isinstance(arg, (types.Integer, types.Float, types.Complex, types.Boolean)) or arg == bfloat16):
+    half_complex = _is_half_complex(ctype)
+    if not (isinstance(arg, (types.Integer, types.Float, types.Complex, types.Boolean)) or arg == bfloat16
+            or (half_complex and arg == ctype)):
         raise TypingError(f"{what} must be a scalar convertible to {_tname(ctype)} (MM.c_value_type), got {arg}")
-    if isinstance(arg, types.Complex) and not isinstance(ctype, types.Complex):
+    if isinstance(arg, types.Complex) and not (isinstance(ctype, types.Complex) or half_complex):
         raise TypingError(f"{what} is complex ({arg}) but this GEMM is real (c_value_type {ctype})")
+
+
+def _check_ld(arg, what):
+    if not isinstance(arg, (types.Integer, types.IntegerLiteral)) or isinstance(arg, types.Boolean):
+        raise TypingError(f"{what} must be an integer (the tile's leading dimension, at least the tight "
+                          f"one of its arrangement), got {arg}")
 
 
 _EXEC_KEY = "nvmath_device.Matmul.execute"
@@ -89,7 +139,21 @@ _COORDS_KEY = "nvmath_device.Matmul.fragment_coordinates"
 
 
 def _type_execute(mm, args):
-    at, bt, ct = (numba_dtype(mm.a_value_type), numba_dtype(mm.b_value_type), numba_dtype(mm.c_value_type))
+    at, bt, ct = _value_types(mm)
+    if len(args) == 8:
+        alpha, a, lda, b, ldb, beta, c, ldc = args
+        _check_scalar(alpha, ct, "Matmul.execute: alpha (1st argument)")
+        _check_array(a, at, "Matmul.execute: a (2nd argument)",
+                     "a shared array of MM.a_value_type holding lda * (outer - 1) + inner values")
+        _check_ld(lda, "Matmul.execute: lda (3rd argument)")
+        _check_array(b, bt, "Matmul.execute: b (4th argument)",
+                     "a shared array of MM.b_value_type holding ldb * (outer - 1) + inner values")
+        _check_ld(ldb, "Matmul.execute: ldb (5th argument)")
+        _check_scalar(beta, ct, "Matmul.execute: beta (6th argument)")
+        _check_array(c, ct, "Matmul.execute: c (7th argument)",
+                     "a shared array of MM.c_value_type holding ldc * (outer - 1) + inner values")
+        _check_ld(ldc, "Matmul.execute: ldc (8th argument)")
+        return args
     if len(args) == 5:
         alpha, a, b, beta, c = args
         _check_scalar(alpha, ct, "Matmul.execute: alpha (1st argument)")
@@ -106,8 +170,9 @@ def _type_execute(mm, args):
                      "a local array cuda.local.array(MM.accumulator_size, dtype=MM.c_value_type)", ndims=(1,))
         return args
     raise TypingError(
-        "Matmul.execute takes (alpha, a, b, beta, c) with A, B, C in shared memory, or (a, b, accumulator) "
-        f"with C in registers; got {len(args)} argument(s)"
+        "Matmul.execute takes (alpha, a, b, beta, c) with A, B, C in shared memory, (alpha, a, lda, b, ldb, "
+        "beta, c, ldc) with run-time leading dimensions, or (a, b, accumulator) with C in registers; got "
+        f"{len(args)} argument(s)"
     )
 
 
@@ -137,15 +202,18 @@ def _make_copy_typer(name):
             src, dst = ("sC", "gC") if store else (f"g{'ABC'[idx]}", f"s{'ABC'[idx]}")
             raise TypingError(f"Matmul.{name} takes ({src}, {dst}), got {len(args)} argument(s)")
         dims = mm._copy_layout(idx)[:2]
-        vt = numba_dtype((mm.a_value_type, mm.b_value_type, mm.c_value_type)[idx])
+        vt = _value_types(mm)[idx]
         g, s = (args[1], args[0]) if store else args
         gpos, spos = ("2nd", "1st") if store else ("1st", "2nd")
         if not isinstance(g, types.Array) or g.ndim != 2:
             raise TypingError(f"Matmul.{name}: the global array ({gpos} argument) must be a 2-D array of "
                               f"shape {dims}, got {g}")
-        if g.dtype != vt:
-            raise TypingError(f"Matmul.{name}: the global array ({gpos} argument) must hold {_tname(vt)}, got "
-                              f"{_tname(g.dtype)} (MM.{'abc'[idx]}_value_type: the copy does not convert)")
+        if _is_half_complex(vt) and g.dtype in (types.complex64, types.complex128):
+            pass  # complex float16 tiles: converted element by element (nvmath-python's cfp16 example)
+        elif g.dtype != vt:
+            also = " (or complex64/complex128, converted)" if _is_half_complex(vt) else ""
+            raise TypingError(f"Matmul.{name}: the global array ({gpos} argument) must hold {_tname(vt)}{also}, "
+                              f"got {_tname(g.dtype)} (MM.{'abc'[idx]}_value_type: the copy does not convert)")
         _check_array(s, vt, f"Matmul.{name}: the shared array ({spos} argument)",
                      f"a 1-D shared array of MM.{'abc'[idx]}_size MM.{'abc'[idx]}_value_type", ndims=(1,))
         return args
@@ -228,6 +296,10 @@ def _split(sig, args):
 
 
 def _scalar_pointer(context, builder, fromty, toty, val):
+    if _is_half_complex(toty) and not isinstance(fromty, (types.Complex, VectorNumbaType)):
+        # a real alpha/beta for a complex float16 GEMM: through complex128 (re, 0) to float16x2
+        val = context.cast(builder, val, fromty, types.complex128)
+        fromty = types.complex128
     if toty == bfloat16 and fromty != bfloat16:
         # numba-cuda 0.30 converts to bfloat16 only from some types (float16/32/64 and 16-64 bit
         # ints); float64 holds every real alpha/beta exactly (up to int64 beyond 2**53), and
@@ -242,8 +314,20 @@ def _scalar_pointer(context, builder, fromty, toty, val):
 @lower_builtin(_EXEC_KEY, MatmulType, types.VarArg(types.Any))
 def _lower_execute(context, builder, sig, args):
     mm, argtys, vals = _split(sig, args)
-    if len(vals) == 5:
-        ct = numba_dtype(mm.c_value_type)
+    if len(vals) == 8:
+        ct = _value_types(mm)[2]
+        ptrs = []
+        for i, (t, v) in enumerate(zip(argtys, vals)):
+            if i in (0, 5):
+                ptrs.append(_scalar_pointer(context, builder, t, ct, v))
+            elif i in (2, 4, 7):
+                ptrs.append(cgutils.alloca_once_value(builder, context.cast(builder, v, t, types.uint32)))
+            else:
+                ptrs.append(data_pointer(context, builder, t, v))
+        code = runtime_ld_code(mm)
+        call_extern(context, builder, code, f"{code.symbol}_smem", ptrs)
+    elif len(vals) == 5:
+        ct = _value_types(mm)[2]
         alpha = _scalar_pointer(context, builder, argtys[0], ct, vals[0])
         beta = _scalar_pointer(context, builder, argtys[3], ct, vals[3])
         ptrs = [alpha, data_pointer(context, builder, argtys[1], vals[1]),

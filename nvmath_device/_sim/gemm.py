@@ -22,6 +22,14 @@ NaN: their contents are unspecified on the GPU. With ``beta == 0`` C is not read
 The copy helpers (``load_a``...) are per-thread, with the same element-to-thread assignment as
 the device code of :mod:`.._numba.gemm_numba`.
 
+Value types: complex float16 (``types.complex32``, cuBLASDx's ``complex<__half>``) tiles are
+arrays of ``numpy.dtype(types.complex32)`` (records ``x, y`` of float16, as the simulator's
+``float16x2_type``): computed in complex128, each part rounded once to float16; their copy
+helpers also take complex64/complex128 global arrays (converted, as on the GPU). Integer GEMMs
+compute exactly in C's type, wrapping modulo its width as the device's integer arithmetic does
+(inputs converted to C's type first). ``MM.execute(alpha, a, lda, b, ldb, beta, c, ldc)`` reads
+the tiles with the run-time leading dimensions (each checked against the tight one).
+
 Misuse that is undefined on the GPU raises here: wrong dtypes, sizes or memory spaces of the
 arguments, a launch whose block shape does not match ``block_dim``, too little (dynamic) shared
 memory for a tile, a thread of the block that does not call ``execute`` (or calls another GEMM,
@@ -38,6 +46,8 @@ import threading
 
 import numpy as np
 
+from ..gemm import check_runtime_lds, runtime_tile_sizes
+from ..types import Complex
 from ._block import Round, collective, is_shared
 from ._compat import kernel_context as _kernel_context_base
 from ._compat import unwrap
@@ -66,8 +76,11 @@ class _Plan:
         self.sizes = (mm.a_size, mm.b_size, mm.c_size)
         self.vts = (np.dtype(mm.a_value_type), np.dtype(mm.b_value_type), np.dtype(mm.c_value_type))
         self.ct = self.vts[2]
-        self.complex = self.ct.kind == "c"
-        self.wide = np.dtype(np.complex128 if self.complex else np.float64)
+        self.half_complex = isinstance(mm.c_value_type, Complex)  # records (x, y) of float16
+        self.complex = self.ct.kind == "c" or self.half_complex
+        self.integer = self.ct.kind in "iu"
+        # integers: exact, modulo C's width (as the device); floats: float64/complex128, rounded once
+        self.wide = self.ct if self.integer else np.dtype(np.complex128 if self.complex else np.float64)
         self.block_dim = tuple(mm.block_dim)
         bx, by, bz = self.block_dim
         self.rank = 3 if bz != 1 else (2 if by != 1 else 1)
@@ -91,11 +104,25 @@ class _Plan:
     def accumulator_size(self) -> int:
         return self.mm.accumulator_size
 
-    def tile(self, idx: int, flat: np.ndarray) -> np.ndarray:
+    def widen(self, x) -> np.ndarray:
+        """Values (an array of a value type) as ``self.wide`` (records: x + 1j * y)."""
+        if x.dtype.names:
+            return x["x"].astype(np.float64) + 1j * x["y"].astype(np.float64)
+        return x.astype(self.wide)
+
+    def narrow(self, x: np.ndarray, out: np.ndarray) -> None:
+        """Store ``self.wide`` values ``x`` into ``out`` (an array of C's value type), rounding once."""
+        if out.dtype.names:
+            out["x"] = np.real(x).astype(np.float16)
+            out["y"] = np.imag(x).astype(np.float16)
+        else:
+            out[...] = x.astype(out.dtype)
+
+    def tile(self, idx: int, flat: np.ndarray, ld=None) -> np.ndarray:
         """(rows, cols) view of operand ``idx`` in the 1-D shared array ``flat``."""
         rows, cols = self.dims[idx]
         s = flat.itemsize
-        ld = self.lds[idx]
+        ld = self.lds[idx] if ld is None else ld
         strides = (s, ld * s) if self.col_major[idx] else (ld * s, s)
         return np.lib.stride_tricks.as_strided(flat, shape=(rows, cols), strides=strides, writeable=True)
 
@@ -130,7 +157,7 @@ def _check_block_dim(p: _Plan, ctx, what: str) -> None:
         )
 
 
-def _check_tile(p: _Plan, ctx, idx: int, arr, what: str, shared: bool = True) -> np.ndarray:
+def _check_tile(p: _Plan, ctx, idx: int, arr, what: str, shared: bool = True, lds=None) -> np.ndarray:
     name = _OPERANDS[idx]
     hint = f"a shared array of MM.{name}_size MM.{name}_value_type"
     arr = unwrap(arr)
@@ -143,14 +170,24 @@ def _check_tile(p: _Plan, ctx, idx: int, arr, what: str, shared: bool = True) ->
         raise TypeError(f"{what} must be a C-contiguous array with 1 or 2 dimension(s) ({hint}), got shape "
                         f"{arr.shape}{'' if arr.flags.c_contiguous else ' (not contiguous)'}")
     flat = arr.reshape(-1)
-    _check_tile_size(p, ctx, idx, flat.size, what)
+    need = p.sizes[idx] if lds is None else runtime_tile_sizes(p.mm, lds)[idx]
+    _check_tile_size(p, ctx, idx, flat.size, what, lds)
     if shared and not is_shared(ctx, flat):
         raise TypeError(f"{what} is not shared memory (a local or global array?); pass {hint}, e.g. "
                         f"cuda.shared.array(MM.{name}_size, dtype=MM.{name}_value_type)")
-    return flat[: p.sizes[idx]]
+    return flat[:need]
 
 
-def _check_tile_size(p: _Plan, ctx, idx: int, size: int, what: str) -> None:
+def _check_tile_size(p: _Plan, ctx, idx: int, size: int, what: str, lds=None) -> None:
+    if lds is not None:  # the run-time leading-dimension form
+        need = runtime_tile_sizes(p.mm, lds)[idx]
+        if size < need:
+            ld = ("lda", "ldb", "ldc")[idx]
+            raise ValueError(
+                f"{what} has {size} elements but {'ABC'[idx]} with {ld}={lds[idx]} "
+                f"({p.mm.arrangement[idx]}) needs {need}; size the shared memory with "
+                "MM.get_shared_storage_size(lda, ldb, ldc)")
+        return
     need = p.sizes[idx]
     if size < need:
         name = _OPERANDS[idx]
@@ -164,12 +201,20 @@ def _check_tile_size(p: _Plan, ctx, idx: int, size: int, what: str) -> None:
 
 
 def _check_scalar(p: _Plan, v, what: str):
+    if p.half_complex and isinstance(v, np.void) and v.dtype == p.ct:  # a float16x2(re, im) value
+        return np.complex128(complex(float(v["x"]), float(v["y"])))
     # a bfloat16 scalar (ml_dtypes) is a numpy scalar but not a numbers.Number
     bf16 = isinstance(v, np.generic) and np.dtype(type(v)).name == "bfloat16"
     if isinstance(v, np.ndarray) or not (bf16 or isinstance(v, (numbers.Number, np.bool_))):
         raise TypeError(f"{what} must be a scalar convertible to {p.ct} (MM.c_value_type), got {type(v).__name__}")
     if isinstance(v, (complex, np.complexfloating)) and not p.complex:
         raise TypeError(f"{what} is complex ({v!r}) but this GEMM is real (c_value_type {p.ct})")
+    if p.half_complex:  # converted to complex<__half> first: each part rounded to float16
+        c = complex(v)
+        return np.complex128(complex(float(np.float16(c.real)), float(np.float16(c.imag))))
+    if p.integer and isinstance(v, (float, np.floating)):
+        with np.errstate(all="ignore"):  # the device converts towards zero (cvt.rzi)
+            return np.trunc(np.float64(v)).astype(p.ct)
     return p.ct.type(v)  # the device converts alpha/beta to c_value_type first
 
 
@@ -189,11 +234,12 @@ def _check_registers(p: _Plan, arr, dtype, what: str, hint: str) -> np.ndarray:
 
 # ---------------------------------------------------------------------------- block exchange
 class _Deposit:
-    __slots__ = ("mm", "form", "t", "group", "alpha", "beta", "a", "b", "c", "acc")
+    __slots__ = ("mm", "form", "t", "group", "alpha", "beta", "a", "b", "c", "acc", "lds")
 
-    def __init__(self, mm, form, t, group, alpha=None, beta=None, a=None, b=None, c=None, acc=None):
+    def __init__(self, mm, form, t, group, alpha=None, beta=None, a=None, b=None, c=None, acc=None, lds=None):
         self.mm, self.form, self.t, self.group = mm, form, t, group
         self.alpha, self.beta, self.a, self.b, self.c, self.acc = alpha, beta, a, b, c, acc
+        self.lds = lds
 
 
 def _same_buffer(u: np.ndarray, v: np.ndarray) -> bool:
@@ -201,7 +247,8 @@ def _same_buffer(u: np.ndarray, v: np.ndarray) -> bool:
 
 
 def _describe(d: _Deposit) -> str:
-    return "execute(alpha, a, b, beta, c)" if d.form == "smem" else "execute(a, b, accumulator)"
+    return {"smem": "execute(alpha, a, b, beta, c)", "smem_ld": "execute(alpha, a, lda, b, ldb, beta, c, ldc)",
+            "rmem": "execute(a, b, accumulator)"}[d.form]
 
 
 def _close_round(rnd: Round, call: int, block: tuple) -> None:
@@ -217,7 +264,7 @@ def _close_round(rnd: Round, call: int, block: tuple) -> None:
     for tid, d in sorted(rnd.deposits.items(), key=lambda td: td[0][::-1]):
         forms.setdefault(d.form, (tid, d))
     if len(forms) > 1:
-        (t1, d1), (t2, d2) = forms["smem"], forms["rmem"]
+        (t1, d1), (t2, d2) = list(forms.values())[:2]
         rnd.error = (f"Matmul.execute call #{call + 1} in block {block}: threads called both "
                      f"{_describe(d1)} (thread {t1}) and {_describe(d2)} (thread {t2}); all threads "
                      "must call the same form together")
@@ -237,7 +284,12 @@ def _close_round(rnd: Round, call: int, block: tuple) -> None:
                                  f"of one GEMM passed different '{name}' tiles; the threads of a GEMM must "
                                  "pass the same shared arrays")
                     return
-            if d0.form == "smem" and (d.alpha != d0.alpha or d.beta != d0.beta):
+            if d0.form != "rmem" and d.lds != d0.lds:
+                rnd.error = (f"Matmul.execute call #{call + 1} in block {block}: threads {tid0} and {tid} "
+                             f"of one GEMM passed different leading dimensions {d0.lds} vs {d.lds}; the "
+                             "threads of a GEMM must pass the same lda, ldb, ldc")
+                return
+            if d0.form != "rmem" and (d.alpha != d0.alpha or d.beta != d0.beta):
                 rnd.error = (f"Matmul.execute call #{call + 1} in block {block}: threads {tid0} and {tid} "
                              f"of one GEMM passed different alpha/beta ({d0.alpha}, {d0.beta}) vs "
                              f"({d.alpha}, {d.beta}); each thread scales its own share of C")
@@ -250,15 +302,16 @@ def _close_round(rnd: Round, call: int, block: tuple) -> None:
 def _compute(p: _Plan, work) -> None:
     for members in work:
         d0 = members[0][1]
-        a = p.tile(0, d0.a).astype(p.wide)
-        b = p.tile(1, d0.b).astype(p.wide)
+        lds = d0.lds or (None, None, None)
+        a = p.widen(p.tile(0, d0.a, lds[0]))
+        b = p.widen(p.tile(1, d0.b, lds[1]))
         prod = a @ b
-        if d0.form == "smem":
-            c = p.tile(2, d0.c)
+        if d0.form != "rmem":
+            c = p.tile(2, d0.c, lds[2])
             res = d0.alpha.astype(p.wide) * prod
             if d0.beta != 0:  # cuBLASDx does not read C when beta == 0
-                res = res + d0.beta.astype(p.wide) * c.astype(p.wide)
-            c[...] = res.astype(p.ct)
+                res = res + d0.beta.astype(p.wide) * p.widen(c)
+            p.narrow(res, c)
         else:
             table = p.table
             n = p.accumulator_size
@@ -266,10 +319,18 @@ def _compute(p: _Plan, work) -> None:
                 rc = table[d.t]
                 ok = rc[:, 0] >= 0
                 acc = d.acc[:n]
-                new = acc.astype(p.wide)
+                new = p.widen(acc)
                 new[ok] += prod[rc[ok, 0], rc[ok, 1]]
-                acc[ok] = new[ok].astype(p.ct)
-                acc[~ok] = np.nan  # unspecified on the GPU
+                p.narrow(new, acc)
+                # unused values are unspecified on the GPU: NaN here (integers: the type's extreme)
+                if p.half_complex:
+                    acc["x"][~ok] = np.nan
+                    acc["y"][~ok] = np.nan
+                elif p.integer:
+                    info = np.iinfo(p.ct)
+                    acc[~ok] = info.min if info.min < 0 else info.max
+                else:
+                    acc[~ok] = np.nan
 
 
 def _execute_collective(p: _Plan, form: str, checks) -> None:
@@ -290,9 +351,25 @@ def _execute_collective(p: _Plan, form: str, checks) -> None:
 
 
 def sim_execute(mm, *args) -> None:
-    """``MM.execute(alpha, a, b, beta, c)`` or ``MM.execute(a, b, acc)`` in a simulated kernel."""
+    """``MM.execute(alpha, a, b, beta, c)``, ``MM.execute(alpha, a, lda, b, ldb, beta, c, ldc)`` or
+    ``MM.execute(a, b, acc)`` in a simulated kernel."""
     p = _plan(mm)
-    if len(args) == 5:
+    if len(args) == 8:
+        alpha, a, lda, b, ldb, beta, c, ldc = args
+
+        def checks(ctx):
+            lds = check_runtime_lds(mm, tuple(unwrap(v) for v in (lda, ldb, ldc)))
+            return {
+                "alpha": _check_scalar(p, alpha, "Matmul.execute: alpha (1st argument)"),
+                "a": _check_tile(p, ctx, 0, a, "Matmul.execute: a (2nd argument)", lds=lds),
+                "b": _check_tile(p, ctx, 1, b, "Matmul.execute: b (4th argument)", lds=lds),
+                "beta": _check_scalar(p, beta, "Matmul.execute: beta (6th argument)"),
+                "c": _check_tile(p, ctx, 2, c, "Matmul.execute: c (7th argument)", lds=lds),
+                "lds": lds,
+            }
+
+        _execute_collective(p, "smem_ld", checks)
+    elif len(args) == 5:
         alpha, a, b, beta, c = args
 
         def checks(ctx):
@@ -322,8 +399,9 @@ def sim_execute(mm, *args) -> None:
     else:
         _kernel_context_gemm("execute")
         raise TypeError(
-            "Matmul.execute takes (alpha, a, b, beta, c) with A, B, C in shared memory, or (a, b, "
-            f"accumulator) with C in registers; got {len(args)} argument(s)"
+            "Matmul.execute takes (alpha, a, b, beta, c) with A, B, C in shared memory, (alpha, a, lda, b, "
+            "ldb, beta, c, ldc) with run-time leading dimensions, or (a, b, accumulator) with C in registers; "
+            f"got {len(args)} argument(s)"
         )
 
 
@@ -370,8 +448,10 @@ def sim_copy(mm, name: str, *args) -> None:
     if not isinstance(g, np.ndarray) or g.ndim != 2:
         raise TypeError(f"Matmul.{name}: the global array ({gpos} argument) must be a 2-D array of shape "
                         f"{(rows, cols)}, got {type(g).__name__}{getattr(g, 'shape', '')}")
-    if g.dtype != vt:
-        raise TypeError(f"Matmul.{name}: the global array ({gpos} argument) must hold {vt}, got {g.dtype} "
+    convert = p.half_complex and g.dtype in (np.complex64, np.complex128)  # converted, as on the GPU
+    if g.dtype != vt and not convert:
+        also = " (or complex64/complex128, converted)" if p.half_complex else ""
+        raise TypeError(f"Matmul.{name}: the global array ({gpos} argument) must hold {vt}{also}, got {g.dtype} "
                         f"(MM.{op.lower()}_value_type: the copy does not convert)")
     if g.shape[0] < rows or g.shape[1] < cols:
         raise ValueError(f"Matmul.{name}: the global array ({gpos} argument) has shape {g.shape}; "
@@ -400,7 +480,13 @@ def sim_copy(mm, name: str, *args) -> None:
     else:
         r, c = i // cols, i % cols
         flat = r * ld + c
-    if store:
+    if convert and store:
+        g[r, c] = (s[flat]["x"].astype(np.float64) + 1j * s[flat]["y"].astype(np.float64)).astype(g.dtype)
+    elif convert:
+        v = g[r, c]
+        s["x"][flat] = v.real.astype(np.float16)
+        s["y"][flat] = v.imag.astype(np.float16)
+    elif store:
         g[r, c] = s[flat]
     else:
         s[flat] = g[r, c]
