@@ -42,6 +42,13 @@ class CurandState(types.Record):
         """The generator: one type per generator."""
         return ("curandState", self.generator)
 
+    def can_convert_to(self, typingctx, other):
+        """No conversion between generators: numba would treat a ScrambledSobol32 state as a
+        Sobol32 one (same members) and reuse a device function compiled for the other."""
+        if isinstance(other, types.Record) and other != self:
+            return None
+        return super().can_convert_to(typingctx, other)
+
 
 register_model(CurandState)(core_models.RecordModel)
 

@@ -13,7 +13,7 @@ from nvmath_device import aot, random
 from nvmath_device._build import toolchain
 from nvmath_device._numba.random_numba import STATE_TYPES, CurandState
 from nvmath_device._numba.vector import NUMBA_TYPES
-from nvmath_device._random_states import FUNCTIONS, GENERATORS, STATE_DTYPES
+from nvmath_device._random_states import FUNCTIONS, GENERATORS, INIT_PARAMS, STATE_DTYPES
 
 
 def states_type(generator):
@@ -302,3 +302,45 @@ def test_compile_is_a_no_op_for_nvmath_python_code():
     c = random.Compile(cc=None)
     assert c.files == [] and c.extension is None
     assert random.Compile(cc=(9, 0)).files == []
+
+
+# ------------------------------------------------------------------------------ the GPU suite's kernels
+def _gpu_suite_argtypes(kind, name, generator):
+    st = states_type(generator)
+    word = types.uint32 if generator in ("Sobol32", "ScrambledSobol32") else types.uint64
+    if kind == "init":
+        params = INIT_PARAMS[generator]
+        if params[0][0] == "seed":
+            return (st, types.int64, types.int64)
+        if len(params) == 2:
+            return (_arr(word, 2), st, types.int64)
+        return (_arr(word, 2), _arr(word), st, types.int64)
+    if kind == "skip":
+        return (st, _arr(word))
+    result = FUNCTIONS[name].result[generator]
+    scalar = getattr(types, result.split("x")[0])
+    return (st, _arr(scalar, 2 if "x" not in result else 3), types.float64, types.float64)
+
+
+@pytest.mark.parametrize("generator", GENERATORS)
+def test_the_gpu_suites_kernels_link(generator):
+    """tests/gpu/test_random_gpu.py cannot run here; its kernels (with the argument types it
+    launches them with) must at least type and link for sm_90."""
+    from tests.gpu import test_random_gpu as g
+
+    jobs = [("init", generator)]
+    jobs += [("draw", f) for f, fn in FUNCTIONS.items() if generator in fn.generators and fn.state_first]
+    jobs += [("skip", f) for f, fn in FUNCTIONS.items() if generator in fn.generators and not fn.state_first]
+    for kind, name in jobs:
+        k = g.kernel(kind, name)
+        linked = aot.compile_kernel(k, _gpu_suite_argtypes(kind, name, generator), 90).linked
+        assert f"nvmathdx_curand_{generator}.ltoir" in linked, (kind, name)
+
+
+def test_states_of_one_generator_never_convert_to_another():
+    # numba's records convert to records with the same leading members (width subtyping)
+    s32, x32 = STATE_TYPES["Sobol32"], STATE_TYPES["ScrambledSobol32"]
+    assert x32.can_convert_to(None, s32) is None and s32.can_convert_to(None, x32) is None
+    assert STATE_TYPES["Sobol64"].can_convert_to(None, STATE_TYPES["ScrambledSobol64"]) is None
+    plain = types.Record([(n, {"type": f.type, "offset": f.offset}) for n, f in s32.fields.items()], s32.size, True)
+    assert s32.can_convert_to(None, plain) is None
