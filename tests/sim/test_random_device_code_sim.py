@@ -43,7 +43,7 @@ def _body(ptx, name):
 
 
 def _f32(x) -> str:
-    return "0f%08X" % int(np.float32(x).view(np.uint32))
+    return f"0f{int(np.float32(x).view(np.uint32)):08X}"
 
 
 def test_uniform_is_one_fma(ptx):

@@ -43,7 +43,7 @@ def _philox_block(counter: int, key: int):
     c = [np.uint64((counter >> (32 * i)) & M32) for i in range(4)]
     k = [np.uint64(key & M32), np.uint64(key >> 32)]
     mask = np.uint64(M32)
-    for r in range(10):
+    for _ in range(10):
         p0 = np.uint64(0xD2511F53) * c[0]
         p1 = np.uint64(0xCD9E8D57) * c[2]
         c = [(p1 >> np.uint64(32)) ^ c[1] ^ k[0], p1 & mask, (p0 >> np.uint64(32)) ^ c[3] ^ k[1], p0 & mask]
