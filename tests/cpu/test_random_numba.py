@@ -344,3 +344,16 @@ def test_states_of_one_generator_never_convert_to_another():
     assert STATE_TYPES["Sobol64"].can_convert_to(None, STATE_TYPES["ScrambledSobol64"]) is None
     plain = types.Record([(n, {"type": f.type, "offset": f.offset}) for n, f in s32.fields.items()], s32.size, True)
     assert s32.can_convert_to(None, plain) is None
+
+
+def test_the_linked_unit_pickles_as_its_generator():
+    # @cuda.jit(cache=True) kernels pickle their linking files: the unit goes as its generator
+    import pickle
+
+    from nvmath_device._build.random_codegen import RandomUnit
+    from nvmath_device._numba.common import linkable_ltoir
+
+    obj = linkable_ltoir(RandomUnit("MRG32k3a"))
+    blob = pickle.dumps(obj)
+    assert len(blob) < 500  # no LTO-IR inside
+    assert pickle.loads(blob) is obj and obj.descriptor == RandomUnit("MRG32k3a")
