@@ -114,3 +114,65 @@ def test_sobol_dimensions_are_device_streams(kind):
             rm.init(vectors[d], 0, s)
         got = [rm.rand(s) for _ in range(points)]
         np.testing.assert_array_equal(np.array(got, raw.dtype), raw[d * points:(d + 1) * points], err_msg=f"dim {d}")
+
+
+# ------------------------------------------------------------------ normals of the host API
+
+def _host_normals(kind, seed, n, double, log=False):
+    g = HostGenerator(kind).pseudo(seed)
+    out = np.zeros(n, np.float64 if double else np.float32)
+    name = f"curandGenerate{'LogNormal' if log else 'Normal'}{'Double' if double else ''}"
+    arg = ctypes.c_double if double else ctypes.c_float
+    mean, sd = (0.25, 0.5) if log else (0.0, 1.0)
+    g._check(getattr(g.lib, name)(g.handle, out.ctypes.data_as(ctypes.c_void_p), ctypes.c_size_t(n),
+                                  arg(mean), arg(sd)), name)
+    g.close()
+    return out
+
+
+def _ulps(got, want):
+    """Largest difference in ulps of max(|want|, 1) (the host's sin(v * pi) is inexact near the
+    zeros, in absolute terms only)."""
+    want = np.asarray(want)
+    scale = np.maximum(np.abs(want), 1).astype(want.dtype)
+    return float(np.max(np.abs(np.asarray(got, np.float64) - want) / np.spacing(scale)))
+
+
+@pytest.mark.parametrize("kind", ["XORWOW", "MRG32k3a", "Philox4_32_10"])
+@pytest.mark.parametrize("double", [False, True])
+@pytest.mark.parametrize("log", [False, True])
+def test_host_api_normals_consume_the_streams_as_the_device_forms(kind, double, log):
+    """libcurand's host normals are Box-Muller pairs of the same streams (XORWOW/MRG32k3a: pair p
+    from subsequence p % 4096, its (p // 4096)-th normal2; Philox: 4 values per subsequence,
+    normal4 or two normal2_double). The host computes with the CPU's libm, the simulator with
+    float64 rounded to the device's precision: the values agree within a few ulps (float) and
+    to rounding (double), which checks which raw values feed which normal."""
+    seed = 31337
+    n = 4 * THREADS + 64
+    host = _host_normals(kind, seed, n, double, log)
+    mean, sd = 0.25, 0.5
+    per = 4 if kind == "Philox4_32_10" else 2
+    picks = [*range(0, 24), *range(THREADS - 4, THREADS + 12), n // per - 1]
+    worst = 0.0
+    for p in picks:
+        if kind == "Philox4_32_10":
+            sub, calls = p, 0
+        else:
+            sub, calls = p % THREADS, p // THREADS
+        s = np.zeros(1, STATE_DTYPES[kind])[0]
+        rm.init(seed, sub, 0, s)
+        for _ in range(calls + 1):
+            if kind == "Philox4_32_10":
+                if double:
+                    v = [*rm.normal2_double(s), *rm.normal2_double(s)]
+                else:
+                    v = rm.normal4(s)
+            else:
+                v = rm.normal2_double(s) if double else rm.normal2(s)
+        v = np.array(v, np.float64)
+        if log:
+            v = np.exp(mean + sd * v)
+        want = v.astype(host.dtype)
+        worst = max(worst, _ulps(host[per * p:per * p + per], want))
+    # measured: float <= 1, double <= 5.4 (the host's sin(v * pi) rounds v * pi first)
+    assert worst <= (8 if double else 2), worst
