@@ -176,3 +176,29 @@ def test_host_api_normals_consume_the_streams_as_the_device_forms(kind, double, 
         worst = max(worst, _ulps(host[per * p:per * p + per], want))
     # measured: float <= 1, double <= 5.4 (the host's sin(v * pi) rounds v * pi first)
     assert worst <= (8 if double else 2), worst
+
+
+@pytest.mark.parametrize("kind", ["Sobol32", "ScrambledSobol32", "Sobol64", "ScrambledSobol64"])
+@pytest.mark.parametrize("double", [False, True])
+def test_host_api_sobol_normals_are_the_inverse_cdf_of_the_streams(kind, double):
+    bits = 64 if kind.endswith("64") else 32
+    scrambled = kind.startswith("Scrambled")
+    dims, points = 3, 200
+    g = HostGenerator(kind).dimensions(dims)
+    out = np.zeros(dims * points, np.float64 if double else np.float32)
+    name = "curandGenerateNormalDouble" if double else "curandGenerateNormal"
+    arg = ctypes.c_double if double else ctypes.c_float
+    g._check(getattr(g.lib, name)(g.handle, out.ctypes.data_as(ctypes.c_void_p), ctypes.c_size_t(out.size),
+                                  arg(0.0), arg(1.0)), name)
+    g.close()
+    vectors, consts = rm.host_direction_vectors(bits, scrambled), rm.host_scramble_constants(bits)
+    worst = 0.0
+    for d in range(dims):
+        s = np.zeros(1, STATE_DTYPES[kind])[0]
+        if scrambled:
+            rm.init(vectors[d], int(consts[d]), 0, s)
+        else:
+            rm.init(vectors[d], 0, s)
+        want = np.array([rm.normal_double(s) if double else rm.normal(s) for _ in range(points)], out.dtype)
+        worst = max(worst, _ulps(out[d * points:(d + 1) * points], want))
+    assert worst <= (8 if double else 4), worst
