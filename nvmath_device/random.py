@@ -202,6 +202,10 @@ class _HostStates(np.ndarray):
         """A copy as a plain NumPy array."""
         return np.array(self).view(np.ndarray)
 
+    def copy_to_device(self, ary):
+        """Overwrite the states with ``ary`` (same shape and dtype)."""
+        self[...] = ary
+
 
 class _States:
     """An array of ``n`` generator states in device memory (one per thread, usually)."""
@@ -235,6 +239,11 @@ class _States:
     def size(self) -> int:
         """How many states the array holds."""
         return int(self._array.shape[0])
+
+    @property
+    def shape(self) -> tuple[int]:
+        """``(size,)``, as the array's shape in kernels (``states.shape[0]``)."""
+        return (self.size,)
 
     def __len__(self) -> int:
         return self.size
@@ -297,13 +306,14 @@ STATES_CLASSES = {cls.generator: cls for cls in (
 
 class Compile:
     """nvmath-python's ``random.Compile``: kept so ``@cuda.jit(link=c.files, extensions=c.extension)``
-    code runs. Here kernels link cuRAND's code themselves: ``files`` is ``[]`` and ``extension``
-    is ``None``; ``cc`` is accepted and ignored."""
+    code runs. Here kernels link cuRAND's code themselves and type ``States*`` arguments without
+    an argument extension: ``files`` and ``extension`` are empty lists; ``cc`` is accepted and
+    ignored."""
 
     def __init__(self, cc=None):
         self.cc = cc
         self.files: list = []
-        self.extension = None
+        self.extension: list = []
 
 
 # ------------------------------------------------------------------------------ Sobol host helpers

@@ -84,12 +84,16 @@ def test_states_under_the_simulator():
         from nvmath_device._random_states import STATE_DTYPES
 
         s = random.StatesPhilox4_32_10(8)
-        assert s.dtype == STATE_DTYPES["Philox4_32_10"] and len(s) == 8 and s.size == 8
+        assert s.dtype == STATE_DTYPES["Philox4_32_10"] and len(s) == 8 and s.size == 8 and s.shape == (8,)
         r = s[3]
         r["STATE"] = 2
         assert s.copy_to_host()["STATE"][3] == 2 and s.data.copy_to_host()["STATE"][3] == 2
+        s.data.copy_to_device(np.zeros(8, s.dtype))
+        assert s.copy_to_host()["STATE"][3] == 0
 
-        @cuda.jit
+        c = random.Compile(cc=None)  # nvmath-python code: link= and extensions= run unchanged
+
+        @cuda.jit(link=c.files, extensions=c.extension)
         def k(states, out):
             i = cuda.grid(1)
             random.init(1234, i, 0, states[i])

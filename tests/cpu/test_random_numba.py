@@ -300,7 +300,7 @@ def test_states_arguments_are_checked_before_allocating():
 
 def test_compile_is_a_no_op_for_nvmath_python_code():
     c = random.Compile(cc=None)
-    assert c.files == [] and c.extension is None
+    assert c.files == [] and c.extension == []
     assert random.Compile(cc=(9, 0)).files == []
 
 
