@@ -25,6 +25,7 @@ from numba.core import types
 from numba.core.errors import TypingError
 from numba.cuda.extending import infer_getattr, lower_builtin, typeof_impl
 
+from .._vector import CONSTRUCTORS
 from ..gemm import Matmul, runtime_ld_code
 from ..types import Complex
 from ._compat import AttributeTemplate, bfloat16, cgutils
@@ -208,10 +209,11 @@ def _make_copy_typer(name):
         if not isinstance(g, types.Array) or g.ndim != 2:
             raise TypingError(f"Matmul.{name}: the global array ({gpos} argument) must be a 2-D array of "
                               f"shape {dims}, got {g}")
-        if _is_half_complex(vt) and g.dtype in (types.complex64, types.complex128):
+        if _is_half_complex(vt) and (g.dtype in (types.complex64, types.complex128) or _is_complex32_record(g.dtype)):
             pass  # complex float16 tiles: converted element by element (nvmath-python's cfp16 example)
         elif g.dtype != vt:
-            also = " (or complex64/complex128, converted)" if _is_half_complex(vt) else ""
+            also = (" (or complex64/complex128, converted, or records of numpy.dtype(types.complex32))"
+                    if _is_half_complex(vt) else "")
             raise TypingError(f"Matmul.{name}: the global array ({gpos} argument) must hold {_tname(vt)}{also}, "
                               f"got {_tname(g.dtype)} (MM.{'abc'[idx]}_value_type: the copy does not convert)")
         _check_array(s, vt, f"Matmul.{name}: the shared array ({spos} argument)",
@@ -224,6 +226,66 @@ def _make_copy_typer(name):
 def _thread_rank(mm):
     bx, by, bz = mm.block_dim
     return 3 if bz != 1 else (2 if by != 1 else 1)
+
+
+def _is_complex32_record(t) -> bool:
+    """A record of the host dtype of ``types.complex32`` (fields x, y of float16)."""
+    if not isinstance(t, types.Record):
+        return False
+    fields = [(k, v.type) for k, v in t.fields.items()]
+    return fields == [("x", types.float16), ("y", types.float16)] and t.size == 4
+
+
+def _make_record_copy_impl(mm, name):
+    """Copies between records (x, y) of float16 in global memory and a float16x2 tile."""
+    idx = _COPY[name]
+    rows, cols, col_major = mm._copy_layout(idx)
+    ld = mm.leading_dimension[idx]
+    nthreads = mm.max_threads_per_block
+    total = rows * cols
+    rank = _thread_rank(mm)
+    make = CONSTRUCTORS["float16x2"]
+
+    if name == "store_c":
+        def impl(mm_, s, g):
+            t = cuda.threadIdx.x
+            if rank >= 2:
+                t += cuda.threadIdx.y * cuda.blockDim.x
+            if rank == 3:
+                t += cuda.threadIdx.z * cuda.blockDim.x * cuda.blockDim.y
+            if t < nthreads:
+                for i in range(t, total, nthreads):
+                    if col_major:
+                        r = i % rows
+                        c = i // rows
+                        w = s[r + c * ld]
+                    else:
+                        r = i // cols
+                        c = i % cols
+                        w = s[r * ld + c]
+                    rec = g[r, c]  # a reference into the array
+                    rec.x = w.x
+                    rec.y = w.y
+    else:
+        def impl(mm_, g, s):
+            t = cuda.threadIdx.x
+            if rank >= 2:
+                t += cuda.threadIdx.y * cuda.blockDim.x
+            if rank == 3:
+                t += cuda.threadIdx.z * cuda.blockDim.x * cuda.blockDim.y
+            if t < nthreads:
+                for i in range(t, total, nthreads):
+                    if col_major:
+                        r = i % rows
+                        c = i // rows
+                        v = g[r, c]
+                        s[r + c * ld] = make(v.x, v.y)
+                    else:
+                        r = i // cols
+                        c = i % cols
+                        v = g[r, c]
+                        s[r * ld + c] = make(v.x, v.y)
+    return impl
 
 
 def _make_copy_impl(mm, name):
@@ -352,7 +414,9 @@ def _register_copy(name):
     @lower_builtin(_copy_key(name), MatmulType, types.VarArg(types.Any))
     def _lower_copy(context, builder, sig, args):
         mm, argtys, vals = _split(sig, args)
-        impl = _make_copy_impl(mm, name)
+        g = argtys[1] if name == "store_c" else argtys[0]
+        record = _is_complex32_record(g.dtype)
+        impl = (_make_record_copy_impl if record else _make_copy_impl)(mm, name)
         recvr_ty = sig.recvr if sig.recvr is not None else sig.args[0]
         isig = types.none(recvr_ty, *argtys)
         recv = args[0] if len(args) > len(argtys) else context.get_dummy_value()

@@ -299,3 +299,27 @@ def test_complex_half_copy_refuses_float32_globals():
         M.load_a(A, sa)
 
     _typing_error(k, (types.float32[:, ::1],), r"must hold float16x2_type.*or complex64/complex128, converted")
+
+
+def test_complex_half_copies_take_complex32_host_records():
+    """Global arrays of numpy.dtype(types.complex32) (records x, y of float16: what such host
+    arrays type as) load into and store from float16x2 tiles."""
+    from numba.cuda.typing.typeof import typeof
+
+    M = mm("c16-rcc")
+    rec2 = typeof(np.zeros((2, 2), np.dtype(complex32)))
+
+    def k(A, B, C):
+        sa = cuda.shared.array(M.a_size, dtype=M.a_value_type)
+        sb = cuda.shared.array(M.b_size, dtype=M.b_value_type)
+        sc = cuda.shared.array(M.c_size, dtype=M.c_value_type)
+        M.load_a(A, sa)
+        M.load_b(B, sb)
+        M.load_c(C, sc)
+        cuda.syncthreads()
+        M.execute(1.0, sa, sb, 0.5, sc)
+        cuda.syncthreads()
+        M.store_c(sc, C)
+
+    ck = _linked(k, (rec2, rec2, rec2))
+    assert ck.linked == (f"{M.symbol}.ltoir",)
