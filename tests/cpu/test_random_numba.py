@@ -357,3 +357,14 @@ def test_the_linked_unit_pickles_as_its_generator():
     blob = pickle.dumps(obj)
     assert len(blob) < 500  # no LTO-IR inside
     assert pickle.loads(blob) is obj and obj.descriptor == RandomUnit("MRG32k3a")
+
+
+def k_init_from_pointer(ptr, states):
+    random.init(ptr, 5, 7, states[0])
+
+
+def test_sobol_init_takes_a_pointer_to_the_direction_vectors():
+    # nvmath-python's examples pass ffi.from_buffer(vectors[d:]) (a pointer to uint64)
+    _linked(k_init_from_pointer, (types.CPointer(types.uint64), states_type("ScrambledSobol64")), "ScrambledSobol64")
+    _typing_error(k_init_from_pointer, (types.CPointer(types.uint32), states_type("ScrambledSobol64")),
+                  r"or a pointer to uint64, got uint32\*")
