@@ -27,6 +27,10 @@ Exactness, per function (see :data:`BIT_EXACT` and :data:`DEVICE_TOLERANCE`):
   gammainc rejection test, a ``+ 0.5`` truncation) lands within those errors; from then on that
   state's draws differ too.
 
+Ground truth without a GPU: libcurand's host generators (NVIDIA's implementation on the CPU)
+produce, in their documented orderings, the streams of this module's ``init``/``rand`` bit for bit
+and its normals to a few ulps (tests/sim/test_random_host_library_sim.py).
+
 Precomputed tables (XORWOW skipahead matrices of ``curand_precalc.h``, MRG32k3a's of
 ``curand_mrg32k3a.h``) are read once per process from the installed ``nvidia-curand`` headers.
 """
