@@ -203,6 +203,9 @@ def _argtype(arg):
 
     value = getattr(arg, "value", arg) if type(arg).__name__ in ("In", "Out", "InOut") else arg
     value = unwrap(value)
+    states = _curand_states(value)
+    if states is not None:
+        return states
     if getattr(getattr(value, "dtype", None), "name", "") == "bfloat16":
         # numba's typeof knows no bfloat16 (numba-cuda types ml_dtypes.bfloat16 values and
         # arrays as __nv_bfloat16 ones): a spec that the compile step turns into that type
@@ -213,7 +216,35 @@ def _argtype(arg):
     return numba.typeof(value, Purpose.argument)
 
 
+def _curand_states(value):
+    """``("curand states", generator)`` for a ``random.States*`` object, or for a NumPy array of
+    one generator's state dtype (the simulator's ``states.data``); None for anything else. The
+    simulator's process cannot type them (numba-cuda's typing of the states lives in the numba
+    layer, which the simulator does not import)."""
+    import numpy as np
+
+    from nvmath_device import random
+    from nvmath_device._random_states import STATE_DTYPES
+
+    if isinstance(value, random._States):
+        return ("curand states", value.generator)
+    if not isinstance(value, np.ndarray) or value.dtype.names is None:
+        return None
+    tagged = (value.dtype.metadata or {}).get("generator")
+    if tagged in STATE_DTYPES:
+        return ("curand states", tagged)
+    matches = [g for g, dt in STATE_DTYPES.items() if dt == value.dtype]
+    if len(matches) > 1:
+        raise TypeError(f"a states array whose dtype fits several generators ({', '.join(matches)})")
+    return ("curand states", matches[0]) if matches else None
+
+
 def _resolve(argtype):
+    if isinstance(argtype, tuple) and argtype[:1] == ("curand states",):
+        from nvmath_device._numba.random_numba import STATE_TYPES
+        from numba.core import types
+
+        return types.Array(STATE_TYPES[argtype[1]], 1, "C")
     if isinstance(argtype, tuple) and argtype[:1] in (("bfloat16",), ("bfloat16 array",)):
         from numba.core import types
         from numba.cuda.types import bfloat16
