@@ -137,18 +137,30 @@ def current_device_cc():
         return None
 
 
+# What current_device_sm() answers when there is no GPU: None (it raises DriverError) unless
+# the layer that runs kernels without device code, the simulator, sets the architecture its
+# descriptors target without sm= (nvmath_device._sim._compat sets sm_90 there).
+_no_gpu_sm: ComputeCapability | None = None
+
+
 def current_device_sm() -> ComputeCapability:
     """The compute capability descriptors target by default: the current GPU's (as nvmath-python's
-    ``current_device_sm``). ``sm=current_device_sm()`` is the same as leaving ``sm`` out.
+    ``current_device_sm``). ``sm=current_device_sm()`` is the same as leaving ``sm`` out: under
+    the CUDA simulator on a machine without a GPU that is sm_90, ``ComputeCapability(9, 0)``.
 
     Returns
     -------
     ComputeCapability
-        ``(major, minor)`` of the current GPU.
+        ``(major, minor)`` of the current GPU (under the simulator without one: ``(9, 0)``).
 
     Raises
     ------
     DriverError
-        There is no CUDA GPU or driver here.
+        There is no CUDA GPU or driver here (and the simulator is not enabled).
     """
-    return get_current_device_cc()
+    try:
+        return get_current_device_cc()
+    except DriverError:
+        if _no_gpu_sm is not None:
+            return _no_gpu_sm
+        raise

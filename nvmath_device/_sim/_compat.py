@@ -16,7 +16,7 @@ simulator enabled):
   the simulator: both become ``numpy.dtype(ml_dtypes.bfloat16)`` here, the dtype numba-cuda
   gives bfloat16 arrays.
 
-Four more make the simulator take what numba-cuda's CUDA target takes (numba-cuda 0.30.4's
+Five more make the simulator take what numba-cuda's CUDA target takes (numba-cuda 0.30.4's
 ``simulator/kernelapi.py``, ``simulator/api.py`` and ``simulator/kernel.py``):
 
 - ``cuda.shared.array(shape=(0,), ...)``: on the GPU any 1-D shape with no elements means
@@ -37,6 +37,9 @@ Four more make the simulator take what numba-cuda's CUDA target takes (numba-cud
   converts (``_sim.vector.convert_store``); a real number or tuple stored into a vector array in
   a kernel is a TypeError as kernels refuse it at compile time (NumPy copied it into every
   element). The values themselves (``_vector.VectorRecord``) do complex arithmetic.
+- ``common_cuda.current_device_sm()`` without a GPU: the architecture descriptors without
+  ``sm=`` target here (sm_90) instead of DriverError, so ``sm=current_device_sm()`` means what
+  leaving ``sm`` out means, as on a GPU.
 - keyword arguments in device-function calls (``f(x, scale=2.0)``): numba-cuda types them by
   folding the arguments into the signature; the simulator's ``FakeCUDAKernel.__call__`` took
   ``*args`` only and raised ``TypeError``. A kernel launch stays positional only, as on the GPU.
@@ -149,6 +152,7 @@ def install_simulator_compat() -> None:
     kernelapi.FakeCUDAShared.array = _shared_array
     _install_jit_options()
     _install_vector_stores()
+    _answer_current_device_sm()
     _original_call = kernel.FakeCUDAKernel.__call__
     if not getattr(_original_call, "_nvmath_device_kwargs", False):
         kernel.FakeCUDAKernel.__call__ = _call_with_keywords(_original_call)
@@ -195,6 +199,17 @@ def _install_jit_options() -> None:
     for module in (api, simulator, simulator_init, numba.cuda):
         if getattr(module, "jit", None) is original:
             module.jit = jit
+
+
+def _answer_current_device_sm() -> None:
+    """``common_cuda.current_device_sm()`` without a GPU answers the architecture descriptors
+    without ``sm=`` target here (``_descriptor.SIMULATOR_DEFAULT_SM``), so that nvmath-style
+    ``FFT(..., sm=current_device_sm())`` means what leaving ``sm`` out means (it raised
+    DriverError)."""
+    from .. import common_cuda
+    from .._descriptor import SIMULATOR_DEFAULT_SM
+
+    common_cuda._no_gpu_sm = common_cuda.ComputeCapability(*divmod(SIMULATOR_DEFAULT_SM, 10))
 
 
 def _install_vector_stores() -> None:

@@ -1,13 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
-"""common_cuda.Dim3 takes positive integers only (nvmath-python's Dim3 is a plain named tuple
-that takes anything; a launch with a bad one fails later, far from the mistake)."""
+"""common_cuda without a GPU: Dim3 takes positive integers only (nvmath-python's Dim3 is a plain
+named tuple that takes anything; a launch with a bad one fails later, far from the mistake), and
+current_device_sm() raises DriverError without a GPU outside the simulator (the simulator's
+answer is tests/sim/test_nvmath_compat_sm.py's)."""
 
 import pickle
 
 import numpy as np
 import pytest
 
-from nvmath_device import Dim3, Matmul
+from nvmath_device import Dim3, DriverError, Matmul, common_cuda
 
 
 def test_positive_integers_are_kept_as_python_ints():
@@ -41,3 +43,17 @@ def test_replace_validates_too():
 def test_a_bad_block_dim_fails_before_any_compiler_runs():
     with pytest.raises(ValueError, match=r"Dim3: x must be a positive integer"):
         Matmul(size=(16, 16, 16), precision=np.float32, data_type="real", block_dim=Dim3(0), sm=90)
+
+
+def test_current_device_sm_without_a_gpu(monkeypatch):
+    def no_gpu():
+        raise DriverError("numba-mathdx: cuInit failed (test)")
+
+    monkeypatch.setattr(common_cuda, "get_current_device_cc", no_gpu)
+    monkeypatch.setattr(common_cuda, "_no_gpu_sm", None)  # the numba layer: no simulator answer
+    with pytest.raises(DriverError, match="cuInit failed"):
+        common_cuda.current_device_sm()
+    monkeypatch.setattr(common_cuda, "_no_gpu_sm", common_cuda.ComputeCapability(9, 0))
+    assert common_cuda.current_device_sm() == (9, 0)
+    monkeypatch.setattr(common_cuda, "get_current_device_cc", lambda: common_cuda.ComputeCapability(8, 6))
+    assert common_cuda.current_device_sm() == (8, 6)  # a GPU's answer always wins
