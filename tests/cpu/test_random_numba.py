@@ -368,3 +368,52 @@ def test_sobol_init_takes_a_pointer_to_the_direction_vectors():
     _linked(k_init_from_pointer, (types.CPointer(types.uint64), states_type("ScrambledSobol64")), "ScrambledSobol64")
     _typing_error(k_init_from_pointer, (types.CPointer(types.uint32), states_type("ScrambledSobol64")),
                   r"or a pointer to uint64, got uint32\*")
+
+
+# ------------------------------------------------------------------------------ the C ABI
+_PTX_KINDS = {types.uint32: {"u32", "b32", "s32"}, types.uint64: {"u64", "b64", "s64"},
+              types.float32: {"f32"}, types.float64: {"f64"}, "ptr": {"u64", "b64"}}
+_ARG_FOR = {"u32": types.uint32, "u64": types.uint64, "f32": types.float32, "f64": types.float64,
+            "dv32": _arr(types.uint32), "dv64": _arr(types.uint64)}
+
+
+def _lowered_params(generator, fname):
+    """What the lowering passes (random_numba's typing of the call, then its C arguments):
+    a PTX kind set per parameter, the result pointer last."""
+    from nvmath_device._numba import random_numba as rn
+
+    st = STATE_TYPES[generator]
+    if fname == "init":
+        args = tuple(_ARG_FOR[k] for _, k in INIT_PARAMS[generator]) + (st,)
+        _, sig = rn._type_init(args)
+    else:
+        f = FUNCTIONS[fname]
+        extra = tuple(_ARG_FOR[k] for _, k in f.params)
+        _, sig = rn._type_function(fname, (st, *extra) if f.state_first else (*extra, st))
+    kinds = [_PTX_KINDS["ptr"] if isinstance(t, (CurandState, types.Array, types.CPointer)) else _PTX_KINDS[t]
+             for t in sig.args]
+    if sig.return_type != types.none:
+        kinds.append(_PTX_KINDS["ptr"])
+    return kinds
+
+
+@pytest.mark.parametrize("generator", GENERATORS)
+def test_the_lowered_calls_match_the_compiled_wrappers(generator):
+    """LTO links a call whatever its declared types; so the parameters our lowering declares are
+    checked against how NVRTC's code of each wrapper reads them (``ld.param.<type>`` in its PTX)."""
+    import re
+
+    from nvmath_device._build import random_codegen as rc
+
+    ptx = toolchain.compile_source(rc.render_unit_source(generator), rc.UNIT_SM, "ptx",
+                                   extra_include_dirs=rc._extra_include_dirs()).decode()
+    names = ["init"] + [f for f, fn in FUNCTIONS.items() if generator in fn.generators]
+    for fname in names:
+        sym = rc.symbol(generator, fname)
+        decl = re.search(rf"\.visible \.func\s+{sym}\(([^)]*)\)", ptx)
+        assert decl, sym
+        count = len(re.findall(r"\.param \.\w+", decl.group(1)))
+        want = _lowered_params(generator, fname)
+        assert count == len(want), (sym, count, len(want))
+        for kind, index in set(re.findall(rf"ld\.param\.(\w+)\s+%\w+, \[{sym}_param_(\d+)\]", ptx)):
+            assert kind in want[int(index)], (sym, index, kind, want[int(index)])
