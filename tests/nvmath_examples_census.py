@@ -21,8 +21,9 @@ of nvmath-python is stored in this repository). For each example:
    simulator (``python -m tests.sim_kernels_compile <records> --jobs 1``).
 
 The table has one row per example: the simulator's result (``ok`` or the error type and the
-first line of its message, ``timeout`` past the limit) and the sm_90 link result (``k/n``
-kernels linked, the first link error). Exit status 0 (it is a census, not a test).
+first line of its message, ``timeout`` past the limit), the sm_90 link result (``k/n``
+kernels linked, the first link error) and, for a failure, its cause (:data:`CAUSES`); then
+the counts. Exit status 0 (it is a census, not a test).
 """
 
 from __future__ import annotations
@@ -141,6 +142,33 @@ def link_records(folder: Path, records: Path, timeout: float) -> str:
     return result
 
 
+# (test on the example's name and its simulator result, cause): the first that matches names
+# whose work a failure is; "compat" (this census' owner: vector types, common_cuda, simulator
+# patches) is what is left.
+CAUSES = (
+    (lambda n, r: n.startswith("curand_"), "cuRAND device API (random)"),
+    (lambda n, r: re.search(r"nvmath_device\.(common|cublasdx\w*)'|cannot import name 'axpby'", r) is not None,
+     "cuBLASDx tensor/pipeline API (nvmath_device.common, cublasdx, axpby): not this session"),
+    (lambda n, r: "cuda.coop" in r or "'coop' from 'cuda'" in r, "cuda.coop (CCCL), not nvmath.device"),
+    (lambda n, r: "cupy" in r or "CUDArt" in r or "has no attribute 'compile'" in r
+     or "multiProcessorCount" in r or "DriverError" in r or "cudaError" in r,
+     "needs a GPU/driver: cupy, kernel.compile()+cuFuncSetAttribute, cudart, occupancy"),
+    (lambda n, r: "Matmul" in r and "blockDim" in r, "GEMM simulator: launch blockDim larger than block_dim"),
+    (lambda n, r: "fp16" in n and "fft" in n, "FFT float16"),
+    (lambda n, r: "gemm" in n or "Matmul" in r, "GEMM"),
+)
+
+
+def classify(name: str, result: str) -> str:
+    """The cause of a failed example (see :data:`CAUSES`); "" for one that ran."""
+    if result == "ok":
+        return ""
+    for test, cause in CAUSES:
+        if test(name, result):
+            return cause
+    return "compat (vector types / common_cuda / simulator patches)"
+
+
 def _cell(text: str, width: int = 160) -> str:
     text = text.replace("|", "\\|").replace("\n", " ")
     return text if len(text) <= width else text[: width - 1] + "…"
@@ -174,11 +202,16 @@ def main(argv=None) -> int:
             print(f"{name}: {result} [{secs:.0f} s] | sm_90: {link}", flush=True)
     ok = sum(r[1] == "ok" for r in rows)
     linked_all = sum(bool(re.match(r"(\d+)/\1 linked", r[3])) for r in rows)
-    lines = ["| example | simulator | sm_90 link |", "|---|---|---|"]
-    lines += [f"| {n} | {_cell(r)} | {_cell(k)} |" for n, r, _, k in rows]
+    lines = ["| example | simulator | sm_90 link | cause |", "|---|---|---|---|"]
+    lines += [f"| {n} | {_cell(r)} | {_cell(k)} | {classify(n, r)} |" for n, r, _, k in rows]
     lines.append("")
     lines.append(f"{len(rows)} examples: {ok} ran ok under the simulator, {len(rows) - ok} failed; "
                  f"{linked_all} with every recorded kernel linked for sm_90")
+    causes: dict = {}
+    for n, r, _, _ in rows:
+        if r != "ok":
+            causes[classify(n, r)] = causes.get(classify(n, r), 0) + 1
+    lines += [f"- failed, {cause}: {count}" for cause, count in sorted(causes.items(), key=lambda c: -c[1])]
     table = "\n".join(lines)
     print("\n" + table)
     if args.out:
