@@ -226,7 +226,7 @@ class FFT(Frozen):
         ----------
         size : int
             FFT length.
-        precision : numpy.float32 or numpy.float64
+        precision : numpy.float16, numpy.float32 or numpy.float64
             Precision of the FFT.
         sm : int, tuple or str, optional
             Target architecture (e.g. 90); default: the current GPU (required without one).
@@ -246,7 +246,7 @@ class FFT(Frozen):
 
         Parameters
         ----------
-        precision : numpy.float32 or numpy.float64
+        precision : numpy.float16, numpy.float32 or numpy.float64
             Precision of the FFT.
         sm : int, tuple or str, optional
             Target architecture (e.g. 90); default: the current GPU (required without one).
@@ -490,7 +490,10 @@ class FFT(Frozen):
             This thread's registers, ``cuda.local.array(fft.storage_size, dtype=fft.value_type)``
             (or ``2 * fft.storage_size`` values of ``fft.precision_type`` with ``alignment=16``,
             e.g. for r2c/c2r). Element ``i`` holds element ``threadIdx.x + i * fft.stride`` of
-            the FFT ``threadIdx.y`` of the block, before and after the call.
+            the FFT ``threadIdx.y`` of the block, before and after the call. float16: an array
+            of ``float16x4_type`` (``fft.value_type``, ``(re0, re1, im0, im1)`` of the pair of
+            FFTs ``threadIdx.y`` holds) or of ``float16x2_type`` (the real view ``(x0, x1)``;
+            ``thread_data.view(float16x2_type)`` reads and writes real data).
         shared_memory : shared array
             Block execution only: ``cuda.shared.array(0, dtype=fft.value_type)`` (or of
             ``fft.precision_type``), with at least ``fft.shared_memory_size`` bytes of dynamic

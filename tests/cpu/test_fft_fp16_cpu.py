@@ -16,6 +16,7 @@ from tests.sim.test_fft_fp16_sim import (
     FP16_BLOCK,
     FP16_THREAD,
     SHARED,
+    is_real,
     make_block_kernel,
     make_shared_kernel,
     make_thread_kernel,
@@ -44,7 +45,14 @@ def test_fp16_traits(fft):
     assert fft.implicit_type_batching == 2
     assert fft.value_type is nd_types.half4
     assert fft.precision_type == np.dtype(np.float16)
-    if fft.fft_type == "r2c":
+    opts = fft.real_fft_options
+    if fft.fft_type != "c2c" and opts["real_mode"] == "folded":  # real data as complex pairs
+        assert fft.input_type is fft.output_type is nd_types.half4
+    elif fft.fft_type != "c2c" and opts["complex_layout"] != "natural":
+        complex_length = {"packed": n // 2, "full": n}[opts["complex_layout"]]
+        lengths = (n, complex_length) if fft.fft_type == "r2c" else (complex_length, n)
+        assert (fft.input_length, fft.output_length) == lengths
+    elif fft.fft_type == "r2c":
         assert fft.input_type is nd_types.half2 and fft.output_type is nd_types.half4
         assert (fft.input_length, fft.output_length) == (n, n // 2 + 1)
     elif fft.fft_type == "c2r":
@@ -53,7 +61,8 @@ def test_fp16_traits(fft):
     else:
         assert fft.input_type is fft.output_type is nd_types.half4
     if fft.execution == "Thread":
-        assert fft.elements_per_thread == n and fft.stride == 1 and fft.storage_size >= n
+        assert fft.elements_per_thread == n and fft.stride == 1
+        assert fft.storage_size >= (n // 2 if opts["real_mode"] == "folded" else n)
         assert fft.ffts_per_block == 1
         return
     # nvmath-python / cuFFTDx count FFTs per block: even, two per threadIdx.y
@@ -158,7 +167,7 @@ def _shared_argtypes(fft):
         return (F16, F16)
     real = types.float32 if prec == np.float32 else types.float64
     cplx = types.complex64 if prec == np.float32 else types.complex128
-    return ((real if fft.fft_type == "r2c" else cplx)[:, ::1], (real if fft.fft_type == "c2r" else cplx)[:, ::1])
+    return ((real if is_real(fft.input_type) else cplx)[:, ::1], (real if is_real(fft.output_type) else cplx)[:, ::1])
 
 
 @pytest.mark.parametrize("case", SHARED, ids=[i for i, _ in SHARED])

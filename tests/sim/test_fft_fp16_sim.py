@@ -33,6 +33,14 @@ FP16_BLOCK = [
     ("r2c-64-ept4-fpb2", dict(size=64, fft_type="r2c", elements_per_thread=4, ffts_per_block=2)),
     ("c2r-128-ept8-fpb4", dict(size=128, fft_type="c2r", elements_per_thread=8, ffts_per_block=4)),
     ("c2r-100-fpb2", dict(size=100, fft_type="c2r", ffts_per_block=2)),
+    ("r2c-128-ept8-fpb2-packed", dict(size=128, fft_type="r2c", elements_per_thread=8, ffts_per_block=2,
+                                      real_fft_options={"complex_layout": "packed"})),
+    ("c2r-64-ept4-fpb2-full", dict(size=64, fft_type="c2r", elements_per_thread=4, ffts_per_block=2,
+                                   real_fft_options={"complex_layout": "full"})),
+    ("r2c-128-ept8-fpb2-folded", dict(size=128, fft_type="r2c", elements_per_thread=8, ffts_per_block=2,
+                                      real_fft_options={"real_mode": "folded"})),
+    ("c2r-64-ept8-fpb2-packed-folded", dict(size=64, fft_type="c2r", elements_per_thread=8, ffts_per_block=2,
+                                            real_fft_options={"complex_layout": "packed", "real_mode": "folded"})),
 ]
 FP16_THREAD = [
     ("c2c-fwd-8", dict(size=8, fft_type="c2c", direction="forward")),
@@ -41,6 +49,8 @@ FP16_THREAD = [
     ("r2c-8", dict(size=8, fft_type="r2c")),
     ("r2c-12", dict(size=12, fft_type="r2c")),
     ("c2r-16", dict(size=16, fft_type="c2r")),
+    ("r2c-16-full", dict(size=16, fft_type="r2c", real_fft_options={"complex_layout": "full"})),
+    ("c2r-16-folded", dict(size=16, fft_type="c2r", real_fft_options={"real_mode": "folded"})),
 ]
 # shared-memory form: every fft_type in float16, real FFTs in float32 / float64 too
 SHARED = [
@@ -51,6 +61,9 @@ SHARED = [
     ("f32-c2r-100-fpb3", dict(size=100, precision=np.float32, fft_type="c2r", ffts_per_block=3)),
     ("f64-r2c-17-fpb2", dict(size=17, precision=np.float64, fft_type="r2c", ffts_per_block=2)),
     ("f64-c2r-64-ept4-fpb1", dict(size=64, precision=np.float64, fft_type="c2r", elements_per_thread=4, ffts_per_block=1)),
+    ("f16-r2c-64-ept8-fpb2-folded", dict(size=64, precision=np.float16, fft_type="r2c", elements_per_thread=8, ffts_per_block=2, real_fft_options={"real_mode": "folded"})),
+    ("f32-c2r-64-ept4-fpb2-packed", dict(size=64, precision=np.float32, fft_type="c2r", elements_per_thread=4, ffts_per_block=2, real_fft_options={"complex_layout": "packed"})),
+    ("f64-r2c-32-ept4-fpb1-full", dict(size=32, precision=np.float64, fft_type="r2c", elements_per_thread=4, ffts_per_block=1, real_fft_options={"complex_layout": "full"})),
     ("f32-c2c-inv-32-ept4-fpb2", dict(size=32, precision=np.float32, fft_type="c2c", direction="inverse", elements_per_thread=4, ffts_per_block=2)),
 ]
 
@@ -60,32 +73,58 @@ def fp16_fft(execution="Block", **kw):
 
 
 # ---------------------------------------------------------------------------------- data
-def reference(fft, x):
-    """float64 NumPy FFTs of the rows of ``x`` (float64 / complex128), unnormalised like cuFFTDx."""
-    n = fft.size
-    if fft.fft_type == "c2c":
-        return np.fft.fft(x, axis=-1) if fft.direction == "forward" else np.fft.ifft(x, axis=-1) * n
-    if fft.fft_type == "r2c":
-        return np.fft.rfft(x, axis=-1)
-    return np.fft.irfft(x, n=n, axis=-1) * n
+def is_real(t) -> bool:
+    """Whether an FFT's input_type / output_type is real data (half2 for float16)."""
+    return t is nd_types.half2 or (isinstance(t, np.dtype) and t.kind == "f")
 
 
-def random_input(fft, nfft, rng):
-    """(input as float64/complex128 rows, exactly representable in the precision). Values are
-    scaled so that no float16 output overflows."""
-    n = fft.size
-    if fft.fft_type == "c2r":  # the spectrum of a real signal (Hermitian), outputs ~ the signal
-        x = np.fft.rfft(rng.uniform(-1, 1, (nfft, n)), axis=-1) / n
-    elif fft.fft_type == "r2c":
-        x = rng.uniform(-1, 1, (nfft, n))
-    else:
-        x = rng.uniform(-1, 1, (nfft, n)) + 1j * rng.uniform(-1, 1, (nfft, n))
-        if fft.direction == "inverse":
-            x = x / n
-    real = np.dtype(fft.precision)
+def _round(x, precision):
+    real = np.dtype(precision)
     if np.iscomplexobj(x):
         return x.real.astype(real).astype(np.float64) + 1j * x.imag.astype(real).astype(np.float64)
     return x.astype(real).astype(np.float64)
+
+
+def _pack(spec, n):
+    """natural (n//2 + 1 values) -> packed (n/2 values, the Nyquist real part in value 0's imag)."""
+    out = spec[:, : n // 2].copy()
+    out[:, 0] = spec[:, 0].real + 1j * spec[:, n // 2].real
+    return out
+
+
+def random_case(fft, nfft, rng):
+    """(input rows in the FFT's input layout, float64/complex128 and exactly representable in
+    its precision; the float64 NumPy reference of the output rows in the output layout),
+    unnormalised like cuFFTDx. Values are scaled so that no float16 output overflows."""
+    n = fft.size
+    layout = fft.real_fft_options["complex_layout"]
+    folded = fft.real_fft_options["real_mode"] == "folded"
+    if fft.fft_type == "c2c":
+        x = rng.uniform(-1, 1, (nfft, n)) + 1j * rng.uniform(-1, 1, (nfft, n))
+        if fft.direction == "inverse":
+            x = _round(x / n, fft.precision)
+            return x, np.fft.ifft(x, axis=-1) * n
+        x = _round(x, fft.precision)
+        return x, np.fft.fft(x, axis=-1)
+    if fft.fft_type == "r2c":
+        sig = _round(rng.uniform(-1, 1, (nfft, n)), fft.precision)
+        x = sig[:, 0::2] + 1j * sig[:, 1::2] if folded else sig  # folded: real pairs as complex values
+        spec = np.fft.rfft(sig, axis=-1)
+        ref = {"natural": spec, "full": np.fft.fft(sig, axis=-1)}.get(layout) if layout != "packed" else _pack(spec, n)
+        return x, ref
+    # c2r: the spectrum of a real signal (Hermitian), outputs ~ the signal
+    spec = _round(np.fft.rfft(rng.uniform(-1, 1, (nfft, n)), axis=-1) / n, fft.precision)
+    spec[:, 0] = spec[:, 0].real
+    if n % 2 == 0:
+        spec[:, n // 2] = spec[:, n // 2].real
+    out = np.fft.irfft(spec, n=n, axis=-1) * n
+    if layout == "full":
+        x = np.concatenate([spec, np.conj(spec[:, 1 : n - n // 2][:, ::-1])], axis=1)
+    elif layout == "packed":
+        x = _pack(spec, n)
+    else:
+        x = spec
+    return x, (out[:, 0::2] + 1j * out[:, 1::2] if folded else out)
 
 
 def to_device_layout(x, precision):
@@ -104,16 +143,16 @@ def to_device_layout(x, precision):
 def output_array(fft, nfft):
     """NaN-poisoned output array of the device layout."""
     length = fft.output_length
+    real_out = is_real(fft.output_type)
     if np.dtype(fft.precision) == np.float16:
-        return np.full((nfft, length if fft.fft_type == "c2r" else 2 * length), np.nan, np.float16)
+        return np.full((nfft, length if real_out else 2 * length), np.nan, np.float16)
     ctype = np.complex64 if np.dtype(fft.precision) == np.float32 else np.complex128
-    dt = fft.precision if fft.fft_type == "c2r" else ctype
-    return np.full((nfft, length), np.nan, dt)
+    return np.full((nfft, length), np.nan, fft.precision if real_out else ctype)
 
 
 def from_device_layout(y, fft):
     y = np.asarray(y)
-    if y.dtype == np.float16 and fft.fft_type != "c2r":
+    if y.dtype == np.float16 and not is_real(fft.output_type):
         return y[:, 0::2].astype(np.float64) + 1j * y[:, 1::2].astype(np.float64)
     return y.astype(np.complex128 if np.iscomplexobj(y) else np.float64)
 
@@ -130,7 +169,7 @@ def make_block_kernel(fft):
     n, stride, pairs = fft.storage_size, fft.stride, fft.block_dim[1]
     in_ept, out_ept = fft.input_ept, fft.output_ept
     in_len, out_len = fft.input_length, fft.output_length
-    real_in, real_out = fft.fft_type == "r2c", fft.fft_type == "c2r"
+    real_in, real_out = is_real(fft.input_type), is_real(fft.output_type)
 
     @cuda.jit
     def kernel(x, y):
@@ -168,7 +207,7 @@ def make_thread_kernel(fft):
     vt = fft.value_type
     n = fft.storage_size
     in_len, out_len = fft.input_length, fft.output_length
-    real_in, real_out = fft.fft_type == "r2c", fft.fft_type == "c2r"
+    real_in, real_out = is_real(fft.input_type), is_real(fft.output_type)
 
     @cuda.jit
     def kernel(x, y):
@@ -211,7 +250,7 @@ def make_shared_kernel(fft):
     vt = fft.value_type
     pairs, bx = fft.block_dim[1], fft.block_dim[0]
     in_len, out_len = fft.input_length, fft.output_length
-    real_in, real_out = fft.fft_type == "r2c", fft.fft_type == "c2r"
+    real_in, real_out = is_real(fft.input_type), is_real(fft.output_type)
     if np.dtype(fft.precision) == np.float16:
 
         @cuda.jit
@@ -281,12 +320,12 @@ def run_case(fft, form, blocks, rng, launch):
         else:
             kernel, smem = make_shared_kernel(fft), shared_bytes(fft)
         block = tuple(fft.block_dim)
-    x = random_input(fft, nfft, rng)
+    x, ref = random_case(fft, nfft, rng)
     y = output_array(fft, nfft)
     launch(kernel, blocks, block, smem, to_device_layout(x, fft.precision), y)
     got = from_device_layout(y, fft)
     assert np.all(np.isfinite(got)), "outputs left unwritten (NaN) or overflowed"
-    return rel_error(got, reference(fft, x))
+    return rel_error(got, ref)
 
 
 def _sim_launch(kernel, grid, block, smem, *args):
