@@ -234,9 +234,15 @@ class Matmul(Frozen):
         ``numpy.dtype`` accepts for these, numba's scalar types, ``ml_dtypes.bfloat16`` or
         ``numba.cuda.types.bfloat16``), or an ``(a, b, c)`` tuple of them for mixed precision,
         e.g. ``("bfloat16", "bfloat16", numpy.float32)``. One type means all three. A bfloat16
-        C needs bfloat16 A and B. See Notes for bfloat16.
+        C needs bfloat16 A and B. See Notes for bfloat16. Integer GEMMs take three integer types
+        (``numpy.int8``, ``numpy.uint8``, ``numpy.int16``, ``numpy.uint16``, ``numpy.int32``,
+        ``numpy.uint32``, ``numpy.int64``, ``numpy.uint64``), e.g. ``(numpy.int8, numpy.int8,
+        numpy.int32)``, with cuBLASDx's rules: no mixing of integer and floating-point types, C
+        at least a quarter as wide as A and B, a signed C when A or B is signed. See Notes.
     data_type : {"real", "complex"}
-        Complex uses complex64/complex128 values (complex needs float32 or float64 precisions).
+        Complex uses complex64/complex128 values for float32/float64, and
+        :data:`~nvmath_device.types.complex32` (cuBLASDx's ``complex<__half>``) for float16 (all
+        three float16). No complex bfloat16 or complex integers (no NumPy/Numba type for them).
     arrangement : str or tuple of 3 str
         ``"row_major"`` or ``"col_major"`` for A, B and C (one string for all three).
     leading_dimension : None, "suggested" or tuple (lda, ldb, ldc)
@@ -285,7 +291,20 @@ class Matmul(Frozen):
     The copy helpers (:meth:`load_a`...) copy without conversion, so their global arrays must
     hold the tile's value type; in kernels, bfloat16 values convert to and from float32/float64
     by assignment or ``numpy.float32(x)``. Complex bfloat16 is not offered (no NumPy or Numba
-    type for it). A GEMM whose C is bfloat16 accumulates in bfloat16 (cuBLASDx has no bfloat16
+    type for it).
+
+    Complex float16: ``a_value_type`` ... are :data:`nvmath_device.types.complex32` (as in
+    nvmath-python), ``float16x2_type`` in kernels (a dtype for ``cuda.shared.array`` /
+    ``cuda.local.array``; values read as ``.x``/``.y``, built with ``float16x2(re, im)``,
+    converted to and from numba's complex types on assignment); ``numpy.dtype(complex32)`` is
+    its host dtype (records ``x, y`` of float16, 4 bytes). The copy helpers also take
+    complex64/complex128 global arrays (each element rounded to float16 on load, widened on
+    store), as nvmath-python's complex-half example passes its data. alpha and beta may be
+    complex or real numbers or ``float16x2`` values. cuBLASDx accumulates in float16.
+
+    Integers: the value types are the NumPy integer dtypes, alpha and beta convert to C's type
+    (floats towards zero), and arithmetic wraps modulo C's width as the device's integer
+    arithmetic does (the simulator computes exactly that). A GEMM whose C is bfloat16 accumulates in bfloat16 (cuBLASDx has no bfloat16
     tensor-core MMA with a bfloat16 accumulator); ``("bfloat16", "bfloat16", numpy.float32)``
     runs on the tensor cores (sm_80+) with a float32 accumulator.
     """
@@ -488,22 +507,24 @@ class Matmul(Frozen):
         return p
 
     @property
-    def a_value_type(self) -> np.dtype:
-        """Type of one element of A (numpy dtype; ``numpy.dtype(ml_dtypes.bfloat16)`` for bfloat16).
+    def a_value_type(self):
+        """Type of one element of A (numpy dtype; ``numpy.dtype(ml_dtypes.bfloat16)`` for bfloat16;
+        :data:`nvmath_device.types.complex32` for complex float16).
 
         Usable as the ``dtype`` of ``cuda.shared.array`` / ``cuda.local.array`` in kernels.
         """
         return self._vt(0)
 
     @property
-    def b_value_type(self) -> np.dtype:
-        """Type of one element of B (numpy dtype; ``numpy.dtype(ml_dtypes.bfloat16)`` for bfloat16)."""
+    def b_value_type(self):
+        """Type of one element of B (as :attr:`a_value_type`)."""
         return self._vt(1)
 
     @property
-    def c_value_type(self) -> np.dtype:
+    def c_value_type(self):
         """Type of one element of C, of alpha and beta, and of the register accumulator (numpy
-        dtype; ``numpy.dtype(ml_dtypes.bfloat16)`` for bfloat16)."""
+        dtype; ``numpy.dtype(ml_dtypes.bfloat16)`` for bfloat16; :data:`nvmath_device.types.complex32`
+        for complex float16)."""
         return self._vt(2)
 
     @property

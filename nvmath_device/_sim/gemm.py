@@ -215,6 +215,10 @@ def _check_scalar(p: _Plan, v, what: str):
     if p.integer and isinstance(v, (float, np.floating)):
         with np.errstate(all="ignore"):  # the device converts towards zero (cvt.rzi)
             return np.trunc(np.float64(v)).astype(p.ct)
+    if p.integer and isinstance(v, (int, np.integer)) and -2**63 <= int(v) < 2**64:
+        # an integer converts modulo C's width on the device (e.g. -2 into uint32)
+        wide = np.uint64(int(v) % 2**64)
+        return wide.astype(p.ct)
     return p.ct.type(v)  # the device converts alpha/beta to c_value_type first
 
 

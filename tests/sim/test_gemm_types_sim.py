@@ -159,3 +159,30 @@ def test_complex_half_float16x2_alpha_and_record_globals():
     launch_guarded(cuda.jit(kern), 1, MM.block_dim, 0, A, B, C)
     err = np.abs(as_complex(C) - expected).max() / np.abs(expected).max()
     assert err < 2e-3
+
+
+def test_unsigned_gemm_wraps_a_negative_beta_as_the_device():
+    """-1 converts to 2**32 - 1 for a uint32 C, and the arithmetic wraps modulo 2**32."""
+    MM = Matmul(sm=SM, **TYPES_CASES["u8-u8-u32-crr"])
+    m, n, k = MM.size
+    rng = np.random.default_rng(5)
+    A = rng.integers(0, 4, (m, k)).astype(np.uint8)
+    B = rng.integers(0, 4, (k, n)).astype(np.uint8)
+    C = rng.integers(0, 1000, (m, n)).astype(np.uint32)  # some 2 A B - C below 0
+    expected = (2 * (A.astype(np.int64) @ B.astype(np.int64)) - C.astype(np.int64)) % 2**32
+
+    def kern(A, B, C, beta):
+        sa = cuda.shared.array(MM.a_size, dtype=MM.a_value_type)
+        sb = cuda.shared.array(MM.b_size, dtype=MM.b_value_type)
+        sc = cuda.shared.array(MM.c_size, dtype=MM.c_value_type)
+        MM.load_a(A, sa)
+        MM.load_b(B, sb)
+        MM.load_c(C, sc)
+        cuda.syncthreads()
+        MM.execute(2, sa, sb, beta, sc)
+        cuda.syncthreads()
+        MM.store_c(sc, C)
+
+    launch_guarded(cuda.jit(kern), 1, MM.block_dim, 0, A, B, C, -1)
+    assert (C.astype(np.int64) == expected).all()
+    assert (C > 2**31).any()  # some results wrapped
