@@ -458,7 +458,7 @@ def test_fft_shared_memory_form_links():
 @pytest.mark.parametrize("fft, dtype, match", [
     (SHM, np.float32, "1-D contiguous shared array of complex64"),
     (FFT(fft_type="r2c", size=128, precision=np.float32, elements_per_thread=8, ffts_per_block=2, sm=90),
-     np.complex64, "c2c' only"),
+     np.float64, "1-D contiguous shared array of complex64"),  # r2c in shared memory: its value type
 ])
 def test_fft_shared_memory_form_typing_errors(fft, dtype, match):
     def k(x):

@@ -399,19 +399,6 @@ def test_execute_outside_a_kernel():
         fft.execute(np.zeros(8, np.complex64), np.zeros(1024, np.complex64))
 
 
-def test_float16_is_refused():
-    fft = FFT(
-        size=64,
-        precision=np.float16,
-        direction="forward",
-        elements_per_thread=8,
-        ffts_per_block=2,
-        sm=SM,
-    )
-    with pytest.raises(NotImplementedError, match="float16"):
-        fft.execute(np.zeros(16, np.float16), np.zeros(16, np.float16))
-
-
 # ------------------------------------------------------------------------ errors inside execute
 def _errors_kernel(fft, short_thread=-1):
     s, vt = fft.storage_size, fft.value_type

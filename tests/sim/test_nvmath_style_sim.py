@@ -360,24 +360,16 @@ def test_descriptors_without_sm_target_sm90_here_or_the_gpu():
 def test_shared_memory_form_misuse_raises():
     fft = FFT(fft_type="c2c", size=16, precision=np.float32, direction="forward", elements_per_thread=4,
               ffts_per_block=2)
-    r2c = FFT(fft_type="r2c", size=16, precision=np.float32, elements_per_thread=4, ffts_per_block=2)
 
     @cuda.jit
     def small(x):
         smem = cuda.shared.array(shape=(0,), dtype=fft.value_type)
         fft(smem[:8])
 
-    @cuda.jit
-    def real(x):
-        smem = cuda.shared.array(shape=(0,), dtype=r2c.value_type)
-        r2c(smem)
-
     from tests.harness import launch_guarded
 
     with pytest.raises(ValueError, match="need 32"):
         launch_guarded(small, 1, fft.block_dim, 1024, np.zeros(1))
-    with pytest.raises(TypeError, match="c2c' only"):
-        launch_guarded(real, 1, r2c.block_dim, 1024, np.zeros(1))
 
     @cuda.jit
     def registers_only(x):
