@@ -146,6 +146,7 @@ def link_records(folder: Path, records: Path, timeout: float) -> str:
 # whose work a failure is; "compat" (this census' owner: vector types, common_cuda, simulator
 # patches) is what is left.
 CAUSES = (
+    (lambda n, r: r.startswith("timeout"), "simulator time limit (a problem size for the GPU)"),
     (lambda n, r: n.startswith("curand_"), "cuRAND device API (random)"),
     (lambda n, r: re.search(r"nvmath_device\.(common|cublasdx\w*)'|cannot import name 'axpby'", r) is not None,
      "cuBLASDx tensor/pipeline API (nvmath_device.common, cublasdx, axpby): not this session"),
