@@ -68,3 +68,12 @@ def test_readme_host_numpy_example(tmp_path):
     code = _block("## Host matmul with a fused epilog", after="The same call on NumPy arrays")
     p = _run(tmp_path, code + '\nprint("ok")\n')
     assert p.returncode == 0 and p.stdout.strip().endswith("ok"), p.stdout + p.stderr
+
+
+def test_readme_random_example(tmp_path):
+    """The random example, whole, under the simulator: the noise it adds has the asked spread."""
+    code = _block("## Random numbers inside your kernel")
+    p = _run(tmp_path, code, NUMBA_ENABLE_CUDASIM="1")
+    assert p.returncode == 0, p.stdout + p.stderr
+    std = float(p.stdout.strip().splitlines()[-1])
+    assert abs(std - 0.5) < 0.02, std
