@@ -204,10 +204,11 @@ def _check_precision_rules(prec, data_type) -> None:
                 "Numba have no complex bfloat16 type); complex GEMMs take numpy.float16 (complex32), "
                 "numpy.float32 or numpy.float64"
             )
-        if "float16" in prec and prec != ("float16",) * 3:
+        if "float16" in prec and not (prec[:2] == ("float16", "float16") and prec[2] in ("float16", "float32")):
             raise ValueError(
-                f"precision={prec} with data_type='complex': complex float16 (complex32) needs all of "
-                "A, B and C in numpy.float16; mixed complex precisions take numpy.float32/numpy.float64"
+                f"precision={prec} with data_type='complex': complex float16 (complex32) takes A and B "
+                "in numpy.float16 and C in numpy.float16 or numpy.float32, i.e. (numpy.float16,) * 3 or "
+                "(numpy.float16, numpy.float16, numpy.float32)"
             )
 
 
@@ -241,8 +242,8 @@ class Matmul(Frozen):
         at least a quarter as wide as A and B, a signed C when A or B is signed. See Notes.
     data_type : {"real", "complex"}
         Complex uses complex64/complex128 values for float32/float64, and
-        :data:`~nvmath_device.types.complex32` (cuBLASDx's ``complex<__half>``) for float16 (all
-        three float16). No complex bfloat16 or complex integers (no NumPy/Numba type for them).
+        :data:`~nvmath_device.types.complex32` (cuBLASDx's ``complex<__half>``) for float16 (A and
+        B float16, C float16 or float32). No complex bfloat16 or complex integers (no NumPy/Numba type for them).
     arrangement : str or tuple of 3 str
         ``"row_major"`` or ``"col_major"`` for A, B and C (one string for all three).
     leading_dimension : None, "suggested" or tuple (lda, ldb, ldc)

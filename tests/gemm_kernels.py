@@ -89,6 +89,8 @@ TYPES_CASES = {
                           arrangement=("col_major", "row_major", "row_major"), block_dim=32),
     "i16-i16-i64-ccc": dict(size=(8, 8, 8), precision=(np.int16, np.int16, np.int64), block_dim=32),
     "c16-rcc": dict(size=(16, 16, 16), precision=np.float16, data_type="complex", arrangement=RCC, block_dim=64),
+    "c16-c16-c32-crc": dict(size=(16, 8, 16), precision=(np.float16, np.float16, np.float32), data_type="complex",
+                            arrangement=("col_major", "row_major", "col_major"), block_dim=32),
     "c16-ccr-ld": dict(size=(8, 12, 16), precision=np.float16, data_type="complex",
                        arrangement=("col_major", "col_major", "row_major"), leading_dimension=(10, 17, 14),
                        block_dim=32),
@@ -102,40 +104,65 @@ RUNTIME_LD_CASES = {
 
 
 def complex_half_kernel(MM):
-    """A plain Python kernel function for a complex float16 GEMM (value type float16x2_type,
-    ``types.complex32``) as nvmath-python programs write it: complex64 global data, converted by
-    the copy helpers; ``C = alpha A B + beta C`` in shared memory, and ``D = A B`` from the
-    register accumulator (its float16x2 values read as ``.x``/``.y``)."""
+    """A plain Python kernel function for a complex float16 GEMM (A and B ``types.complex32``:
+    float16x2_type in kernels; C complex32 or complex64) as nvmath-python programs write it:
+    complex64 global data, converted by the copy helpers; ``C = alpha A B + beta C`` in shared
+    memory, and ``D = A B`` from the register accumulator (float16x2 values read as ``.x``/``.y``)."""
     import nvmath_device as nd
+    from nvmath_device.types import Complex
 
     a_size, b_size, c_size = MM.a_size, MM.b_size, MM.c_size
     b_off = MM.b_shared_memory_offset // 4
-    c_off = MM.c_shared_memory_offset // 4
+    c_off = MM.c_shared_memory_offset // np.dtype(MM.c_value_type).itemsize
+    c_half = isinstance(MM.c_value_type, Complex)
 
-    def kernel(A, B, C, D, alpha, beta):
-        g = cuda.blockIdx.x
-        smem = cuda.shared.array(0, dtype=MM.a_value_type)
-        sa = smem[0:a_size]
-        sb = smem[b_off:b_off + b_size]
-        sc = smem[c_off:c_off + c_size]
-        MM.load_a(A[g], sa)
-        MM.load_b(B[g], sb)
-        MM.load_c(C[g], sc)
-        cuda.syncthreads()
-        MM.execute(alpha, sa, sb, beta, sc)
-        cuda.syncthreads()
-        MM.store_c(sc, C[g])
-        acc = cuda.local.array(MM.accumulator_size, dtype=MM.c_value_type)
-        rows = cuda.local.array(MM.accumulator_size, dtype=np.int32)
-        cols = cuda.local.array(MM.accumulator_size, dtype=np.int32)
-        for i in range(MM.accumulator_size):
-            acc[i] = nd.float16x2(0.0, 0.0)
-        MM.execute(sa, sb, acc)
-        MM.fragment_coordinates(rows, cols)
-        for i in range(MM.accumulator_size):
-            if rows[i] >= 0:
-                v = acc[i]
-                D[g, rows[i], cols[i]] = complex(np.float32(v.x), np.float32(v.y))
+    if c_half:
+        def kernel(A, B, C, D, alpha, beta):
+            g = cuda.blockIdx.x
+            sa = cuda.shared.array(0, dtype=MM.a_value_type)[0:a_size]
+            sb = cuda.shared.array(0, dtype=MM.b_value_type)[b_off:b_off + b_size]
+            sc = cuda.shared.array(0, dtype=MM.c_value_type)[c_off:c_off + c_size]
+            MM.load_a(A[g], sa)
+            MM.load_b(B[g], sb)
+            MM.load_c(C[g], sc)
+            cuda.syncthreads()
+            MM.execute(alpha, sa, sb, beta, sc)
+            cuda.syncthreads()
+            MM.store_c(sc, C[g])
+            acc = cuda.local.array(MM.accumulator_size, dtype=MM.c_value_type)
+            rows = cuda.local.array(MM.accumulator_size, dtype=np.int32)
+            cols = cuda.local.array(MM.accumulator_size, dtype=np.int32)
+            for i in range(MM.accumulator_size):
+                acc[i] = nd.float16x2(0.0, 0.0)
+            MM.execute(sa, sb, acc)
+            MM.fragment_coordinates(rows, cols)
+            for i in range(MM.accumulator_size):
+                if rows[i] >= 0:
+                    v = acc[i]
+                    D[g, rows[i], cols[i]] = complex(np.float32(v.x), np.float32(v.y))
+    else:
+        def kernel(A, B, C, D, alpha, beta):
+            g = cuda.blockIdx.x
+            sa = cuda.shared.array(0, dtype=MM.a_value_type)[0:a_size]
+            sb = cuda.shared.array(0, dtype=MM.b_value_type)[b_off:b_off + b_size]
+            sc = cuda.shared.array(0, dtype=MM.c_value_type)[c_off:c_off + c_size]
+            MM.load_a(A[g], sa)
+            MM.load_b(B[g], sb)
+            MM.load_c(C[g], sc)
+            cuda.syncthreads()
+            MM.execute(alpha, sa, sb, beta, sc)
+            cuda.syncthreads()
+            MM.store_c(sc, C[g])
+            acc = cuda.local.array(MM.accumulator_size, dtype=MM.c_value_type)
+            rows = cuda.local.array(MM.accumulator_size, dtype=np.int32)
+            cols = cuda.local.array(MM.accumulator_size, dtype=np.int32)
+            for i in range(MM.accumulator_size):
+                acc[i] = 0
+            MM.execute(sa, sb, acc)
+            MM.fragment_coordinates(rows, cols)
+            for i in range(MM.accumulator_size):
+                if rows[i] >= 0:
+                    D[g, rows[i], cols[i]] = acc[i]
 
     return kernel
 

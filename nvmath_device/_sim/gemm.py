@@ -452,10 +452,11 @@ def sim_copy(mm, name: str, *args) -> None:
     if not isinstance(g, np.ndarray) or g.ndim != 2:
         raise TypeError(f"Matmul.{name}: the global array ({gpos} argument) must be a 2-D array of shape "
                         f"{(rows, cols)}, got {type(g).__name__}{getattr(g, 'shape', '')}")
-    convert = p.half_complex and g.dtype in (np.complex64, np.complex128)  # converted, as on the GPU
+    half = vt.names is not None  # complex float16 (records x, y)
+    convert = half and g.dtype in (np.complex64, np.complex128)  # converted, as on the GPU
     if g.dtype != vt and not convert:
         also = (" (or complex64/complex128, converted, or records of numpy.dtype(types.complex32))"
-                if p.half_complex else "")
+                if half else "")
         raise TypeError(f"Matmul.{name}: the global array ({gpos} argument) must hold {vt}{also}, got {g.dtype} "
                         f"(MM.{op.lower()}_value_type: the copy does not convert)")
     if g.shape[0] < rows or g.shape[1] < cols:

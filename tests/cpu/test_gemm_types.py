@@ -84,8 +84,10 @@ BAD = [
     (dict(precision=(np.int8, np.int8, np.uint32)), ValueError, "signed integer type, cuBLASDx needs a signed C"),
     (dict(precision=(np.uint8, np.int8, np.uint16)), ValueError, "signed C"),
     (dict(precision="bfloat16", data_type="complex"), ValueError, "complex bfloat16 is not offered"),
-    (dict(precision=(np.float16, np.float16, np.float32), data_type="complex"), ValueError,
-     "complex float16 .* needs all of A, B and C in numpy.float16"),
+    (dict(precision=(np.float16, np.float16, np.float64), data_type="complex"), ValueError,
+     r"complex float16 \(complex32\) takes A and B in numpy.float16 and C in numpy.float16 or numpy.float32"),
+    (dict(precision=(np.float16, np.float32, np.float32), data_type="complex"), ValueError,
+     "complex float16 .* takes A and B in numpy.float16"),
     (dict(precision=np.complex64), ValueError, "precision must be one of.*numpy.int8"),
     (dict(precision=np.bool_), ValueError, "precision must be one of"),
 ]
@@ -127,6 +129,15 @@ def test_shim_spells_the_cublasdx_types():
     src = gemm_codegen.render_shim_source(mm("c16-rcc"))
     assert "cublasdx::Precision<__half, __half, __half>()" in src
     assert "cublasdx::Type<cublasdx::type::complex>()" in src
+    src = gemm_codegen.render_shim_source(mm("c16-c16-c32-crc"))
+    assert "cublasdx::Precision<__half, __half, float>()" in src
+
+
+def test_mixed_complex_half_value_types():
+    M = mm("c16-c16-c32-crc")
+    assert M.a_value_type is complex32 and M.b_value_type is complex32
+    assert M.c_value_type == np.dtype(np.complex64)
+    assert M._layout["itemsizes"] == (4, 4, 8)
 
 
 def test_runtime_ld_unit_is_separate_and_compiles():
@@ -166,8 +177,9 @@ def test_integer_user_kernel_links(name):
     assert ck.linked == (f"{M.symbol}.ltoir",)
 
 
-def test_complex_half_kernel_links():
-    M = mm("c16-rcc")
+@pytest.mark.parametrize("name", ["c16-rcc", "c16-c16-c32-crc"])
+def test_complex_half_kernel_links(name):
+    M = mm(name)
     c3 = types.complex64[:, :, ::1]
     ck = _linked(complex_half_kernel(M), (c3, c3, c3, c3, types.complex128, types.float64))
     assert ck.linked == (f"{M.symbol}.ltoir",)
@@ -323,3 +335,12 @@ def test_complex_half_copies_take_complex32_host_records():
 
     ck = _linked(k, (rec2, rec2, rec2))
     assert ck.linked == (f"{M.symbol}.ltoir",)
+
+
+def test_suggested_leading_dimensions_of_int8_match_cublasdx():
+    """The Python-side padding (cuBLASDx's pad_if_needed) for 1-byte A/B and a 4-byte C equals
+    what cuBLASDx's suggested_leading_dimension_of reports."""
+    M = Matmul(size=(128, 64, 128), precision=(np.int8, np.int8, np.int32), leading_dimension="suggested",
+               arrangement=("row_major", "col_major", "col_major"), block_dim=128, sm=SM)
+    assert tuple(M.leading_dimension) == (144, 144, 132)  # 128 + 16/1, 128 + 16/1, 128 + 16/4
+    assert tuple(M.leading_dimension) == tuple(M.suggested_leading_dimension)
