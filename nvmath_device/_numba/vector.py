@@ -251,4 +251,10 @@ def _type_complex_of_vector(context):
 
 @lower_builtin(complex, VectorNumbaType)
 def _lower_complex_of_vector(context, builder, sig, args):
-    return _cast_to_complex(context, builder, sig.args[0], sig.return_type, args[0])
+    ty = sig.args[0]
+    if not ty.is_complex_like:
+        # numba's own complex() template takes every number_domain type, ours among them: refuse
+        # what the simulator's value refuses (only float16x2/float32x2/float64x2 are complex)
+        raise TypingError(f"complex() of a {ty.spec.name} value: only float16x2, float32x2 and "
+                          "float64x2 convert to complex numbers")
+    return _cast_to_complex(context, builder, ty, sig.return_type, args[0])

@@ -64,6 +64,19 @@ def test_complex_of_a_two_float_vector_is_complex128():
         assert resty == types.complex128, name
 
 
+def test_complex_of_other_vectors_fails_to_compile():
+    """The simulator's float32x4 / uint32x4 value refuses complex() (TypeError); so do kernels."""
+
+    @cuda.jit(device=True)
+    def as_complex(v):
+        return complex(v)
+
+    for name in ("float32x4", "uint32x4", "float16x4"):
+        ty = getattr(nd, f"{name}_type").numba_type
+        with pytest.raises(Exception, match=rf"complex\(\) of a {name} value: only float16x2"):
+            cuda.compile_ptx(as_complex.py_func, (ty,), device=True, cc=(9, 0))
+
+
 def test_host_dtype_keeps_equal_to_the_plain_record_dtype():
     """The vector dtype's scalar type is VectorRecord (what does the complex arithmetic), but the
     dtype compares and types in numba as the plain record of the same fields."""

@@ -173,6 +173,12 @@ def test_vector_values_are_read_only_and_only_two_float_vectors_do_arithmetic():
     with pytest.raises(TypeError, match=r"float32x4 value does no arithmetic"):
         _launch(cuda.jit(four_arithmetic), 1, 1, 0, out)
 
+    def four_complex(out):
+        out[0] = complex(float32x4(1.0, 2.0, 3.0, 4.0))
+
+    with pytest.raises(TypeError, match=r"float32x4 value does no arithmetic"):
+        _launch(cuda.jit(four_complex), 1, 1, 0, out)
+
 
 def test_host_values_do_complex_arithmetic():
     v = float32x2(1.0, 2.0)
