@@ -226,6 +226,7 @@ def test_runtime_ld_and_static_forms_in_one_kernel_link_both_units():
         sc = cuda.shared.array(512, dtype=np.float64)
         M.execute(1.0, sa, sb, 0.0, sc)
         M.execute(1.0, sa, 14, sb, 15, 0.0, sc, x[0])
+        M(2.0, sa, x[1], sb, 15, 1.0, sc, 12)  # calling the descriptor is execute (nvmath-python)
 
     ck = _linked(k, (types.int32[::1],))
     assert sorted(ck.linked) == sorted((f"{M.symbol}.ltoir", f"{M.symbol}_ld.ltoir"))
