@@ -8,8 +8,9 @@ NumPy arrays (copied to the GPU and back) and runs one fused kernel per pass. Un
 
 from .convolution import fft_convolve, fir_filter
 from .gemm import batched_gemm, beamform_spectra
+from .noise import add_noise
 from .spectral import matched_filter, stft_power
 
 __all__ = [
-    "fft_convolve", "fir_filter", "matched_filter", "stft_power", "batched_gemm", "beamform_spectra",
+    "fft_convolve", "fir_filter", "matched_filter", "stft_power", "batched_gemm", "beamform_spectra", "add_noise",
 ]

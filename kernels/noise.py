@@ -1,0 +1,228 @@
+# SPDX-License-Identifier: Apache-2.0
+"""White Gaussian noise at a given SNR, added in one kernel: the normals are drawn in registers by
+cuRAND's Philox4_32_10 (``nvmath_device.random``) and never stored.
+
+The stream of random numbers (so that a user can reproduce it, e.g. with
+``nvmath_device._random_math`` on the host or cuRAND's ``curand_init`` / ``curand_normal4``):
+
+- one generator state per *lane*, ``LANES = 256`` lanes per row: lane ``t`` of row ``r`` is
+  ``curand_init(seed, subsequence=r * 256 + t, offset=0)`` of Philox4_32_10;
+- the row's samples are cut into *groups* of ``G`` consecutive samples (float32: 4, complex64: 2,
+  float64: 2, complex128: 1); group ``g`` belongs to lane ``g % 256`` and is the lane's
+  ``g // 256``-th draw: ``curand_normal4`` (float32, complex64) or ``curand_normal2_double``
+  (float64, complex128);
+- real samples take the draw's values in order (``x, y, z, w``); complex samples take them in pairs
+  as (real, imaginary): sample ``2k`` of a complex64 group gets ``(x, y)``, ``2k + 1`` gets ``(z, w)``;
+  values past the row's end are discarded.
+
+These depend on nothing but the seed and the row length: not on the GPU, the launch or the stream.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import numbers
+import operator
+import sys
+
+import numpy as np
+from numba import cuda, float32, float64
+
+from mathdx_operands import on_device, resolve_stream, simulator
+from nvmath_device import random
+
+from ._arrays import Operand, Output
+from ._fused import jit
+from ._launch import launch
+
+LANES = 256  # threads per block = generator states per row (fixed: it defines the random stream)
+_REAL = (np.dtype(np.float32), np.dtype(np.float64))
+_COMPLEX = (np.dtype(np.complex64), np.dtype(np.complex128))
+_SEED_MAX = 2**64 - 1
+
+
+def noise_scale(power: float, snr_db: float, complex_: bool) -> float:
+    """The standard deviation each normal is multiplied by, computed as the kernel does (float64):
+    ``sqrt(power * 10**(-snr_db / 10))`` for real samples, that times ``sqrt(1/2)`` for complex
+    ones (the real and imaginary parts each carry half of the noise power). float32 rows use it
+    rounded to float32."""
+    return math.sqrt(power * 10.0 ** (-snr_db / 10.0)) * (math.sqrt(0.5) if complex_ else 1.0)
+
+
+def _state_type():
+    """The type of one Philox4_32_10 state for ``cuda.local.array``: the states array's NumPy
+    dtype under the simulator, the numba type a compiled kernel gives ``states[i]`` otherwise
+    (numba-cuda's ``typeof`` of a ``StatesPhilox4_32_10`` object; no memory is allocated)."""
+    cls = random.StatesPhilox4_32_10
+    if simulator():
+        return cls(1).dtype
+    from numba.cuda.typing.typeof import typeof
+
+    return typeof(cls.__new__(cls)).dtype
+
+
+# The kernels name it as ``_this.PHILOX_STATE`` (a module attribute, resolved when a kernel is
+# typed), not through a closure: a kernel recorded under the simulator and compiled for sm_90
+# elsewhere then gets the compiled type.
+PHILOX_STATE = _state_type()
+_this = sys.modules[__name__]
+
+
+@functools.cache
+def noise_kernel(double: bool):
+    """The kernel for float32 (``double=False``) or float64 rows: ``kernel(x, y, power, inv_snr,
+    scale, nsamples, seed)``, one block of ``LANES`` threads per row of the 2-D real arrays
+    ``x``/``y`` (complex rows as interleaved (real, imaginary) values). ``power < 0``: measure each
+    row's power as (sum of squares) / ``nsamples``; the noise is
+    ``sqrt(power * inv_snr) * scale * normal`` (``scale``: 1, or sqrt(1/2) for complex rows)."""
+
+    @jit(LANES)
+    def kernel(x, y, power, inv_snr, scale, nsamples, seed):
+        r = cuda.blockIdx.x
+        t = cuda.threadIdx.x
+        n = x.shape[1]
+        part = cuda.shared.array(LANES, float64)
+        p = power
+        if power < 0.0:  # the row's mean |x|^2, accumulated in float64
+            acc = 0.0
+            for j in range(t, n, LANES):
+                v = float64(x[r, j])
+                acc += v * v
+            part[t] = acc
+            cuda.syncthreads()
+            s = LANES // 2
+            while s > 0:
+                if t < s:
+                    part[t] += part[t + s]
+                cuda.syncthreads()
+                s //= 2
+            p = part[0] / nsamples
+        sigma = math.sqrt(p * inv_snr) * scale
+        st = cuda.local.array(1, _this.PHILOX_STATE)
+        random.init(seed, r * LANES + t, 0, st[0])
+        if double:
+            for g in range(t, (n + 1) // 2, LANES):
+                v = random.normal2_double(st[0])
+                j = 2 * g
+                y[r, j] = x[r, j] + sigma * v.x
+                if j + 1 < n:
+                    y[r, j + 1] = x[r, j + 1] + sigma * v.y
+        else:
+            sigma32 = float32(sigma)
+            for g in range(t, (n + 3) // 4, LANES):
+                v = random.normal4(st[0])
+                j = 4 * g
+                y[r, j] = x[r, j] + sigma32 * v.x
+                if j + 1 < n:
+                    y[r, j + 1] = x[r, j + 1] + sigma32 * v.y
+                if j + 2 < n:
+                    y[r, j + 2] = x[r, j + 2] + sigma32 * v.z
+                if j + 3 < n:
+                    y[r, j + 3] = x[r, j + 3] + sigma32 * v.w
+
+    return kernel
+
+
+def _real_number(name, value, *, minimum=None):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite real number, got {value}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def _seed(seed) -> int:
+    if isinstance(seed, (bool, np.bool_)):
+        raise TypeError(f"seed must be an integer from 0 to 2**64 - 1, got {type(seed).__name__}")
+    try:
+        value = operator.index(seed)
+    except TypeError:
+        raise TypeError(f"seed must be an integer from 0 to 2**64 - 1, got {type(seed).__name__}") from None
+    if not 0 <= value <= _SEED_MAX:
+        raise ValueError(f"seed must be an integer from 0 to 2**64 - 1, got {value}")
+    return value
+
+
+def add_noise(x, snr_db, *, seed=0, signal_power=None, out=None, stream=None):
+    """``x`` plus white Gaussian noise at ``snr_db`` decibels, in one kernel.
+
+    Each row gets noise of power ``P / 10**(snr_db / 10)``, where ``P`` is the row's mean
+    ``|x|**2`` measured in the same kernel (float64 sums), or ``signal_power`` when given (then
+    ``x`` is read once). Real samples get ``N(0, sigma**2)``, complex samples circular noise
+    (real and imaginary parts each ``N(0, sigma**2 / 2)``). The normals are cuRAND's Philox4_32_10
+    draws made in registers; which draw lands on which sample is fixed by ``seed`` and the row
+    length alone (the module's docstring spells it out), so a seed reproduces the noise bit for bit
+    on any GPU and under the simulator.
+
+    Parameters
+    ----------
+    x : array, shape (batch, n) or (n,)
+        float32/float64/complex64/complex128. CuPy, PyTorch and Numba device arrays are used in
+        place; NumPy arrays are copied to the GPU and back.
+    snr_db : real number
+        Signal-to-noise ratio in dB (finite).
+    seed : int, optional
+        Philox seed, 0 to 2**64 - 1 (default 0).
+    signal_power : real number >= 0, optional
+        The signal power to use for every row instead of measuring it.
+    out : array, optional
+        Where to write the result: same shape, dtype and kind of array as ``x``, C-contiguous
+        (``x`` itself is allowed: each sample is read before it is written). Default: a new array.
+    stream : optional
+        Numba/CuPy/PyTorch stream, ``__cuda_stream__`` object or raw handle; default: the current
+        stream of ``x``'s package. No synchronisation for GPU arrays.
+
+    Returns
+    -------
+    ``out``, or a new array of ``x``'s kind, dtype and shape.
+    """
+    # every scalar and ``out`` checked before x is touched (a NumPy x is copied to the device)
+    snr = _real_number("snr_db", snr_db)
+    seed = _seed(seed)
+    power = -1.0 if signal_power is None else _real_number("signal_power", signal_power, minimum=0.0)
+    s = None if stream is None else resolve_stream(stream, None)  # a given stream: checked now
+    oo = None
+    if out is not None and on_device(out) != on_device(x):
+        raise TypeError("out must be the same kind of array as x (both on the device or both NumPy), "
+                        f"got {type(out).__name__} for x of {type(x).__name__}")
+    if out is not None and not on_device(out):
+        if not isinstance(out, np.ndarray) or not out.flags.writeable:
+            raise TypeError(f"out must be a writable NumPy array for a NumPy x, got {type(out).__name__}")
+        xd, xs = np.dtype(getattr(x, "dtype", np.asarray(x).dtype)), tuple(np.shape(x))
+        if out.dtype != xd:
+            raise TypeError(f"out must have x's dtype {xd.name}, got {out.dtype.name}")
+        if out.shape != xs:
+            raise ValueError(f"out must have x's shape {xs}, got {out.shape}")
+    xo = Operand("x", x, _REAL + _COMPLEX, (1, 2), None)
+    if out is not None and on_device(out):
+        oo = Operand("out", out, (xo.dtype,), (len(xo.shape),), None)
+        if oo.shape != xo.shape:
+            raise ValueError(f"out must have x's shape {xo.shape}, got {oo.shape}")
+    if s is None:  # the default: the current stream of x's package
+        s = resolve_stream(None, xo)
+    batch, n = (1, xo.shape[0]) if len(xo.shape) == 1 else xo.shape
+    if out is not None and on_device(out):
+        ydev, result = oo.dev, None
+    else:
+        result = Output((batch, n), xo.dtype, xo, s)
+        ydev = result.dev
+    if batch * n:
+        cplx = xo.dtype in _COMPLEX
+        real_t = np.float64 if xo.dtype in (np.dtype(np.float64), np.dtype(np.complex128)) else np.float32
+        xr, yr = xo.dev.reshape(batch, n), ydev.reshape(batch, n)
+        if cplx:  # interleaved (real, imaginary) rows of 2n values
+            xr, yr = xr.view(real_t), yr.view(real_t)
+        kernel = noise_kernel(real_t is np.float64)
+        launch(kernel, batch, LANES, s, 0, xr, yr, power, 10.0 ** (-snr / 10.0),
+               math.sqrt(0.5) if cplx else 1.0, float(n), np.uint64(seed))
+    if result is None:
+        return out
+    y = result.result(s, xo.shape)
+    if out is not None:  # a NumPy out
+        np.copyto(out, y)
+        return out
+    return y
