@@ -345,3 +345,19 @@ def test_suggested_leading_dimensions_of_int8_match_cublasdx():
                arrangement=("row_major", "col_major", "col_major"), block_dim=128, sm=SM)
     assert tuple(M.leading_dimension) == (144, 144, 132)  # 128 + 16/1, 128 + 16/1, 128 + 16/4
     assert tuple(M.leading_dimension) == tuple(M.suggested_leading_dimension)
+
+
+def test_new_descriptors_and_the_runtime_ld_code_pickle():
+    import pickle
+
+    from nvmath_device.gemm import runtime_ld_code
+
+    for name in ("i8-i8-i32-rcc", "c16-c16-c32-crc"):
+        M = mm(name)
+        back = pickle.loads(pickle.dumps(M))
+        assert back == M and hash(back) == hash(M) and back.c_value_type == M.c_value_type
+    kw, _ = RUNTIME_LD_CASES["f64-rcc"]
+    code = runtime_ld_code(Matmul(sm=SM, **kw))
+    back = pickle.loads(pickle.dumps(code))
+    assert back == code and hash(back) == hash(code)
+    assert back.symbol == code.symbol == f"{code.mm.symbol}_ld"
