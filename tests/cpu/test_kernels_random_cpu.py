@@ -83,3 +83,72 @@ def test_noise_scale_definition():
     assert noise.noise_scale(4.0, 20.0, False) == pytest.approx(0.2)
     assert noise.noise_scale(2.0, 0.0, True) == pytest.approx(1.0)  # half the power per component
     assert noise.LANES == 256
+
+
+# ------------------------------------------------------------------ benchmarks/random_fused.py
+
+def _bench():
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "random_fused.py")
+    spec = importlib.util.spec_from_file_location("bench_random_fused", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_benchmark_arguments():
+    bk = _bench()
+    a = bk.parse_args([])
+    assert (a.out, a.mbytes, a.cases, a.reps) == ("bench_out", 512, ["real32", "complex64"], 20)
+    a = bk.parse_args(["--out", "/tmp/r", "--mbytes", "8", "--cases", "complex64", "--reps", "5"])
+    assert (a.out, a.mbytes, a.cases, a.reps) == ("/tmp/r", 8, ["complex64"], 5)
+    for bad in (["--cases", "gbm"], ["--mbytes", "0"], ["--reps", "0"]):
+        with pytest.raises(SystemExit):
+            bk.parse_args(bad)
+
+
+def test_benchmark_shapes_and_floor():
+    bk = _bench()
+    assert bk.shape_of("real32", 512) == (1024, 2**17)  # 512 MiB of float32 rows of 2**17
+    assert bk.shape_of("complex64", 512) == (1024, 2**16)
+    assert bk.shape_of("real32", 1) == (2, 2**17)
+    assert bk.io_bytes("real32", (1024, 2**17)) == 2 * 512 * 2**20  # x read once, y written once
+    assert bk.floor_ms(4.3e9) == pytest.approx(1.0)
+    floor = bk.floor_ms(2 * 512 * 2**20)
+    assert floor == pytest.approx(0.2497, abs=1e-4)
+
+
+def test_benchmark_rows_and_table(tmp_path):
+    bk = _bench()
+    ours = bk.finish_row("real32", bk.OURS, (2, 4), 4.3e9, 2.0, 2.0, 0.01)
+    peer = bk.finish_row("real32", "cupy two-pass", (2, 4), 4.3e9, 5.0, 2.0, 0.5)
+    gone = bk.finish_row("real32", "nvmath-python device random", (2, 4), 4.3e9, None, 2.0,
+                         note=bk.nvmath_reason() or "importable")
+    assert ours["ratio"] == 1.0 and ours["pct_floor"] == pytest.approx(50.0) and ours["ok"] is True
+    assert peer["ratio"] == 2.5 and peer["pct_floor"] == pytest.approx(20.0) and peer["ok"] is False
+    text = bk.write_results(str(tmp_path), [ours, peer, gone], dict(device="fake", mbytes=8))
+    assert "| real32 | 2 x 4 | ours (measured power) | 2.000 | 1.00x | 50% | 0.010 | ok |" in text
+    assert "| 5.000 | 2.50x | 20% | 0.500 | MISMATCH |" in text
+    assert "| nvmath-python device random | - | - | - | - | not run:" in text
+    assert (tmp_path / "random_fused.md").read_text() == text
+    import json
+
+    assert len(json.loads((tmp_path / "random_fused.json").read_text())["rows"]) == 3
+
+
+def test_benchmark_exits_2_without_a_gpu():
+    import os
+    import subprocess
+    import sys
+
+    from mathdx_operands import gpu_available
+
+    if gpu_available():
+        pytest.skip("a GPU is usable here: the benchmark would run")
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "random_fused.py")
+    run = subprocess.run([sys.executable, path, "--out", "/tmp/nmdx_random_fused_nogpu"], capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 2, run.stderr[-2000:]
+    assert "needs a CUDA GPU" in run.stderr and "Traceback" not in run.stderr
