@@ -23,6 +23,55 @@ def test_noise_kernel_links_for_sm90(double, ty):
     assert out.linked == ("nvmathdx_curand_Philox4_32_10.ltoir",)
 
 
+def _frame_sizes(cubin: bytes) -> list[int]:
+    """EIATTR_FRAME_SIZE (0x11) of every function in a cubin's ``.nv.info`` section: the bytes of
+    local memory (stack) each uses."""
+    import struct
+
+    shoff, = struct.unpack_from("<Q", cubin, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
+    heads = [struct.unpack_from("<IIQQQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
+    names_at = heads[shstrndx][4]
+    sizes = []
+    for name, _typ, _flags, _addr, off, size in heads:
+        if cubin[names_at + name:cubin.index(b"\0", names_at + name)] != b".nv.info":
+            continue
+        i = off
+        while i < off + size:
+            fmt, attr = cubin[i], cubin[i + 1]
+            if fmt == 4:  # EIFMT_SVAL: a 16-bit size, then the value
+                (n,) = struct.unpack_from("<H", cubin, i + 2)
+                if attr == 0x11:
+                    sizes.append(struct.unpack_from("<I", cubin, i + 8)[0])  # (function, frame size)
+                i += 4 + n
+            else:
+                i += 2 if fmt == 1 else 4
+    return sizes
+
+
+def test_generator_state_lives_in_registers():
+    """The Philox state is a local record whose address goes to cuRAND's functions; after LTO no
+    function of the linked kernel keeps a stack frame (local memory), so the state and the draws
+    stay in registers. Control: a local array indexed dynamically has a frame."""
+    from numba import cuda, float32
+
+    arr = types.Array(types.float32, 2, "C")
+    f64 = types.float64
+    for double in (False, True):
+        ty = types.Array(types.float64 if double else types.float32, 2, "C")
+        cubin = compile_kernel(noise.noise_kernel(double), (ty, ty, f64, f64, f64, f64, types.uint64), sm=90).cubin
+        sizes = _frame_sizes(cubin)
+        assert sizes and not any(sizes), sizes
+
+    def spills(x, n):
+        a = cuda.local.array(64, float32)
+        for i in range(64):
+            a[(i * n) % 64] = x[0, i]
+        x[0, 0] = a[n]
+
+    assert max(_frame_sizes(compile_kernel(spills, (arr, types.int64), sm=90).cubin)) >= 256
+
+
 def test_state_type_is_the_compiled_philox_state():
     """Outside the simulator the local state has the type numba gives states[i] of a
     StatesPhilox4_32_10 array (random.* type-check it against the generator)."""
