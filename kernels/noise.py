@@ -16,6 +16,11 @@ The stream of random numbers (so that a user can reproduce it, e.g. with
   values past the row's end are discarded.
 
 These depend on nothing but the seed and the row length: not on the GPU, the launch or the stream.
+
+Rows are processed by one block of 256 threads (the lanes) each when there are many; a few long
+rows are split into several blocks per row (each lane's state started at its first draw with the
+offset argument of ``curand_init``), which gives the same numbers. The power of such rows is
+measured by a first kernel (partial sums per block), else in the noise kernel itself.
 """
 
 from __future__ import annotations
@@ -71,57 +76,124 @@ _this = sys.modules[__name__]
 
 @functools.cache
 def noise_kernel(double: bool):
-    """The kernel for float32 (``double=False``) or float64 rows: ``kernel(x, y, power, inv_snr,
-    scale, nsamples, seed)``, one block of ``LANES`` threads per row of the 2-D real arrays
-    ``x``/``y`` (complex rows as interleaved (real, imaginary) values). ``power < 0``: measure each
-    row's power as (sum of squares) / ``nsamples``; the noise is
-    ``sqrt(power * inv_snr) * scale * normal`` (``scale``: 1, or sqrt(1/2) for complex rows)."""
+    """The kernel for float32 (``double=False``) or float64 rows: ``kernel(x, y, part, power,
+    inv_snr, scale, nsamples, seed, chunks)`` on the 2-D real arrays ``x``/``y`` (complex rows as
+    interleaved (real, imaginary) values), ``LANES`` threads per block, ``rows * chunks`` blocks:
+    block ``b`` makes draws ``[c * per, (c + 1) * per)`` of every lane of row ``b // chunks``
+    (``c = b % chunks``, ``per = ceil(draws per lane / chunks)``), its states started at that draw
+    (``offset = 4 * c * per``: normal4 and normal2_double each take one Philox block of 4 words),
+    so the noise does not depend on ``chunks``. The noise is ``sqrt(p * inv_snr) * scale * normal``
+    (``scale``: 1, or sqrt(1/2) for complex rows) with ``p = power`` when ``power >= 0``, else the
+    row's sum of squares / ``nsamples``: measured here when ``chunks == 1``, else the sum of the
+    row's ``chunks`` partial sums in ``part`` (:func:`power_kernel`)."""
+    group = 2 if double else 4
 
     @jit(LANES)
-    def kernel(x, y, power, inv_snr, scale, nsamples, seed):
-        r = cuda.blockIdx.x
+    def kernel(x, y, part, power, inv_snr, scale, nsamples, seed, chunks):
+        r = cuda.blockIdx.x // chunks
+        c = cuda.blockIdx.x % chunks
         t = cuda.threadIdx.x
         n = x.shape[1]
-        part = cuda.shared.array(LANES, float64)
         p = power
-        if power < 0.0:  # the row's mean |x|^2, accumulated in float64
-            acc = 0.0
-            for j in range(t, n, LANES):
-                v = float64(x[r, j])
-                acc += v * v
-            part[t] = acc
-            cuda.syncthreads()
-            s = LANES // 2
-            while s > 0:
-                if t < s:
-                    part[t] += part[t + s]
+        if power < 0.0:
+            if chunks == 1:  # the row's sum of squares, in float64
+                sums = cuda.shared.array(LANES, float64)
+                acc = 0.0
+                for j in range(t, n, LANES):
+                    v = float64(x[r, j])
+                    acc += v * v
+                sums[t] = acc
                 cuda.syncthreads()
-                s //= 2
-            p = part[0] / nsamples
+                s = LANES // 2
+                while s > 0:
+                    if t < s:
+                        sums[t] += sums[t + s]
+                    cuda.syncthreads()
+                    s //= 2
+                p = sums[0] / nsamples
+            else:
+                acc = 0.0
+                for i in range(chunks):
+                    acc += part[r * chunks + i]
+                p = acc / nsamples
         sigma = math.sqrt(p * inv_snr) * scale
+        ngroups = (n + group - 1) // group
+        per = ((ngroups + LANES - 1) // LANES + chunks - 1) // chunks
+        first = c * per
+        last = min(first + per, (ngroups + LANES - 1) // LANES)
+        if first >= last:
+            return
         st = cuda.local.array(1, _this.PHILOX_STATE)
-        random.init(seed, r * LANES + t, 0, st[0])
+        random.init(seed, r * LANES + t, 4 * first, st[0])
         if double:
-            for g in range(t, (n + 1) // 2, LANES):
-                v = random.normal2_double(st[0])
-                j = 2 * g
-                y[r, j] = x[r, j] + sigma * v.x
-                if j + 1 < n:
-                    y[r, j + 1] = x[r, j + 1] + sigma * v.y
+            for k in range(first, last):
+                g = k * LANES + t
+                if g < ngroups:
+                    v = random.normal2_double(st[0])
+                    j = 2 * g
+                    y[r, j] = x[r, j] + sigma * v.x
+                    if j + 1 < n:
+                        y[r, j + 1] = x[r, j + 1] + sigma * v.y
         else:
             sigma32 = float32(sigma)
-            for g in range(t, (n + 3) // 4, LANES):
-                v = random.normal4(st[0])
-                j = 4 * g
-                y[r, j] = x[r, j] + sigma32 * v.x
-                if j + 1 < n:
-                    y[r, j + 1] = x[r, j + 1] + sigma32 * v.y
-                if j + 2 < n:
-                    y[r, j + 2] = x[r, j + 2] + sigma32 * v.z
-                if j + 3 < n:
-                    y[r, j + 3] = x[r, j + 3] + sigma32 * v.w
+            for k in range(first, last):
+                g = k * LANES + t
+                if g < ngroups:
+                    v = random.normal4(st[0])
+                    j = 4 * g
+                    y[r, j] = x[r, j] + sigma32 * v.x
+                    if j + 1 < n:
+                        y[r, j + 1] = x[r, j + 1] + sigma32 * v.y
+                    if j + 2 < n:
+                        y[r, j + 2] = x[r, j + 2] + sigma32 * v.z
+                    if j + 3 < n:
+                        y[r, j + 3] = x[r, j + 3] + sigma32 * v.w
 
     return kernel
+
+
+@functools.cache
+def power_kernel():
+    """``kernel(x, part, chunks)``: block ``b`` writes the float64 sum of squares of its slice
+    (``c = b % chunks`` of ``chunks`` equal slices) of row ``b // chunks`` to ``part[b]``."""
+
+    @jit(LANES)
+    def kernel(x, part, chunks):
+        r = cuda.blockIdx.x // chunks
+        c = cuda.blockIdx.x % chunks
+        t = cuda.threadIdx.x
+        n = x.shape[1]
+        size = (n + chunks - 1) // chunks
+        stop = min(n, (c + 1) * size)
+        acc = 0.0
+        for j in range(c * size + t, stop, LANES):
+            v = float64(x[r, j])
+            acc += v * v
+        sums = cuda.shared.array(LANES, float64)
+        sums[t] = acc
+        cuda.syncthreads()
+        s = LANES // 2
+        while s > 0:
+            if t < s:
+                sums[t] += sums[t + s]
+            cuda.syncthreads()
+            s //= 2
+        if t == 0:
+            part[cuda.blockIdx.x] = sums[0]
+
+    return kernel
+
+
+def chunks_for(rows: int, nvalues: int, double: bool, blocks: int = 1024) -> int:
+    """Blocks per row: enough for about ``blocks`` blocks in all (at most one per lane draw, i.e.
+    per 256 groups of the row); 1 when there are ``blocks`` rows or more. The noise does not
+    depend on it."""
+    group = 2 if double else 4
+    groups = (nvalues + group - 1) // group
+    draws = (groups + LANES - 1) // LANES
+    return max(1, min(draws, (blocks + max(rows, 1) - 1) // max(rows, 1)))
+
+
 
 
 def _real_number(name, value, *, minimum=None):
@@ -147,8 +219,9 @@ def _seed(seed) -> int:
     return value
 
 
-def add_noise(x, snr_db, *, seed=0, signal_power=None, out=None, stream=None):
-    """``x`` plus white Gaussian noise at ``snr_db`` decibels, in one kernel.
+def add_noise(x, snr_db, *, seed=0, signal_power=None, out=None, stream=None, _chunks=None):
+    """``x`` plus white Gaussian noise at ``snr_db`` decibels, in one kernel (two for a few long
+    rows whose power is measured).
 
     Each row gets noise of power ``P / 10**(snr_db / 10)``, where ``P`` is the row's mean
     ``|x|**2`` measured in the same kernel (float64 sums), or ``signal_power`` when given (then
@@ -216,9 +289,15 @@ def add_noise(x, snr_db, *, seed=0, signal_power=None, out=None, stream=None):
         xr, yr = xo.dev.reshape(batch, n), ydev.reshape(batch, n)
         if cplx:  # interleaved (real, imaginary) rows of 2n values
             xr, yr = xr.view(real_t), yr.view(real_t)
-        kernel = noise_kernel(real_t is np.float64)
-        launch(kernel, batch, LANES, s, 0, xr, yr, power, 10.0 ** (-snr / 10.0),
-               math.sqrt(0.5) if cplx else 1.0, float(n), np.uint64(seed))
+        double = real_t is np.float64
+        nvalues = 2 * n if cplx else n
+        chunks = chunks_for(batch, nvalues, double) if _chunks is None else int(_chunks)
+        split = power < 0.0 and chunks > 1  # the power first, in partial sums per block
+        part = Output((batch * chunks if split else 1,), np.float64, xo, s).dev
+        if split:
+            launch(power_kernel(), batch * chunks, LANES, s, 0, xr, part, np.int64(chunks))
+        launch(noise_kernel(double), batch * chunks, LANES, s, 0, xr, yr, part, power, 10.0 ** (-snr / 10.0),
+               math.sqrt(0.5) if cplx else 1.0, float(n), np.uint64(seed), np.int64(chunks))
     if result is None:
         return out
     y = result.result(s, xo.shape)

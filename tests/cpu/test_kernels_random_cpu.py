@@ -14,13 +14,24 @@ from nvmath_device.aot import compile_kernel
 X32 = np.zeros((2, 8), np.float32)
 
 
+def _noise_sig(arr):
+    """noise_kernel's argument types as add_noise launches it."""
+    f64 = types.float64
+    return (arr, arr, types.float64[::1], f64, f64, f64, f64, types.uint64, types.int64)
+
+
 @pytest.mark.parametrize("double,ty", [(False, types.float32), (True, types.float64)])
 def test_noise_kernel_links_for_sm90(double, ty):
     arr = types.Array(ty, 2, "C")
-    f64 = types.float64
-    out = compile_kernel(noise.noise_kernel(double), (arr, arr, f64, f64, f64, f64, types.uint64), sm=90)
+    out = compile_kernel(noise.noise_kernel(double), _noise_sig(arr), sm=90)
     assert out.cubin[:4] == b"\x7fELF"
     assert out.linked == ("nvmathdx_curand_Philox4_32_10.ltoir",)
+
+
+def test_power_kernel_links_for_sm90():
+    for ty in (types.float32, types.float64):
+        out = compile_kernel(noise.power_kernel(), (types.Array(ty, 2, "C"), types.float64[::1], types.int64), sm=90)
+        assert out.cubin[:4] == b"\x7fELF" and out.linked == ()
 
 
 def _frame_sizes(cubin: bytes) -> list[int]:
@@ -56,10 +67,9 @@ def test_generator_state_lives_in_registers():
     from numba import cuda, float32
 
     arr = types.Array(types.float32, 2, "C")
-    f64 = types.float64
     for double in (False, True):
         ty = types.Array(types.float64 if double else types.float32, 2, "C")
-        cubin = compile_kernel(noise.noise_kernel(double), (ty, ty, f64, f64, f64, f64, types.uint64), sm=90).cubin
+        cubin = compile_kernel(noise.noise_kernel(double), _noise_sig(ty), sm=90).cubin
         sizes = _frame_sizes(cubin)
         assert sizes and not any(sizes), sizes
 

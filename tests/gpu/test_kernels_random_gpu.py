@@ -148,3 +148,22 @@ def test_runs_on_the_callers_stream_without_syncing():
     np.testing.assert_array_equal(y.get(), ref.get())
     p = float(cupy.mean((y - x) ** 2) / cupy.mean(x ** 2))
     assert abs(10 * math.log10(1 / p)) < 0.05
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128])
+def test_one_long_row_split_over_blocks(dtype):
+    """A 1-D signal of 2**22 samples runs on ~1024 blocks (each lane's state started at its first
+    draw): the same bits as one block per row, and the SNR measured by the partial-sums kernel."""
+    import cupy
+
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(1 << 22)
+    if np.issubdtype(dtype, np.complexfloating):
+        x = x + 1j * rng.standard_normal(1 << 22)
+    x = cupy.asarray(x.astype(dtype))
+    split = kernels.add_noise(x, 7.0, seed=3, signal_power=2.0).get()
+    single = kernels.add_noise(x, 7.0, seed=3, signal_power=2.0, _chunks=1).get()
+    np.testing.assert_array_equal(split, single)
+    y = kernels.add_noise(x, 7.0, seed=3)
+    snr = 10 * math.log10(float(cupy.mean(cupy.abs(x) ** 2) / cupy.mean(cupy.abs(y - x) ** 2)))
+    assert abs(snr - 7.0) < 0.01

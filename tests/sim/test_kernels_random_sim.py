@@ -132,3 +132,27 @@ def test_measured_snr(dtype, snr_db):
     assert abs(np.mean(d)) < 4 * math.sqrt(p_noise / d.size)
     if np.iscomplexobj(x):  # circular: the power splits evenly between real and imaginary parts
         assert abs(np.mean(d.real ** 2) / np.mean(d.imag ** 2) - 1) < 0.2
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128])
+def test_blocks_per_row_do_not_change_the_noise(dtype):
+    """A row split over several blocks (each lane's state started at its first draw with
+    curand_init's offset) gives the same bits as one block per row; the power measured by the
+    partial-sums kernel agrees to rounding."""
+    x = _signal(dtype, (2, 2300), seed=10)
+    one = kernels.add_noise(x, 4.0, seed=8, signal_power=3.0, _chunks=1)
+    np.testing.assert_array_equal(one, reference(x, 4.0, 8, signal_power=3.0))
+    for chunks in (2, 3, 5):
+        np.testing.assert_array_equal(kernels.add_noise(x, 4.0, seed=8, signal_power=3.0, _chunks=chunks), one)
+    m1 = kernels.add_noise(x, 4.0, seed=8, _chunks=1)
+    m3 = kernels.add_noise(x, 4.0, seed=8, _chunks=3)
+    eps = np.finfo(x.real.dtype).eps
+    np.testing.assert_allclose(m3, m1, rtol=4 * eps, atol=4 * eps * 30)
+    np.testing.assert_allclose(m3, reference(x, 4.0, 8), rtol=4 * eps, atol=4 * eps * 30)
+
+
+def test_chunks_for():
+    assert noise.chunks_for(2048, 1 << 17, False) == 1  # many rows: a block each
+    assert noise.chunks_for(1, 1 << 20, False) == 1024  # one long row: 1024 blocks
+    assert noise.chunks_for(1, 4000, False) == 4  # 1000 groups: 4 draws per lane at most
+    assert noise.chunks_for(3, 10, True) == 1
