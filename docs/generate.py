@@ -22,8 +22,8 @@ ROOT = HERE.parent
 #: page name -> (title, modules whose ``__all__`` it documents, classes whose members it lists)
 PAGES = {
     "nvmath_device": (
-        "nvmath_device: cuFFTDx and cuBLASDx inside Numba kernels",
-        ("nvmath_device", "nvmath_device.common_cuda", "nvmath_device.aot"),
+        "nvmath_device: cuFFTDx, cuBLASDx and cuRAND inside Numba kernels",
+        ("nvmath_device", "nvmath_device.common_cuda", "nvmath_device.random", "nvmath_device.aot"),
         ("FFT", "Matmul"),
     ),
     "nvmath_host": (

@@ -93,8 +93,8 @@ class FFT(Frozen):
     values on input (view the register array as ``precision``), for c2r on output.
 
     float16 (cuFFTDx's implicit batching, ``implicit_type_batching == 2``): every register value
-    holds the same element of two FFTs, ``value_type`` ``half4`` = ``float16x4(re0, re1, im0,
-    im1)``; the real view (r2c input, c2r output) is ``float16x2_type``: ``(x0, x1)``. Block
+    holds the same element of two FFTs, ``value_type`` ``half4`` =
+    ``float16x4(re0, re1, im0, im1)``; the real view (r2c input, c2r output) is ``float16x2_type``: ``(x0, x1)``. Block
     execution: ``threadIdx.y`` numbers pairs of FFTs; Thread execution: each thread computes two.
     """
 

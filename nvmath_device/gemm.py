@@ -760,8 +760,8 @@ class Matmul(Frozen):
         Parameters
         ----------
         *args
-            ``(alpha, a, b, beta, c)`` for the shared-memory form, ``(alpha, a, lda, b, ldb, beta,
-            c, ldc)`` for it with run-time leading dimensions, ``(a, b, acc)`` for the register
+            ``(alpha, a, b, beta, c)`` for the shared-memory form,
+            ``(alpha, a, lda, b, ldb, beta, c, ldc)`` for it with run-time leading dimensions, ``(a, b, acc)`` for the register
             form: ``alpha``/``beta`` scalars, ``a``/``b``/``c`` shared arrays of
             ``a_value_type``/``b_value_type``/``c_value_type`` holding ``a_size``/``b_size``/
             ``c_size`` elements, ``acc`` a local array of ``accumulator_size`` ``c_value_type``.

@@ -116,8 +116,8 @@ def types_expected(re, im):
 
 def complex_kernel(out, re, im):
     """nvmath-python's conversions: a complex stored into a float32x2 array, a float32x2 in
-    complex arithmetic (``v / 4``, ``v * v``), ``float64x2(c)`` from a complex. GPU only: the
-    simulator's values are NumPy records, which do no complex arithmetic (TypeError)."""
+    complex arithmetic (``v / 4``, ``v * v``), ``float64x2(c)`` from a complex; the same values
+    on the GPU and under the simulator (whose two-float vector values do complex arithmetic)."""
     t = cuda.threadIdx.x
     regs = cuda.local.array(3, dtype=nd.float32x2_type)
     regs[0] = complex(re[t], im[t])
