@@ -147,9 +147,12 @@ def _rank_index(p: _Plan, thread, ctx) -> tuple[int, tuple]:
 
 def _check_block_dim(p: _Plan, ctx, what: str) -> None:
     launched = tuple(ctx.blockDim)
-    if launched[: p.rank] != p.block_dim[: p.rank]:
+    more_x = p.rank == 1 and launched[0] >= p.block_dim[0]  # threads x >= block_dim.x stay idle
+    if launched[: p.rank] != p.block_dim[: p.rank] and not more_x:
         extra = "" if p.rank == 3 else (
-            f" (dimensions past the first {p.rank} may be larger: each of their values is a separate GEMM)"
+            f" (dimensions past the first {p.rank} may be larger: each of their values is a separate GEMM"
+            + ("; a 1-D block_dim may also be launched with more threads in x, which stay idle" if p.rank == 1
+               else "") + ")"
         )
         raise ValueError(
             f"Matmul.{what} needs the kernel launched with MM.block_dim = {p.block_dim} threads per "
@@ -238,10 +241,11 @@ def _check_registers(p: _Plan, arr, dtype, what: str, hint: str) -> np.ndarray:
 
 # ---------------------------------------------------------------------------- block exchange
 class _Deposit:
-    __slots__ = ("mm", "form", "t", "group", "alpha", "beta", "a", "b", "c", "acc", "lds")
+    __slots__ = ("mm", "form", "t", "group", "alpha", "beta", "a", "b", "c", "acc", "lds", "idle")
 
     def __init__(self, mm, form, t, group, alpha=None, beta=None, a=None, b=None, c=None, acc=None, lds=None):
         self.mm, self.form, self.t, self.group = mm, form, t, group
+        self.idle = t >= _plan(mm).nthreads  # a thread past block_dim.x (a larger 1-D launch)
         self.alpha, self.beta, self.a, self.b, self.c, self.acc = alpha, beta, a, b, c, acc
         self.lds = lds
 
@@ -276,7 +280,8 @@ def _close_round(rnd: Round, call: int, block: tuple) -> None:
     p = _plan(first.mm)
     groups = {}
     for tid, d in rnd.deposits.items():
-        groups.setdefault(d.group, []).append((tid, d))
+        if not d.idle:  # idle threads meet the barrier and take no part in the GEMM
+            groups.setdefault(d.group, []).append((tid, d))
     work = []
     for members in groups.values():
         (tid0, d0) = members[0]
@@ -420,8 +425,12 @@ def sim_fragment_coordinates(mm, *args) -> None:
     rows, cols = (_check_registers(p, x, np.int32, f"Matmul.fragment_coordinates: {w}", hint)
                   for x, w in zip(args, ("rows", "cols")))
     t, _ = _rank_index(p, thread, ctx)
-    rc = p.table[t]
     n = p.accumulator_size
+    if t >= p.nthreads:  # an idle thread of a larger 1-D launch holds no element (-1, as on the GPU)
+        rows[:n] = -1
+        cols[:n] = -1
+        return
+    rc = p.table[t]
     rows[:n] = rc[:, 0]
     cols[:n] = rc[:, 1]
 
