@@ -72,6 +72,8 @@ def compile_kernel_library(pyfunc, argtypes, cc, *, fastmath=False, opt=True):
     kernel = lib.get_function(entry)
     lib._entry_name = entry
     kernel_fixup(kernel, False)
+    if lib.use_cooperative:  # a grid sync (cuda.cg.this_grid().sync()) needs libcudadevrt, as
+        lib.needs_cudadevrt = True  # _Kernel.__init__ arranges for numba-cuda's own launches
     return lib, entry
 
 

@@ -99,3 +99,18 @@ def test_compile_kernel_links_kernels_that_call_device_functions_without_a_gpu()
     itself while it compiles a kernel's device functions (no GPU, no helper needed)."""
     out = compile_kernel(K.keyword_call, (F1,), sm=90)
     assert out.cubin[:4] == b"\x7fELF"
+
+
+def _grid_synced(x):
+    g = cuda.cg.this_grid()
+    x[cuda.grid(1)] += 1
+    g.sync()
+    x[cuda.grid(1)] *= 2
+
+
+def test_compile_kernel_links_a_grid_sync_with_libcudadevrt():
+    """A kernel with cuda.cg.this_grid().sync() (nvmath-python's fft_2d_single_kernel example
+    does it) links without a GPU: libcudadevrt goes in, as numba-cuda's own launch arranges
+    (nvJitLink stopped at the unresolved cudaCGGetIntrinsicHandle before)."""
+    out = compile_kernel(_grid_synced, (types.float32[::1],), sm=90)
+    assert out.cubin[:4] == b"\x7fELF"
