@@ -9,6 +9,7 @@ from numba.core import types
 from numba.core.errors import TypingError
 from numba.cuda.extending import core_models, infer_getattr, lower_getattr_generic, register_model
 
+from ..types import Vector
 from ._compat import (
     LTOIR,
     AbstractTemplate,
@@ -115,7 +116,14 @@ class DescriptorType(types.Type):
 
 
 def constant_value_type(value):
-    """The numba type of a constant attribute value."""
+    """The numba type of a constant attribute value (a value type of ``nvmath_device.types``,
+    such as float16's ``half4``, is its number class: a dtype in kernels)."""
+    if isinstance(value, Vector):
+        # imported here, not at the top: importing .vector registers the vector number types,
+        # and numba-cuda's npydecl (imported later, by install_bfloat16_arrays) looks every
+        # number type up as a NumPy attribute, which fails for them
+        from .vector import numba_type_of
+        return types.NumberClass(numba_type_of(value))
     if isinstance(value, (bool, np.bool_)):
         return types.boolean
     if isinstance(value, (int, np.integer)):

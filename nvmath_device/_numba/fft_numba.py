@@ -7,27 +7,19 @@ import numpy as np
 from numba import cuda
 from numba.core import types
 from numba.core.errors import TypingError
-from numba.cuda.extending import (
-    core_models,
-    infer_getattr,
-    lower_builtin,
-    lower_getattr_generic,
-    register_model,
-    typeof_impl,
-)
+from numba.cuda.extending import lower_builtin, typeof_impl
 
 from .._build.fft_codegen import TwiddleTables
 from ..fft import FFT
 from ..types import Vector
-from ._compat import AttributeTemplate, lower_constant
 from .common import (
     DescriptorType,
     call_extern,
-    constant_value_type,
     data_pointer,
     linkable_ltoir,
     method_template,
     numba_dtype,
+    register_descriptor_type,
 )
 from .vector import numba_type_of
 
@@ -180,51 +172,7 @@ _METHODS = {
 }
 
 
-def _attr_type(value):
-    """The numba type of a constant attribute: common.constant_value_type's, and for float16's
-    value types (nvmath_device.types.half4 / half2) their number class, a dtype in kernels."""
-    if isinstance(value, Vector):
-        return types.NumberClass(numba_type_of(value))
-    return constant_value_type(value)
-
-
-# FFTType is registered like the other descriptor types (common.register_descriptor_type), with
-# one more kind of constant: float16's value types are nvmath_device.types.Vector objects.
-register_model(FFTType)(core_models.OpaqueModel)
-
-
-@lower_constant(FFTType)
-def _lower_const(context, builder, ty, pyval):
-    return context.get_dummy_value()
-
-
-@infer_getattr
-class _FFTAttrs(AttributeTemplate):
-    key = FFTType
-
-    def generic_resolve(self, ty, attr):
-        if attr in _METHODS:
-            return types.BoundFunction(_METHODS[attr], ty)
-        try:
-            value = _attr(ty.descriptor, attr)
-        except AttributeError:
-            return None
-        except NotImplementedError as e:
-            raise TypingError(str(e)) from None
-        return _attr_type(value)
-
-
-@lower_getattr_generic(FFTType)
-def _lower_attr(context, builder, ty, val, attr):
-    value = _attr(ty.descriptor, attr)
-    if isinstance(value, (bool, np.bool_)):
-        return context.get_constant(types.boolean, bool(value))
-    if isinstance(value, (int, np.integer)):
-        return context.get_constant(types.intp, int(value))
-    if isinstance(value, tuple):
-        return context.make_tuple(builder, constant_value_type(value),
-                                  [context.get_constant(types.intp, int(v)) for v in value])
-    return context.get_dummy_value()  # dtypes and number classes
+register_descriptor_type(FFTType, _attr, _METHODS)
 
 
 def _check_address_space(context, builder, ptr, space, message):
