@@ -74,6 +74,27 @@ PHILOX_STATE = _state_type()
 _this = sys.modules[__name__]
 
 
+@cuda.jit(device=True)
+def _sum_of_squares(x, r, start, stop, t):
+    """The float64 sum of squares of ``x[r, start:stop]``, by the block's ``LANES`` threads
+    (thread ``t`` takes ``start + t``, ``start + t + LANES``, ...) and a tree in shared memory;
+    every thread of the block calls it and gets the total."""
+    sums = cuda.shared.array(LANES, float64)
+    acc = 0.0
+    for j in range(start + t, stop, LANES):
+        v = float64(x[r, j])
+        acc += v * v
+    sums[t] = acc
+    cuda.syncthreads()
+    s = LANES // 2
+    while s > 0:
+        if t < s:
+            sums[t] += sums[t + s]
+        cuda.syncthreads()
+        s //= 2
+    return sums[0]
+
+
 @functools.cache
 def noise_kernel(double: bool):
     """The kernel for float32 (``double=False``) or float64 rows: ``kernel(x, y, part, power,
@@ -97,20 +118,7 @@ def noise_kernel(double: bool):
         p = power
         if power < 0.0:
             if chunks == 1:  # the row's sum of squares, in float64
-                sums = cuda.shared.array(LANES, float64)
-                acc = 0.0
-                for j in range(t, n, LANES):
-                    v = float64(x[r, j])
-                    acc += v * v
-                sums[t] = acc
-                cuda.syncthreads()
-                s = LANES // 2
-                while s > 0:
-                    if t < s:
-                        sums[t] += sums[t + s]
-                    cuda.syncthreads()
-                    s //= 2
-                p = sums[0] / nsamples
+                p = _sum_of_squares(x, r, 0, n, t) / nsamples
             else:
                 acc = 0.0
                 for i in range(chunks):
@@ -164,22 +172,9 @@ def power_kernel():
         t = cuda.threadIdx.x
         n = x.shape[1]
         size = (n + chunks - 1) // chunks
-        stop = min(n, (c + 1) * size)
-        acc = 0.0
-        for j in range(c * size + t, stop, LANES):
-            v = float64(x[r, j])
-            acc += v * v
-        sums = cuda.shared.array(LANES, float64)
-        sums[t] = acc
-        cuda.syncthreads()
-        s = LANES // 2
-        while s > 0:
-            if t < s:
-                sums[t] += sums[t + s]
-            cuda.syncthreads()
-            s //= 2
+        total = _sum_of_squares(x, r, c * size, min(n, (c + 1) * size), t)
         if t == 0:
-            part[cuda.blockIdx.x] = sums[0]
+            part[cuda.blockIdx.x] = total
 
     return kernel
 
