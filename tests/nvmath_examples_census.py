@@ -101,14 +101,17 @@ def _clean_env(sim: bool, extra_path: Path) -> dict:
     return env
 
 
-def run_example(folder: Path, name: str, records: Path, timeout: float) -> tuple[str, float]:
-    """(result, seconds) of running ``name`` under the simulator."""
-    env = _clean_env(True, folder)
-    env["NMDX_RECORD_SIM_KERNELS"] = str(records)
+def run_example(folder: Path, name: str, records: Path, timeout: float, gpu: bool = False) -> tuple[str, float]:
+    """(result, seconds) of running ``name`` under the simulator (on the GPU, no recorder, with ``gpu``)."""
+    env = _clean_env(not gpu, folder)
+    if gpu:
+        cmd = [sys.executable, str(folder / name)]
+    else:
+        env["NMDX_RECORD_SIM_KERNELS"] = str(records)
+        cmd = [sys.executable, "-c", _BOOTSTRAP, str(folder / name)]
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run([sys.executable, "-c", _BOOTSTRAP, str(folder / name)], cwd=folder,
-                              env=env, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return f"timeout (> {timeout:.0f} s)", time.perf_counter() - t0
     secs = time.perf_counter() - t0
@@ -183,6 +186,8 @@ def main(argv=None) -> int:
     parser.add_argument("--link-timeout", type=float, default=600, help="seconds per link step (default 600)")
     parser.add_argument("--only", nargs="*", default=[], help="run only examples whose name contains one of these")
     parser.add_argument("--no-link", action="store_true", help="skip linking the recorded kernels for sm_90")
+    parser.add_argument("--gpu", action="store_true",
+                        help="run the examples on the GPU instead of the simulator (no recording, no link step)")
     args = parser.parse_args(argv)
     src = Path(args.examples)
     if not src.is_dir():
@@ -197,16 +202,18 @@ def main(argv=None) -> int:
         for name in names:
             records = Path(tmp) / "records" / name[:-3]
             records.mkdir(parents=True)
-            result, secs = run_example(folder, name, records, args.timeout)
-            link = "(not linked)" if args.no_link else link_records(folder, records, args.link_timeout)
+            result, secs = run_example(folder, name, records, args.timeout, gpu=args.gpu)
+            link = "(not linked)" if args.no_link or args.gpu else link_records(folder, records, args.link_timeout)
             rows.append((name, result, secs, link))
             print(f"{name}: {result} [{secs:.0f} s] | sm_90: {link}", flush=True)
     ok = sum(r[1] == "ok" for r in rows)
     linked_all = sum(bool(re.match(r"(\d+)/\1 linked", r[3])) for r in rows)
-    lines = ["| example | simulator | sm_90 link | cause |", "|---|---|---|---|"]
+    where = "GPU" if args.gpu else "simulator"
+    lines = [f"| example | {where} | sm_90 link | cause |", "|---|---|---|---|"]
     lines += [f"| {n} | {_cell(r)} | {_cell(k)} | {classify(n, r)} |" for n, r, _, k in rows]
     lines.append("")
-    lines.append(f"{len(rows)} examples: {ok} ran ok under the simulator, {len(rows) - ok} failed; "
+    lines.append(f"{len(rows)} examples: {ok} ran ok {'on the GPU' if args.gpu else 'under the simulator'}, "
+                 f"{len(rows) - ok} failed; "
                  f"{linked_all} with every recorded kernel linked for sm_90")
     causes: dict = {}
     for n, r, _, _ in rows:
