@@ -2,7 +2,7 @@
 """Census: nvmath-python's device examples run with only their imports changed.
 
 ``python -m tests.nvmath_examples_census <examples dir> [--out table.md] [--timeout S]
-[--only SUBSTR ...] [--no-link]``
+[--only SUBSTR ...] [--no-link] [--jobs N] [--gpu]``
 
 ``<examples dir>`` is nvmath-python's ``examples/device`` (a checkout or an export of it; nothing
 of nvmath-python is stored in this repository). For each example:
@@ -29,6 +29,7 @@ the counts. Exit status 0 (it is a census, not a test).
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import os
 import re
 import shutil
@@ -186,26 +187,32 @@ def main(argv=None) -> int:
     parser.add_argument("--link-timeout", type=float, default=600, help="seconds per link step (default 600)")
     parser.add_argument("--only", nargs="*", default=[], help="run only examples whose name contains one of these")
     parser.add_argument("--no-link", action="store_true", help="skip linking the recorded kernels for sm_90")
+    parser.add_argument("--jobs", type=int, default=1, help="examples run at once (default 1)")
     parser.add_argument("--gpu", action="store_true",
                         help="run the examples on the GPU instead of the simulator (no recording, no link step)")
     args = parser.parse_args(argv)
     src = Path(args.examples)
+    if args.jobs < 1:
+        parser.error(f"--jobs must be >= 1, got {args.jobs}")
     if not src.is_dir():
         parser.error(f"examples: {src} is not a folder")
-    rows = []
     with tempfile.TemporaryDirectory(prefix="nmdx-census-") as tmp:
         folder = Path(tmp) / "examples"
         folder.mkdir()
         names = copy_examples(src, folder)
         if args.only:
             names = [n for n in names if any(s in n for s in args.only)]
-        for name in names:
+
+        def one(name):
             records = Path(tmp) / "records" / name[:-3]
             records.mkdir(parents=True)
             result, secs = run_example(folder, name, records, args.timeout, gpu=args.gpu)
             link = "(not linked)" if args.no_link or args.gpu else link_records(folder, records, args.link_timeout)
-            rows.append((name, result, secs, link))
             print(f"{name}: {result} [{secs:.0f} s] | sm_90: {link}", flush=True)
+            return name, result, secs, link
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            rows = list(pool.map(one, names))  # each example is its own subprocess; rows in name order
     ok = sum(r[1] == "ok" for r in rows)
     linked_all = sum(bool(re.match(r"(\d+)/\1 linked", r[3])) for r in rows)
     where = "GPU" if args.gpu else "simulator"
