@@ -43,6 +43,12 @@ Five more make the simulator take what numba-cuda's CUDA target takes (numba-cud
 - keyword arguments in device-function calls (``f(x, scale=2.0)``): numba-cuda types them by
   folding the arguments into the signature; the simulator's ``FakeCUDAKernel.__call__`` took
   ``*args`` only and raised ``TypeError``. A kernel launch stays positional only, as on the GPU.
+- ``ffi.from_buffer(array[i:])`` of a kernel argument (cffi): numba-cuda types it in kernels as
+  a pointer to the array's data (nvmath-python's Sobol example passes the direction vectors to
+  ``random.init`` this way); in the simulator the argument is a simulated array without the
+  buffer protocol and cffi raised ``TypeError``. The patched ``cffi.FFI.from_buffer`` gives
+  back the ndarray behind a simulated array (indexed as the pointer would be) and calls cffi
+  for anything else. Applied only when cffi is installed.
 """
 
 from __future__ import annotations
@@ -153,6 +159,7 @@ def install_simulator_compat() -> None:
     _install_jit_options()
     _install_vector_stores()
     _answer_current_device_sm()
+    _install_cffi_from_buffer()
     _original_call = kernel.FakeCUDAKernel.__call__
     if not getattr(_original_call, "_nvmath_device_kwargs", False):
         kernel.FakeCUDAKernel.__call__ = _call_with_keywords(_original_call)
@@ -199,6 +206,30 @@ def _install_jit_options() -> None:
     for module in (api, simulator, simulator_init, numba.cuda):
         if getattr(module, "jit", None) is original:
             module.jit = jit
+
+
+def _install_cffi_from_buffer() -> None:
+    try:
+        from cffi import api
+    except ImportError:  # cffi is not a dependency; without it no kernel can call ffi.from_buffer
+        return
+    original = api.FFI.from_buffer
+    if getattr(original, "_nvmath_device_sim", False):
+        return
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray, FakeWithinKernelCUDAArray
+
+    def from_buffer(self, *args, **kwargs):
+        data = args[-1] if args else kwargs.get("python_buffer")
+        if isinstance(data, (FakeCUDAArray, FakeWithinKernelCUDAArray)):
+            if len(args) > 1 or set(kwargs) - {"python_buffer"}:
+                raise TypeError("ffi.from_buffer(cdecl, array) / require_writable= of a simulated device "
+                                "array: only ffi.from_buffer(array) is supported under the CUDA simulator")
+            return unwrap(data)
+        return original(self, *args, **kwargs)
+
+    from_buffer._nvmath_device_sim = True
+    from_buffer.__wrapped__ = original
+    api.FFI.from_buffer = from_buffer
 
 
 def _answer_current_device_sm() -> None:

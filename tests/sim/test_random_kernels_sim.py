@@ -7,6 +7,7 @@ on the host, and against the generators' defining properties.
 The kernels live at module level so the recorder (NMDX_RECORD_SIM_KERNELS) can replay them for
 sm_90 (python -m tests.sim_kernels_compile)."""
 
+import cffi
 import numpy as np
 import pytest
 from numba import cuda
@@ -17,6 +18,7 @@ from nvmath_device._random_states import STATE_DTYPES
 
 BLOCKS, THREADS = 2, 16
 N = BLOCKS * THREADS
+ffi = cffi.FFI()
 
 
 # ------------------------------------------------------------------ kernels
@@ -40,6 +42,15 @@ def setup_scrambled_sobol(vectors, constants, states):
     i = cuda.grid(1)
     if i < states.size:
         random.init(vectors[i:], constants[i], 100, states[i])
+
+
+@cuda.jit
+def setup_scrambled_sobol_from_buffer(vectors, constants, states, ndim):
+    """nvmath-python's curand_scrambled_sobol64 example's way: the direction vectors of
+    dimension d as a pointer, ``ffi.from_buffer(flat_vectors[64 * d:])`` (cffi)."""
+    i = cuda.grid(1)
+    if i < states.size:
+        random.init(ffi.from_buffer(vectors[ndim * i:]), constants[i], 100, states[i])
 
 
 @cuda.jit
@@ -329,6 +340,25 @@ def test_sobol_in_kernels(bits, scrambled):
         assert z.copy_to_host()[i] == rm.normal(ref)
 
 
+@pytest.mark.parametrize("bits", [32, 64])
+def test_sobol_init_through_ffi_from_buffer(bits):
+    """A pointer from cffi's ffi.from_buffer(array[k:]) is accepted where the direction-vector
+    array is (the simulator patches cffi for its arrays): the same states as vectors[i]."""
+    vset = random.DirectionVectorSet[f"SCRAMBLED_DIRECTION_VECTORS_{bits}_JOEKUO6"]
+    get = random.get_direction_vectors32 if bits == 32 else random.get_direction_vectors64
+    host_vectors = get(vset, N)
+    consts = (random.get_scramble_constants32 if bits == 32 else random.get_scramble_constants64)(N)
+    name = f"ScrambledSobol{bits}"
+    by_row, by_ptr = (getattr(random, f"States{name}")(N) for _ in range(2))
+    setup_scrambled_sobol[BLOCKS, THREADS](cuda.to_device(host_vectors), cuda.to_device(consts), by_row)
+    setup_scrambled_sobol_from_buffer[BLOCKS, THREADS](cuda.to_device(host_vectors.ravel()), cuda.to_device(consts),
+                                                       by_ptr, bits)
+    a, b = by_row.copy_to_host(), by_ptr.copy_to_host()
+    for field in a.dtype.names:
+        np.testing.assert_array_equal(a[field], b[field], err_msg=field)
+    assert len({bytes(r) for r in b}) == N  # each thread its own dimension
+
+
 def test_nvmath_philox_uniform4_example():
     states = random.StatesPhilox4_32_10(N)
     setup_pseudo[BLOCKS, THREADS](states, 1234)
@@ -389,6 +419,7 @@ def link_all_for_sm90() -> list[str]:
         for g in (f"Sobol{bits}", f"ScrambledSobol{bits}"):
             if g.startswith("Scrambled"):
                 jobs.append((setup_scrambled_sobol, (arr(word, 2), arr(word, 1), states(g))))
+                jobs.append((setup_scrambled_sobol_from_buffer, (arr(word, 1), arr(word, 1), states(g), i64)))
             else:
                 jobs.append((setup_sobol, (arr(word, 2), states(g))))
             jobs.append((sobol_draws, (states(g), arr(word, 2), arr(f64, 1), arr(f32, 1))))
@@ -413,4 +444,4 @@ def test_these_kernels_link_for_sm90():
     run = subprocess.run([sys.executable, "-c", code], cwd=repo, env=env, capture_output=True, text=True,
                          timeout=1200)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-6000:]
-    assert "sm_90 linked: 26" in run.stdout, run.stdout
+    assert "sm_90 linked: 28" in run.stdout, run.stdout
