@@ -240,9 +240,9 @@ def nvmath_runner(x):
     states = nr.StatesPhilox4_32_10(rows * lanes)
 
     @cuda.jit(link=apis.files, extensions=apis.extension)
-    def setup(states, seed):
+    def setup(states, seed, nstates):  # nvmath-python's States* arrays have no .size in kernels
         i = cuda.grid(1)
-        if i < states.size:
+        if i < nstates:
             nr.init(seed, i, 0, states[i])
 
     @cuda.jit(link=apis.files, extensions=apis.extension)
@@ -277,7 +277,7 @@ def nvmath_runner(x):
                 y[r, j + 3] = x[r, j + 3] + sigma * v.w
 
     stream = cuda.external_stream(cp.cuda.get_current_stream().ptr)
-    setup[(rows * lanes + 255) // 256, 256, stream](states, SEED)
+    setup[(rows * lanes + 255) // 256, 256, stream](states, SEED, rows * lanes)
     y = cp.empty_like(x)
     yr = y.view(y.real.dtype) if y.dtype.kind == "c" else y
 

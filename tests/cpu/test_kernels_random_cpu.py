@@ -28,8 +28,18 @@ def test_noise_kernel_links_for_sm90(double, ty):
     assert out.linked == ("nvmathdx_curand_Philox4_32_10.ltoir",)
 
 
+@pytest.mark.parametrize("double,ty", [(False, types.complex64), (True, types.complex128)])
+def test_pair_noise_kernel_links_for_sm90(double, ty):
+    """The kernel on pair views (complex64 / complex128 views of float32 / float64 rows)."""
+    arr = types.Array(ty, 2, "C")
+    out = compile_kernel(noise.pair_noise_kernel(double), _noise_sig(arr), sm=90)
+    assert out.cubin[:4] == b"\x7fELF"
+    assert out.linked == ("nvmathdx_curand_Philox4_32_10.ltoir",)
+    assert _frame_sizes(out.cubin) and not any(_frame_sizes(out.cubin))  # state in registers
+
+
 def test_power_kernel_links_for_sm90():
-    for ty in (types.float32, types.float64):
+    for ty in (types.float32, types.float64, types.complex64, types.complex128):
         out = compile_kernel(noise.power_kernel(), (types.Array(ty, 2, "C"), types.float64[::1], types.int64), sm=90)
         assert out.cubin[:4] == b"\x7fELF" and out.linked == ()
 

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""kernels.add_noise on the GPU: the noise is cuRAND's Philox4_32_10 stream the module documents,
-bit for bit (checked against nvmath_device._random_math on a slice), at the SNR asked for, with
+"""kernels.add_noise on the GPU: the noise is cuRAND's Philox4_32_10 stream the module documents
+(checked against nvmath_device._random_math on a slice, to the device's float math: its Box-Muller
+uses __sincosf and logf), at the SNR asked for, with
 every output sample written (NaN-poisoned outputs), for every array kind and on the caller's stream."""
 
 import math
@@ -56,9 +57,12 @@ def normals(seed, row, nvalues, double):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
-def test_noise_is_the_documented_philox_stream_bit_for_bit(dtype):
+def test_noise_is_the_documented_philox_stream(dtype):
     """x = 0, signal_power = 1, 0 dB: y is sigma * normal with sigma = 1 (real) or sqrt(1/2)
-    (complex), a single rounding on any GPU (a contraction into an FMA with 0 changes nothing)."""
+    (complex). The normals are the reference's to the device's float math (the first GPU run
+    found float32 values ~1 ulp of |z| <= 7 apart, so not bit for bit): float32 within 2e-5,
+    float64 within 1e-12 (nvmath_device._random_math.DEVICE_TOLERANCE's bounds); another seed's
+    normals are nowhere near."""
     import cupy
 
     rows, n = 300, 2500  # rows past the first block of subsequences, lanes drawing 3 times
@@ -69,8 +73,12 @@ def test_noise_is_the_documented_philox_stream_bit_for_bit(dtype):
     sigma = real_t(noise.noise_scale(1.0, 0.0, cplx))
     for r in (0, 1, 257, rows - 1):
         yr = y[r].view(real_t) if cplx else y[r]
-        want = (sigma * normals(2024, r, yr.size, real_t is np.float64)).astype(real_t)
-        np.testing.assert_array_equal(yr, want)
+        want = (sigma * normals(2024, r, yr.size, real_t is np.float64)).astype(np.float64)
+        tol = 1e-12 if real_t is np.float64 else 2e-5
+        err = np.abs(yr.astype(np.float64) - want) / np.maximum(1.0, np.abs(want))
+        assert err.max() <= tol, (r, err.max())
+        other = (sigma * normals(2025, r, yr.size, real_t is np.float64)).astype(np.float64)
+        assert np.mean(np.abs(yr - other)) > 0.5
 
 
 @pytest.mark.parametrize("kind", ["numpy", "cupy", "torch", "numba"])
@@ -90,7 +98,11 @@ def test_measured_snr_per_row(kind, dtype, snr_db):
     p_sig = np.mean(np.abs(x.astype(np.complex128)) ** 2, axis=1)
     p_noise = np.mean(np.abs(d) ** 2, axis=1)
     snr = 10 * np.log10(p_sig / p_noise)
-    assert np.all(np.abs(snr - snr_db) < 0.05), snr  # 65536 samples: ~0.5% per row = 0.02 dB
+    # the noise power of a row of n samples is measured to a relative sqrt(2 / n) (0.55 %, 0.024 dB
+    # for real rows; complex rows half of it): every row within 5 of those, the mean of 64 rows
+    # within 6 of its own (0.003 dB)
+    assert np.all(np.abs(snr - snr_db) < 0.12), snr
+    assert abs(np.mean(snr) - snr_db) < 0.02, np.mean(snr)
     assert np.all(np.abs(d.mean(axis=1)) < 5 * np.sqrt(p_noise / n))
 
 
