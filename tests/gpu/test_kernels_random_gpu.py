@@ -164,7 +164,7 @@ def test_runs_on_the_callers_stream_without_syncing():
 
 @pytest.mark.parametrize("dtype", [np.float32, np.complex128])
 def test_one_long_row_split_over_blocks(dtype):
-    """A 1-D signal of 2**22 samples runs on ~1024 blocks (each lane's state started at its first
+    """A 1-D signal of 2**22 samples runs on 256 to 512 blocks (each lane's state started at its first
     draw): the same bits as one block per row, and the SNR measured by the partial-sums kernel."""
     import cupy
 

@@ -155,7 +155,9 @@ def test_blocks_per_row_do_not_change_the_noise(dtype):
 
 
 def test_chunks_for():
-    assert noise.chunks_for(2048, 1 << 17, False) == 1  # many rows: a block each
-    assert noise.chunks_for(1, 1 << 20, False) == 1024  # one long row: 1024 blocks
-    assert noise.chunks_for(1, 4000, False) == 4  # 1000 groups: 4 draws per lane at most
+    assert noise.chunks_for(8192, 1 << 17, False) == 1  # many rows: a block each
+    assert noise.chunks_for(1024, 1 << 17, False) == 8  # 8192 blocks of 16 draws per lane
+    assert noise.chunks_for(1, 1 << 20, False) == 128  # one long row: 1024 draws per lane, 8 a block
+    assert noise.chunks_for(1, 4000, False) == 1  # 1000 groups: 4 draws per lane, one block
+    assert noise.chunks_for(1, 1 << 14, False) == 2  # 16 draws per lane: 2 blocks of 8
     assert noise.chunks_for(3, 10, True) == 1
