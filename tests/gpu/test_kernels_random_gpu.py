@@ -150,6 +150,9 @@ def test_runs_on_the_callers_stream_without_syncing():
     import cupy
 
     x = cupy.asarray(np.random.default_rng(2).standard_normal((256, 1 << 16)).astype(np.float32))
+    # x's upload is on the legacy default stream, which a non-blocking stream does not wait for:
+    # without this the kernel on s read rows still in flight (first GPU run of 256 x 2**16: 26 rows)
+    cupy.cuda.get_current_stream().synchronize()
     s = cupy.cuda.Stream(non_blocking=True)
     with s:
         y = kernels.add_noise(x, 0.0, seed=3)  # the current stream: s
