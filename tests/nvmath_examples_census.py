@@ -159,6 +159,7 @@ CAUSES = (
      or "multiProcessorCount" in r or "DriverError" in r or "cudaError" in r,
      "needs a GPU/driver: cupy, kernel.compile()+cuFuncSetAttribute, cudart, occupancy"),
     (lambda n, r: "Matmul" in r and "blockDim" in r, "GEMM simulator: launch blockDim larger than block_dim"),
+    (lambda n, r: "this_grid().sync()" in r, "simulator: a grid sync across blocks (it runs blocks one by one)"),
     (lambda n, r: "fp16" in n and "fft" in n, "FFT float16"),
     (lambda n, r: "gemm" in n or "Matmul" in r, "GEMM"),
 )

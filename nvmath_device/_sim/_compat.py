@@ -49,6 +49,11 @@ Five more make the simulator take what numba-cuda's CUDA target takes (numba-cud
   buffer protocol and cffi raised ``TypeError``. The patched ``cffi.FFI.from_buffer`` gives
   back the ndarray behind a simulated array (indexed as the pointer would be) and calls cffi
   for anything else. Applied only when cffi is installed.
+- ``cuda.cg.this_grid().sync()`` in a launch of more than one block: the simulator runs one block
+  after the other, and its grid sync was a ``syncthreads`` of the calling block, so a kernel that
+  reads another block's results after it silently computed wrong values (nvmath-python's
+  ``cufftdx_fft_2d_single_kernel`` failed its own check). It now raises ``RuntimeError`` saying
+  so; a one-block grid syncs as before (then the block is the grid).
 """
 
 from __future__ import annotations
@@ -160,6 +165,7 @@ def install_simulator_compat() -> None:
     _install_vector_stores()
     _answer_current_device_sm()
     _install_cffi_from_buffer()
+    _refuse_multi_block_grid_sync()
     _original_call = kernel.FakeCUDAKernel.__call__
     if not getattr(_original_call, "_nvmath_device_kwargs", False):
         kernel.FakeCUDAKernel.__call__ = _call_with_keywords(_original_call)
@@ -230,6 +236,30 @@ def _install_cffi_from_buffer() -> None:
     from_buffer._nvmath_device_sim = True
     from_buffer.__wrapped__ = original
     api.FFI.from_buffer = from_buffer
+
+
+def _refuse_multi_block_grid_sync() -> None:
+    from numba.cuda.simulator import kernelapi
+
+    original = kernelapi.GridGroup.sync
+    if getattr(original, "_nvmath_device_sim", False):
+        return
+
+    def sync(self):
+        _, ctx = kernel_context("cuda.cg.this_grid().sync()")
+        blocks = int(np.prod(tuple(ctx.gridDim)))
+        if blocks > 1:
+            raise RuntimeError(
+                f"cuda.cg.this_grid().sync() in a grid of {tuple(ctx.gridDim)} blocks: numba-cuda's CUDA "
+                "simulator runs the blocks one after the other, so it cannot synchronise them (its grid "
+                "sync only synchronised the calling block, and a kernel reading other blocks' results "
+                "after it got wrong values). Run this kernel on a GPU, or launch one block under the "
+                "simulator.")
+        return original(self)
+
+    sync._nvmath_device_sim = True
+    sync.__wrapped__ = original
+    kernelapi.GridGroup.sync = sync
 
 
 def _answer_current_device_sm() -> None:
