@@ -98,6 +98,32 @@ def _sum_of_squares(x, r, start, stop, t):
     return sums[0]
 
 
+@cuda.jit(device=True)
+def _row_sigma(x, r, t, part, power, inv_snr, scale, nsamples, chunks):
+    """The noise's standard deviation for row ``r`` (see :func:`noise_kernel`): ``power`` when it
+    is >= 0, else the row's power measured by the block (``chunks == 1``: every thread of the
+    block must call this) or summed from the ``chunks`` partial sums in ``part``."""
+    p = power
+    if power < 0.0:
+        if chunks == 1:  # the row's sum of squares, in float64
+            p = _sum_of_squares(x, r, 0, x.shape[1], t) / nsamples
+        else:
+            acc = 0.0
+            for i in range(chunks):
+                acc += part[r * chunks + i]
+            p = acc / nsamples
+    return math.sqrt(p * inv_snr) * scale
+
+
+@cuda.jit(device=True)
+def _draw_range(ngroups, c, chunks):
+    """(first, last): the lane draws block ``c`` of a row's ``chunks`` blocks makes."""
+    draws = (ngroups + LANES - 1) // LANES
+    per = (draws + chunks - 1) // chunks
+    first = c * per
+    return first, min(first + per, draws)
+
+
 @functools.cache
 def noise_kernel(double: bool):
     """The kernel for float32 (``double=False``) or float64 rows: ``kernel(x, y, part, power,
@@ -118,20 +144,9 @@ def noise_kernel(double: bool):
         c = cuda.blockIdx.x % chunks
         t = cuda.threadIdx.x
         n = x.shape[1]
-        p = power
-        if power < 0.0:
-            if chunks == 1:  # the row's sum of squares, in float64
-                p = _sum_of_squares(x, r, 0, n, t) / nsamples
-            else:
-                acc = 0.0
-                for i in range(chunks):
-                    acc += part[r * chunks + i]
-                p = acc / nsamples
-        sigma = math.sqrt(p * inv_snr) * scale
+        sigma = _row_sigma(x, r, t, part, power, inv_snr, scale, nsamples, chunks)
         ngroups = (n + group - 1) // group
-        per = ((ngroups + LANES - 1) // LANES + chunks - 1) // chunks
-        first = c * per
-        last = min(first + per, (ngroups + LANES - 1) // LANES)
+        first, last = _draw_range(ngroups, c, chunks)
         if first >= last:
             return
         st = cuda.local.array(1, _this.PHILOX_STATE)
@@ -181,21 +196,10 @@ def pair_noise_kernel(double: bool):
         c = cuda.blockIdx.x % chunks
         t = cuda.threadIdx.x
         m = x.shape[1]  # pairs per row
-        p = power
-        if power < 0.0:
-            if chunks == 1:
-                p = _sum_of_squares(x, r, 0, m, t) / nsamples
-            else:
-                acc = 0.0
-                for i in range(chunks):
-                    acc += part[r * chunks + i]
-                p = acc / nsamples
-        sigma = math.sqrt(p * inv_snr) * scale
+        sigma = _row_sigma(x, r, t, part, power, inv_snr, scale, nsamples, chunks)
         ngroups = (m + group - 1) // group
         nfull = m // group  # groups with all their pairs in the row
-        per = ((ngroups + LANES - 1) // LANES + chunks - 1) // chunks
-        first = c * per
-        last = min(first + per, (ngroups + LANES - 1) // LANES)
+        first, last = _draw_range(ngroups, c, chunks)
         if first >= last:
             return
         st = cuda.local.array(1, _this.PHILOX_STATE)

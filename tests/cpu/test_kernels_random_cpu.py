@@ -20,22 +20,18 @@ def _noise_sig(arr):
     return (arr, arr, types.float64[::1], f64, f64, f64, f64, types.uint64, types.int64)
 
 
-@pytest.mark.parametrize("double,ty", [(False, types.float32), (True, types.float64)])
-def test_noise_kernel_links_for_sm90(double, ty):
+@pytest.mark.parametrize("factory,double,ty", [
+    ("noise_kernel", False, types.float32), ("noise_kernel", True, types.float64),
+    ("pair_noise_kernel", False, types.complex64), ("pair_noise_kernel", True, types.complex128),
+])
+def test_noise_kernels_link_for_sm90(factory, double, ty):
+    """The scalar kernel on real rows and the pair kernel on complex64/complex128 views of them;
+    after LTO neither keeps a stack frame (the Philox state in registers)."""
     arr = types.Array(ty, 2, "C")
-    out = compile_kernel(noise.noise_kernel(double), _noise_sig(arr), sm=90)
+    out = compile_kernel(getattr(noise, factory)(double), _noise_sig(arr), sm=90)
     assert out.cubin[:4] == b"\x7fELF"
     assert out.linked == ("nvmathdx_curand_Philox4_32_10.ltoir",)
-
-
-@pytest.mark.parametrize("double,ty", [(False, types.complex64), (True, types.complex128)])
-def test_pair_noise_kernel_links_for_sm90(double, ty):
-    """The kernel on pair views (complex64 / complex128 views of float32 / float64 rows)."""
-    arr = types.Array(ty, 2, "C")
-    out = compile_kernel(noise.pair_noise_kernel(double), _noise_sig(arr), sm=90)
-    assert out.cubin[:4] == b"\x7fELF"
-    assert out.linked == ("nvmathdx_curand_Philox4_32_10.ltoir",)
-    assert _frame_sizes(out.cubin) and not any(_frame_sizes(out.cubin))  # state in registers
+    assert _frame_sizes(out.cubin) and not any(_frame_sizes(out.cubin))
 
 
 def test_power_kernel_links_for_sm90():
