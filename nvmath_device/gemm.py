@@ -19,6 +19,8 @@ from . import _dispatch
 from ._descriptor import Frozen, show
 from ._descriptor import choice as _choice
 from ._descriptor import parse_sm as _parse_sm
+from ._layouts import LAYOUT_NAMES as _LAYOUT_NAMES
+from ._layouts import Layout
 from ._types import GEMM_PRECISIONS as _PRECISIONS
 from ._types import NUMBA_PRECISION_NAMES as _NUMBA_NAMES
 from ._types import SHARED_MEMORY_LIMIT as _SHARED_MEMORY_LIMIT
@@ -55,6 +57,8 @@ class TransposeMode(namedtuple("TransposeMode", ("a", "b"))):
 
 
 _TRANSPOSES = ("non_transposed", "transposed", "conj_transposed")
+# the largest cosize a layout may have here: cuBLASDx's leading dimensions are ints, the traits unsigned
+_MAX_LAYOUT_COSIZE = 2**31 - 1
 
 _PRECISION_HINT = ("numpy.float16, 'bfloat16' (or ml_dtypes.bfloat16, numba.cuda.types.bfloat16), "
                    "numpy.float32, numpy.float64, or an integer type: numpy.int8, numpy.uint8, numpy.int16, "
@@ -607,12 +611,14 @@ class Matmul(Frozen):
         ``MM.get_shared_storage_size()``: with this descriptor's leading dimensions (the same as
         :attr:`shared_memory_size`). ``MM.get_shared_storage_size(lda, ldb, ldc)``: with other
         leading dimensions (ints, at least the tight ones), each tile aligned as
-        :attr:`alignment` says.
+        :attr:`alignment` says. ``MM.get_shared_storage_size(layout_a, layout_b, layout_c)``:
+        for tiles of those shared-memory :class:`~nvmath_device._layouts.Layout` s (e.g.
+        :meth:`suggest_layout_smem_a`), each of ``cosize`` elements (as cuBLASDx's overload).
 
         Parameters
         ----------
-        *lds : int
-            Nothing, or ``lda, ldb, ldc``.
+        *lds : int or Layout
+            Nothing, ``lda, ldb, ldc``, or three shared-memory layouts of A, B and C.
 
         Returns
         -------
@@ -621,17 +627,21 @@ class Matmul(Frozen):
         if len(lds) == 0:
             return self.shared_memory_size
         if len(lds) != 3:
-            raise TypeError(f"get_shared_storage_size() takes no arguments or (lda, ldb, ldc), got {len(lds)}")
+            raise TypeError(f"get_shared_storage_size() takes no arguments, three shared-memory Layouts "
+                            f"(a, b, c) or (lda, ldb, ldc), got {len(lds)} arguments")
+        if any(isinstance(v, Layout) for v in lds):
+            return self._layouts_storage_size(lds, "get_shared_storage_size")
         return self._storage_size(lds)
 
     def get_shared_storage_size_ab(self, *lds) -> int:
         """Bytes of shared memory for the A and B tiles only (nvmath-python's name; the register
-        form needs no C tile). ``()`` or ``(lda, ldb)``, as :meth:`get_shared_storage_size`.
+        form needs no C tile). ``()``, ``(lda, ldb)`` or two shared-memory layouts
+        ``(layout_a, layout_b)``, as :meth:`get_shared_storage_size`.
 
         Parameters
         ----------
-        *lds : int
-            Nothing, or ``lda, ldb``.
+        *lds : int or Layout
+            Nothing, ``lda, ldb``, or the shared-memory layouts of A and B.
 
         Returns
         -------
@@ -640,7 +650,10 @@ class Matmul(Frozen):
         if len(lds) == 0:
             return self.shared_memory_size_ab
         if len(lds) != 2:
-            raise TypeError(f"get_shared_storage_size_ab() takes no arguments or (lda, ldb), got {len(lds)}")
+            raise TypeError(f"get_shared_storage_size_ab() takes no arguments, two shared-memory Layouts "
+                            f"(a, b) or (lda, ldb), got {len(lds)} arguments")
+        if any(isinstance(v, Layout) for v in lds):
+            return self._layouts_storage_size(lds, "get_shared_storage_size_ab")
         rows, cols = (self.m, self.k), (self.k, self.n)
         total = 0
         for i, (name, v) in enumerate(zip(("lda", "ldb"), lds)):
@@ -654,6 +667,174 @@ class Matmul(Frozen):
             n = int(v) * (c - 1) + r if self.arrangement[i] == "col_major" else int(v) * (r - 1) + c
             total = _round_up(total, self.alignment[i]) + n * self._layout["itemsizes"][i]
         return total
+
+    def _layouts_storage_size(self, layouts, method) -> int:
+        total = 0
+        for i, lay in enumerate(layouts):
+            op = "abc"[i]
+            if not isinstance(lay, Layout):
+                raise TypeError(f"{method}: layout_{op} must be a Layout (all arguments Layouts or all "
+                                f"ints), got {show(lay)}")
+            if lay.memory != "smem" or lay.operand != op:
+                raise ValueError(f"{method}: layout_{op} must be a shared-memory layout of {op.upper()} "
+                                 f"(get_layout_smem_{op}() or suggest_layout_smem_{op}()), got {lay!r}")
+            total = _round_up(total, self.alignment[i]) + lay.cosize * self._layout["itemsizes"][i]
+        return total
+
+    # ------------------------------------------------------------------ cuBLASDx layouts
+    def _compiled_layout(self, name: str, leading_dimension=None) -> Layout:
+        memory, op, suggested = _LAYOUT_NAMES[name]
+        key = f"layout_{'suggested_' if suggested else ''}{memory}_{op}"
+        t = self._traits
+        return Layout(self, name, leading_dimension, t[key + "_size"], t[key + "_cosize"])
+
+    def _gmem_layout(self, op: str, leading_dimension) -> Layout:
+        i = "abc".index(op)
+        rows, cols = ((self.m, self.k), (self.k, self.n), (self.m, self.n))[i]
+        col_major = self.arrangement[i] == "col_major"
+        tight, outer = (rows, cols) if col_major else (cols, rows)
+        method = f"get_layout_gmem_{op}"
+        if leading_dimension is None:
+            return self._compiled_layout(method, tight)
+        if not _is_int(leading_dimension):
+            raise TypeError(f"{method}: leading_dimension must be None or an int (at least {tight}, the "
+                            f"{'rows' if col_major else 'columns'} of {op.upper()}), got {show(leading_dimension)}")
+        ld = int(leading_dimension)
+        if ld < tight:
+            raise ValueError(
+                f"{method}: leading_dimension={ld} is smaller than the {tight} "
+                f"{'rows' if col_major else 'columns'} of {op.upper()} ({rows} x {cols}, "
+                f"{self.arrangement[i]}); it must be an int >= {tight}")
+        if ld * (outer - 1) + tight > _MAX_LAYOUT_COSIZE:
+            raise ValueError(
+                f"{method}: leading_dimension={ld} makes {op.upper()}'s layout span "
+                f"{ld * (outer - 1) + tight} elements; at most {_MAX_LAYOUT_COSIZE} are allowed")
+        if ld == tight:  # cuBLASDx's default global layout: already among the traits
+            return self._compiled_layout(method, tight)
+        from ._build.gemm_codegen import gemm_gmem_layout_sizes
+
+        size, cosize = gemm_gmem_layout_sizes(self, op, ld)
+        return Layout(self, method, ld, size, cosize)
+
+    def get_layout_gmem_a(self, leading_dimension=None) -> Layout:
+        """cuBLASDx's layout of A (m x k) in global memory, in A's arrangement.
+
+        Parameters
+        ----------
+        leading_dimension : int, optional
+            Elements between columns (col_major) or rows (row_major); at least m (col_major) or
+            k (row_major). Default: that tight one.
+
+        Returns
+        -------
+        Layout
+            ``size`` m * k, ``cosize`` ``leading_dimension * (outer - 1) + inner`` (as compiled).
+        """
+        return self._gmem_layout("a", leading_dimension)
+
+    def get_layout_gmem_b(self, leading_dimension=None) -> Layout:
+        """cuBLASDx's layout of B (k x n) in global memory (see :meth:`get_layout_gmem_a`; the
+        leading dimension is at least k for col_major, n for row_major).
+
+        Parameters
+        ----------
+        leading_dimension : int, optional
+
+        Returns
+        -------
+        Layout
+        """
+        return self._gmem_layout("b", leading_dimension)
+
+    def get_layout_gmem_c(self, leading_dimension=None) -> Layout:
+        """cuBLASDx's layout of C (m x n) in global memory (see :meth:`get_layout_gmem_a`; the
+        leading dimension is at least m for col_major, n for row_major).
+
+        Parameters
+        ----------
+        leading_dimension : int, optional
+
+        Returns
+        -------
+        Layout
+        """
+        return self._gmem_layout("c", leading_dimension)
+
+    def get_layout_smem_a(self) -> Layout:
+        """cuBLASDx's layout of A's shared-memory tile with :attr:`lda` (``cosize`` is :attr:`a_size`).
+
+        Returns
+        -------
+        Layout
+        """
+        return self._compiled_layout("get_layout_smem_a")
+
+    def get_layout_smem_b(self) -> Layout:
+        """cuBLASDx's layout of B's shared-memory tile with :attr:`ldb`.
+
+        Returns
+        -------
+        Layout
+        """
+        return self._compiled_layout("get_layout_smem_b")
+
+    def get_layout_smem_c(self) -> Layout:
+        """cuBLASDx's layout of C's shared-memory tile with :attr:`ldc`.
+
+        Returns
+        -------
+        Layout
+        """
+        return self._compiled_layout("get_layout_smem_c")
+
+    def suggest_layout_smem_a(self) -> Layout:
+        """cuBLASDx's suggested layout of A's shared-memory tile (swizzled where its database has
+        one for this GEMM; else :meth:`get_layout_smem_a`'s).
+
+        Returns
+        -------
+        Layout
+        """
+        return self._compiled_layout("suggest_layout_smem_a")
+
+    def suggest_layout_smem_b(self) -> Layout:
+        """cuBLASDx's suggested layout of B's shared-memory tile (see :meth:`suggest_layout_smem_a`).
+
+        Returns
+        -------
+        Layout
+        """
+        return self._compiled_layout("suggest_layout_smem_b")
+
+    def suggest_layout_smem_c(self) -> Layout:
+        """cuBLASDx's suggested layout of C's shared-memory tile (see :meth:`suggest_layout_smem_a`).
+
+        Returns
+        -------
+        Layout
+        """
+        return self._compiled_layout("suggest_layout_smem_c")
+
+    def get_layout_rmem_c(self) -> Layout:
+        """The layout of this thread's C fragment in registers: cuBLASDx 0.4's
+        ``get_partitioner().make_accumulator_fragment()`` (``size`` is :attr:`accumulator_size`).
+
+        Returns
+        -------
+        Layout
+        """
+        return self._compiled_layout("get_layout_rmem_c")
+
+    def suggest_layout_rmem_c(self) -> Layout:
+        """The suggested layout of this thread's C fragment in registers: cuBLASDx 0.4's
+        ``suggest_partitioner().make_accumulator_fragment()``; ``cosize`` is the length of the
+        ``cuda.local.array`` that holds it.
+
+        Returns
+        -------
+        Layout
+        """
+        return self._compiled_layout("suggest_layout_rmem_c")
 
     # ------------------------------------------------------------------ traits read from cuBLASDx
     @property

@@ -11,6 +11,10 @@ One translation unit per descriptor holds three ``extern "C"`` device functions:
 A second unit, compiled only when a kernel uses it (:func:`render_runtime_ld_source`), holds
 ``<sym>_ld_smem``: the shared-memory GEMM with leading dimensions given at run time.
 
+The traits unit also holds ``cute::size`` / ``cute::cosize`` of every cuBLASDx layout of the
+descriptor (:data:`LAYOUTS`, for :mod:`nvmath_device._layouts`); a global-memory layout with a
+leading dimension other than the tight one is one more small unit (:func:`gemm_gmem_layout_sizes`).
+
 cuBLASDx 0.4 (mathdx 25.6) bundles CUTLASS 3.9, whose headers do not compile under NVRTC with
 CCCL >= 3.2 (both declare ``std::tuple_size``; ``cute::get`` becomes ambiguous with
 ``cuda::std::get``). :func:`cccl_include_dir` picks a compatible CCCL (CUDA's own, or CuPy's
@@ -49,6 +53,35 @@ TRAITS = (
     "a_itemsize", "b_itemsize", "c_itemsize",
     "suggested_lda", "suggested_ldb", "suggested_ldc",
 )
+
+# cuBLASDx's layouts of one descriptor (nvmath_device._layouts): gmem/smem from the description's
+# get_layout_* / suggest_layout_* (commondx pointer_layouts; their .layout is a CuTe layout), the
+# register C from the partitioners' accumulator fragments (cuBLASDx 0.4 has no *_layout_rmem_c)
+LAYOUTS = (
+    "gmem_a", "gmem_b", "gmem_c", "smem_a", "smem_b", "smem_c",
+    "suggested_smem_a", "suggested_smem_b", "suggested_smem_c", "rmem_c", "suggested_rmem_c",
+)
+TRAITS += tuple(f"layout_{name}_{q}" for name in LAYOUTS for q in ("size", "cosize"))
+
+
+def _layout_exprs(t: str, i: int) -> tuple[str, str]:
+    """(C++ prelude, initialiser list) of cute::size / cute::cosize of every layout in LAYOUTS for
+    the pinned description ``t`` (unsigned constants, evaluated by the compiler)."""
+    pre = "".join(
+        f"using L{p[0].upper()}{i} = decltype(cute::declval<decltype({t}::{p}())>()"
+        ".make_accumulator_fragment().layout());\n"
+        for p in ("get_partitioner", "suggest_partitioner")
+    )
+    vals = []
+    for name in LAYOUTS:
+        if name.endswith("rmem_c"):
+            lt = f"L{'S' if name.startswith('suggested') else 'G'}{i}"
+            vals += [f"(unsigned)decltype(cute::size(cute::declval<{lt}>()))::value",
+                     f"(unsigned)decltype(cute::cosize(cute::declval<{lt}>()))::value"]
+        else:
+            fn = ("suggest_layout_" + name[len("suggested_"):]) if name.startswith("suggested") else f"get_layout_{name}"
+            vals += [f"(unsigned)cute::size({t}::{fn}().layout)", f"(unsigned)cute::cosize({t}::{fn}().layout)"]
+    return pre, ", ".join(vals)
 
 # Newest CCCL known to compile mathdx 25.6's CUTLASS under NVRTC (3.0.1 and 3.1.2 tested; 3.5.0 fails).
 _CCCL_MAX_OK = (3, 1)
@@ -143,11 +176,13 @@ def _traits_block(mm, i: int) -> tuple[str, str]:
     r = f"R{i}"
     pinned = _description(mm, (f"{r}::block_dim.x", f"{r}::block_dim.y", f"{r}::block_dim.z"))
     t = f"T{i}"
+    lpre, lvals = _layout_exprs(t, i)
     code = (
         f"using {r} = decltype({first});\n"
         f"using {t} = decltype({pinned});\n"
         f"using F{i} = decltype(cute::declval<decltype({t}::get_partitioner())>().make_accumulator_fragment());\n"
         f"using S{i} = cublasdx::suggested_leading_dimension_of<{t}, {mm.sm * 10}>;\n"
+        f"{lpre}"
         f'extern "C" __device__ const unsigned {name}[] = {{'
         f"{t}::block_dim.x, {t}::block_dim.y, {t}::block_dim.z, "
         f"{t}::suggested_block_dim.x, {t}::suggested_block_dim.y, {t}::suggested_block_dim.z, "
@@ -156,7 +191,7 @@ def _traits_block(mm, i: int) -> tuple[str, str]:
         f"(unsigned)decltype(cute::size(cute::declval<F{i}>()))::value, "
         f"cublasdx::alignment_of<{t}>::a, cublasdx::alignment_of<{t}>::b, cublasdx::alignment_of<{t}>::c, "
         f"(unsigned)sizeof(typename {t}::a_value_type), (unsigned)sizeof(typename {t}::b_value_type), "
-        f"(unsigned)sizeof(typename {t}::c_value_type), S{i}::lda, S{i}::ldb, S{i}::ldc}};\n"
+        f"(unsigned)sizeof(typename {t}::c_value_type), S{i}::lda, S{i}::ldb, S{i}::ldc, {lvals}}};\n"
     )
     return code, name
 
@@ -199,6 +234,9 @@ def prefetch_traits(mms) -> None:
         names = {_traits_block(mm, 0)[1]: mm for mm in group}
         arrays = read_u32_arrays(ptx, set(names))
         for name, mm in names.items():
+            if len(arrays.get(name, ())) != len(TRAITS):
+                raise CompileError(f"cuBLASDx traits: {name} holds {len(arrays.get(name, ()))} values, "
+                                   f"expected {len(TRAITS)}")
             traits = dict(zip(TRAITS, arrays[name]))
             cache.put(_traits_key(mm), json.dumps(traits).encode())
 
@@ -211,6 +249,44 @@ def gemm_traits(mm) -> dict:
         prefetch_traits([mm])
         blob = cache.get(key)
     return json.loads(blob)
+
+
+def render_gmem_layout_source(mm, operand: str, ld: int) -> str:
+    """C++ source of one small NVRTC unit whose constant holds ``cute::size`` and ``cute::cosize`` of
+    cuBLASDx's ``get_layout_gmem_<operand>(cute::Int<ld>)`` for ``mm`` (``ld`` already checked)."""
+    bdim = mm._key[5]
+    desc = _description(mm, None if bdim == "suggested" else bdim)
+    name = f"nvmathdx_gemm_layout_{_fid(mm)}_gmem_{operand}_{ld}"
+    return (
+        "#include <cublasdx.hpp>\n"
+        f"using G = decltype({desc});\n"
+        f"constexpr auto kLayout = G::get_layout_gmem_{operand}(cute::Int<{ld}>{{}}).layout;\n"
+        f'extern "C" __device__ const unsigned {name}[] = {{'
+        "(unsigned)cute::size(kLayout), (unsigned)cute::cosize(kLayout)};\n"
+    )
+
+
+def gemm_gmem_layout_sizes(mm, operand: str, ld: int) -> tuple[int, int]:
+    """``(size, cosize)`` of cuBLASDx's global-memory layout of ``operand`` ("a", "b" or "c") with
+    leading dimension ``ld``, read from a compiled constant (disk-cached)."""
+    src = render_gmem_layout_source(mm, operand, ld)
+    key = cache.make_key("gemm-gmem-layout", src, toolchain_id(), _include_id())
+    blob = cache.get(key)
+    if blob is None:
+        with cache.building(key):
+            blob = cache.get(key)
+            if blob is None:
+                log.info("numba-mathdx: compiling the global layout of %s (ld=%d) of GEMM %s with NVRTC "
+                         "(~15 s; cached afterwards)", operand.upper(), ld, mm.size)
+                name = f"nvmathdx_gemm_layout_{_fid(mm)}_gmem_{operand}_{ld}"
+                ptx = _compile(src, mm.sm, "ptx", f"{name}.cu")
+                values = read_u32_arrays(ptx, {name}).get(name)
+                if not values or len(values) != 2:
+                    raise CompileError(f"cuBLASDx layout: {name} not found in the compiled PTX")
+                blob = json.dumps(values).encode()
+                cache.put(key, blob)
+    size, cosize = json.loads(blob)
+    return int(size), int(cosize)
 
 
 def render_shim_source(mm) -> str:
