@@ -14,10 +14,17 @@ Layouts are cuBLASDx's, from the same descriptor and the same compiled constants
   :mod:`.._build.gemm_sim_tables` compiles out of cuBLASDx's partitioner (no guessing);
   ``fragment_coordinates`` fills the same table's row.
 
-``execute`` is block-collective (as on the GPU, where every thread computes its share of C):
-each thread deposits its arguments, a barrier (the simulator's ``syncthreads``), one thread
-computes every GEMM of the block in float64 / complex128 and rounds once to ``c_value_type``,
-a barrier. After the register form, accumulator values that are unused (-1 coordinates) hold
+``execute`` is collective over the threads of one GEMM (as on the GPU, where every thread of
+``block_dim`` computes its share of C): each thread deposits its arguments and waits at a barrier
+of the GEMMs' own (``_block.collective`` by thread group); once every thread of the GEMM is in,
+one thread computes it in float64 / complex128 and rounds once to ``c_value_type``, and they go
+on. Each GEMM of the block meets on its own (with the others or one after another), and only the
+GEMMs whose threads call take part: a launch of several GEMMs' worth of threads may have some of
+them call (``if cuda.threadIdx.y == 0:``), as cuBLASDx allows (its ``execute`` has no block
+barrier); the other threads wait at their next ``cuda.syncthreads()`` until the callers are done
+(numba-cuda's simulator releases it only when every live thread waits in it). Threads past
+``block_dim.x`` of a larger 1-D launch take no part, whether they call or not. After the
+register form, accumulator values that are unused (-1 coordinates) hold
 NaN: their contents are unspecified on the GPU. With ``beta == 0`` C is not read (as cuBLASDx).
 The copy helpers (``load_a``...) are per-thread, with the same element-to-thread assignment as
 the device code of :mod:`.._numba.gemm_numba`.
@@ -32,10 +39,10 @@ the tiles with the run-time leading dimensions (each checked against the tight o
 
 Misuse that is undefined on the GPU raises here: wrong dtypes, sizes or memory spaces of the
 arguments, a launch whose block shape does not match ``block_dim``, too little (dynamic) shared
-memory for a tile, a thread of the block that does not call ``execute`` (or calls another GEMM,
-or the other form, or a different number of times), threads of one GEMM passing different tiles
-or different alpha/beta. The simulator's barrier is block-wide: every thread of the launched
-block must call ``execute`` together, also when the block computes several GEMMs.
+memory for a tile, a thread of a GEMM that does not call ``execute`` while others of the same
+GEMM do (or calls another GEMM, or the other form, or a different number of times: found once
+no thread of the block can arrive any more), threads of one GEMM passing different tiles or
+different alpha/beta.
 """
 
 from __future__ import annotations
@@ -241,10 +248,12 @@ def _check_registers(p: _Plan, arr, dtype, what: str, hint: str) -> np.ndarray:
 
 # ---------------------------------------------------------------------------- block exchange
 class _Deposit:
-    __slots__ = ("mm", "form", "t", "group", "alpha", "beta", "a", "b", "c", "acc", "lds", "idle")
+    __slots__ = ("mm", "form", "t", "group", "key", "alpha", "beta", "a", "b", "c", "acc", "lds", "idle")
 
     def __init__(self, mm, form, t, group, alpha=None, beta=None, a=None, b=None, c=None, acc=None, lds=None):
         self.mm, self.form, self.t, self.group = mm, form, t, group
+        # the GEMM's thread group: the block_dim (which shapes the group) and the coordinates past its rank
+        self.key = (tuple(mm.block_dim), group)
         self.idle = t >= _plan(mm).nthreads  # a thread past block_dim.x (a larger 1-D launch)
         self.alpha, self.beta, self.a, self.b, self.c, self.acc = alpha, beta, a, b, c, acc
         self.lds = lds
@@ -259,29 +268,65 @@ def _describe(d: _Deposit) -> str:
             "rmem": "execute(a, b, accumulator)"}[d.form]
 
 
+@functools.lru_cache(maxsize=256)
+def _group_threads(block_dim: tuple, launched: tuple, group: tuple) -> frozenset:
+    """The threadIdx tuples of the GEMM thread group ``group`` (coordinates past the rank)."""
+    bx, by, bz = block_dim
+    if len(group) == 2:  # rank 1: x < block_dim.x at one (y, z)
+        y, z = group
+        return frozenset((x, y, z) for x in range(bx))
+    if len(group) == 1:  # rank 2: the block_dim's x, y at one z
+        (z,) = group
+        return frozenset((x, y, z) for y in range(by) for x in range(bx))
+    lx, ly, lz = launched
+    return frozenset((x, y, z) for z in range(lz) for y in range(ly) for x in range(lx))
+
+
+def _group_label(mm, group: tuple) -> str:
+    bd = tuple(mm.block_dim)
+    if len(group) == 2:
+        return f"the GEMM of block_dim {bd} at threadIdx.y, threadIdx.z = {group}"
+    if len(group) == 1:
+        return f"the GEMM of block_dim {bd} at threadIdx.z = {group[0]}"
+    return f"the GEMM of block_dim {bd}"
+
+
+def _conflict(call: int, block: tuple, first, other) -> str | None:
+    """Two threads of one GEMM thread group whose calls put them in different groups."""
+    (t1, d1), (t2, d2) = first, other
+    if d1.mm != d2.mm:
+        return (f"Matmul.execute call #{call + 1} in block {block}: the threads of one GEMM called "
+                f"different GEMM descriptors ({d1.mm!r} in thread {t1} and, in thread {t2}, {d2.mm!r}); "
+                "the threads of a GEMM must call the same Matmul together")
+    return None
+
+
 def _close_round(rnd: Round, call: int, block: tuple) -> None:
-    """Every GEMM of the block, run by the first thread past the barrier (see ``_block.collective``)."""
-    first = next(iter(rnd.deposits.values()))
-    for tid, d in rnd.deposits.items():
-        if d.mm != first.mm:
-            rnd.error = (f"Matmul.execute call #{call + 1} in block {block}: the threads of the block "
-                         f"called different GEMM descriptors ({first.mm!r} and, in thread {tid}, {d.mm!r}); "
-                         "all threads must call the same Matmul together")
-            return
-    forms = {}
-    for tid, d in sorted(rnd.deposits.items(), key=lambda td: td[0][::-1]):
-        forms.setdefault(d.form, (tid, d))
-    if len(forms) > 1:
-        (t1, d1), (t2, d2) = list(forms.values())[:2]
-        rnd.error = (f"Matmul.execute call #{call + 1} in block {block}: threads called both "
-                     f"{_describe(d1)} (thread {t1}) and {_describe(d2)} (thread {t2}); all threads "
-                     "must call the same form together")
-        return
-    p = _plan(first.mm)
+    """The GEMM of the round (one thread group's call), run by the thread that completed it (see
+    ``_block.collective``). Threads of one GEMM must make the same call; different GEMMs of the
+    block (other groups) may call other descriptors."""
     groups = {}
-    for tid, d in rnd.deposits.items():
-        if not d.idle:  # idle threads meet the barrier and take no part in the GEMM
-            groups.setdefault(d.group, []).append((tid, d))
+    for tid, d in sorted(rnd.deposits.items(), key=lambda td: td[0][::-1]):
+        if not d.idle:  # (idle threads do not reach the round)
+            groups.setdefault(d.key, []).append((tid, d))
+    for members in groups.values():
+        tid0, first = members[0]
+        for tid, d in members:
+            if d.mm != first.mm:
+                rnd.error = (f"Matmul.execute call #{call + 1} in block {block}: the threads of one GEMM "
+                             f"called different GEMM descriptors ({first.mm!r} in thread {tid0} and, in "
+                             f"thread {tid}, {d.mm!r}); the threads of a GEMM must call the same Matmul "
+                             "together")
+                return
+        forms = {}
+        for tid, d in members:
+            forms.setdefault(d.form, (tid, d))
+        if len(forms) > 1:
+            (t1, d1), (t2, d2) = list(forms.values())[:2]
+            rnd.error = (f"Matmul.execute call #{call + 1} in block {block}: threads called both "
+                         f"{_describe(d1)} (thread {t1}) and {_describe(d2)} (thread {t2}); the threads "
+                         "of a GEMM must call the same form together")
+            return
     work = []
     for members in groups.values():
         (tid0, d0) = members[0]
@@ -305,12 +350,15 @@ def _close_round(rnd: Round, call: int, block: tuple) -> None:
                 return
         work.append(members)
     with np.errstate(all="ignore"):  # overflow/NaN propagate silently, as on the GPU
-        _compute(p, work)
+        _compute(_plan(work[0][0][1].mm) if work else None, work)
 
 
-def _compute(p: _Plan, work) -> None:
+def _compute(p: _Plan | None, work) -> None:
+    """Each GEMM of ``work`` (its threads' (tid, deposit) pairs); ``p`` is the first one's plan
+    (the GEMMs of different groups may be different descriptors: each uses its own)."""
     for members in work:
         d0 = members[0][1]
+        p = _plan(d0.mm)
         lds = d0.lds or (None, None, None)
         a = p.widen(p.tile(0, d0.a, lds[0]))
         b = p.widen(p.tile(1, d0.b, lds[1]))
@@ -351,12 +399,20 @@ def _execute_collective(p: _Plan, form: str, checks) -> None:
         t, group = _rank_index(p, thread, ctx)
         return _Deposit(p.mm, form, t, group, **arrays)
 
+    def group(d: _Deposit):
+        if d.idle:  # past block_dim.x of a larger 1-D launch: no part in any GEMM
+            return None
+        members = _group_threads(tuple(d.mm.block_dim), tuple(ctx.blockDim), d.group)
+        return d.key, members, _group_label(d.mm, d.group)
+
     block = tuple(thread.blockIdx)
     collective(
         "Matmul.execute", "gemm", thread, ctx, deposit,
         lambda rnd, call: _close_round(rnd, call, block),
-        "did they return early, or skip execute in a branch? every thread computes its share of C: "
-        "all threads must call execute, also those that load no data")
+        "did they return early, or skip execute in a branch? every thread of a GEMM computes its "
+        "share of C: all threads of MM.block_dim must call execute, also those that load no data; "
+        "a GEMM none of whose threads call is left out",
+        group=group, conflict=lambda call, first, other: _conflict(call, block, first, other))
 
 
 def sim_execute(mm, *args) -> None:
