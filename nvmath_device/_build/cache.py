@@ -242,6 +242,20 @@ def _write_failed(root: str, path: str, e: OSError) -> None:
                   RuntimeWarning, stacklevel=3)
 
 
+def get_or_build(key: str, build) -> bytes:
+    """The entry under ``key``: from the cache, else ``build()``'s bytes, stored. One builder per
+    key across threads and processes (:func:`building`); a caller that waited for another reads
+    that one's entry instead of building again."""
+    blob = get(key)
+    if blob is None:
+        with building(key):
+            blob = get(key)  # built by another while this one waited
+            if blob is None:
+                blob = build()
+                put(key, blob)
+    return blob
+
+
 @contextlib.contextmanager
 def building(key: str):
     """Hold the build lock of ``key`` (see the module docstring); callers check :func:`get`

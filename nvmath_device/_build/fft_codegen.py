@@ -173,17 +173,13 @@ def _key(kind: str, what: str, *tail) -> str:
 def _compile_cached(key: str, source: str, sm: int, name: str, *announce, on_miss=None) -> bytes:
     """LTO-IR of ``source`` for ``sm``: from the disk cache, else compiled by NVRTC (announced
     with the INFO line ``announce``: format and arguments; then ``on_miss()`` is called) and cached."""
-    blob = cache.get(key)
-    if blob is None:
-        with cache.building(key):  # one builder per key, across threads and processes
-            blob = cache.get(key)  # built by another while this one waited
-            if blob is None:
-                log.info(*announce)
-                if on_miss is not None:
-                    on_miss()
-                blob = compile_source(source, sm, "ltoir", name=name, extra_options=FFT_OPTIONS)
-                cache.put(key, blob)
-    return blob
+    def build():
+        log.info(*announce)
+        if on_miss is not None:
+            on_miss()
+        return compile_source(source, sm, "ltoir", name=name, extra_options=FFT_OPTIONS)
+
+    return cache.get_or_build(key, build)
 
 
 def _traits_key(fft) -> str:

@@ -271,20 +271,16 @@ def gemm_gmem_layout_sizes(mm, operand: str, ld: int) -> tuple[int, int]:
     leading dimension ``ld``, read from a compiled constant (disk-cached)."""
     src = render_gmem_layout_source(mm, operand, ld)
     key = cache.make_key("gemm-gmem-layout", src, toolchain_id(), _include_id())
-    blob = cache.get(key)
-    if blob is None:
-        with cache.building(key):
-            blob = cache.get(key)
-            if blob is None:
-                log.info("numba-mathdx: compiling the global layout of %s (ld=%d) of GEMM %s with NVRTC "
-                         "(~15 s; cached afterwards)", operand.upper(), ld, mm.size)
-                name = f"nvmathdx_gemm_layout_{_fid(mm)}_gmem_{operand}_{ld}"
-                ptx = _compile(src, mm.sm, "ptx", f"{name}.cu")
-                values = read_u32_arrays(ptx, {name}).get(name)
-                if not values or len(values) != 2:
-                    raise CompileError(f"cuBLASDx layout: {name} not found in the compiled PTX")
-                blob = json.dumps(values).encode()
-                cache.put(key, blob)
+    def build():
+        log.info("numba-mathdx: compiling the global layout of %s (ld=%d) of GEMM %s with NVRTC "
+                 "(~15 s; cached afterwards)", operand.upper(), ld, mm.size)
+        name = f"nvmathdx_gemm_layout_{_fid(mm)}_gmem_{operand}_{ld}"
+        values = read_u32_arrays(_compile(src, mm.sm, "ptx", f"{name}.cu"), {name}).get(name)
+        if not values or len(values) != 2:
+            raise CompileError(f"cuBLASDx layout: {name} not found in the compiled PTX")
+        return json.dumps(values).encode()
+
+    blob = cache.get_or_build(key, build)
     size, cosize = json.loads(blob)
     return int(size), int(cosize)
 
@@ -371,16 +367,13 @@ def gemm_runtime_ld_ltoir(mm) -> bytes:
     """LTO-IR of ``mm``'s run-time leading-dimension execute for ``mm.sm`` (disk-cached)."""
     src = render_runtime_ld_source(mm)
     key = cache.make_key("gemm-ltoir-ld", src, toolchain_id(), _include_id(), mm.sm)
-    blob = cache.get(key)
-    if blob is None:
-        with cache.building(key):
-            blob = cache.get(key)
-            if blob is None:
-                log.info("numba-mathdx: compiling %s_ld (GEMM %s, run-time leading dimensions) with NVRTC "
-                         "(~15 s; cached afterwards)", gemm_symbol(mm), mm.size)
-                blob = _compile(src, mm.sm, "ltoir", f"{gemm_symbol(mm)}_ld.cu")
-                cache.put(key, blob)
-    return blob
+
+    def build():
+        log.info("numba-mathdx: compiling %s_ld (GEMM %s, run-time leading dimensions) with NVRTC "
+                 "(~15 s; cached afterwards)", gemm_symbol(mm), mm.size)
+        return _compile(src, mm.sm, "ltoir", f"{gemm_symbol(mm)}_ld.cu")
+
+    return cache.get_or_build(key, build)
 
 
 def _ltoir_key(mm) -> str:

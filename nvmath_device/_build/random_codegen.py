@@ -126,19 +126,12 @@ def unit_key(generator: str) -> str:
 
 def unit_ltoir(generator: str) -> bytes:
     """The LTO-IR of the unit of ``generator``: from the disk cache, else compiled by NVRTC and cached."""
-    key = unit_key(generator)
-    blob = cache.get(key)
-    if blob is None:
-        with cache.building(key):  # one builder per key, across threads and processes
-            blob = cache.get(key)
-            if blob is None:
-                log.info("numba-mathdx: compiling cuRAND %s device functions (NVRTC, a few seconds; cached)",
-                         generator)
-                blob = compile_source(render_unit_source(generator), UNIT_SM, "ltoir",
-                                      name=f"nvmathdx_curand_{generator}.cu",
-                                      extra_include_dirs=_extra_include_dirs())
-                cache.put(key, blob)
-    return blob
+    def build():
+        log.info("numba-mathdx: compiling cuRAND %s device functions (NVRTC, a few seconds; cached)", generator)
+        return compile_source(render_unit_source(generator), UNIT_SM, "ltoir", name=f"nvmathdx_curand_{generator}.cu",
+                              extra_include_dirs=_extra_include_dirs())
+
+    return cache.get_or_build(unit_key(generator), build)
 
 
 @dataclasses.dataclass(frozen=True)
