@@ -183,13 +183,7 @@ def collective(what: str, kind: str, thread, ctx, checks, close, hint: str, grou
                 rnd.error, rnd.failure = _missing_threads(
                     what, ex, rnd, call, block, tuple(ctx.blockDim), hint)
                 if rnd.error is None and rnd.failure is None:
-                    try:
-                        close(rnd, call)
-                    except BaseException as e:
-                        rnd.failure = Failure(tid, block, e)
-                        if type(_same_type(e, "")) is type(e):
-                            raise  # the original exception, with its traceback
-                        raise _same_type(e, f"{e}\n{rnd.failure.traceback}") from e
+                    _close(rnd, call, close, tid, block)
         if rnd.failure is not None:
             raise rnd.failure.relay(what, call)
         if rnd.error:
@@ -287,6 +281,13 @@ def _close_grouped(what, ex, rnd, at, tid, block, close, stuck) -> None:
     if stuck is not None:
         rnd.error, rnd.failure = _incomplete_group(what, ex, rnd, call, block, *stuck)
         return
+    _close(rnd, call, close, tid, block)
+
+
+def _close(rnd: Round, call: int, close, tid: tuple, block: tuple) -> None:
+    """``close(rnd, call)`` run by the closing thread ``tid``: an exception in it is recorded as
+    the round's failure (the other threads relay it) and re-raised here, the original one where
+    its type takes a message, else the same type with the traceback in the message."""
     try:
         close(rnd, call)
     except BaseException as e:
