@@ -12,6 +12,19 @@ from . import _vector, common_cuda, random, types
 from ._errors import CompileError, DriverError, LinkError, MathDxError
 from ._prepare import prepare
 from ._vector import *  # noqa: F403  (float16x2 ... uint32x4 and their *_type)
+from .common import (  # nvmath-python's nvmath.device.common, exported at the top as there
+    MAX_ALIGNMENT,
+    Accumulator,
+    OpaqueTensor,
+    Partitioner,
+    axpby,
+    clear,
+    copy,
+    copy_fragment,
+    copy_wait,
+    make_fragment_like,
+    make_tensor,
+)
 from .common_cuda import Dim3, current_device_sm
 from .fft import FFT
 from .gemm import Matmul
@@ -23,6 +36,8 @@ __all__ = ["FFT", "Matmul", "MathDxError", "CompileError", "LinkError", "DriverE
            "prepare", "common_cuda", "random"]
 __all__ += ["types", *_vector.__all__, *types.__all__]  # as nvmath.device exports them
 __all__ += ["Dim3", "current_device_sm"]  # nvmath-python's names (nvmath.device.Dim3, ...)
+__all__ += ["MAX_ALIGNMENT", "Accumulator", "OpaqueTensor", "Partitioner", "axpby", "clear", "copy",
+            "copy_fragment", "copy_wait", "make_fragment_like", "make_tensor"]  # the tensor API
 
 if _os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
     from . import _sim  # noqa: E402,F401  (registers the NumPy implementations)

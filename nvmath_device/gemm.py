@@ -20,7 +20,7 @@ from ._descriptor import Frozen, show
 from ._descriptor import choice as _choice
 from ._descriptor import parse_sm as _parse_sm
 from ._layouts import LAYOUT_NAMES as _LAYOUT_NAMES
-from ._layouts import Layout
+from ._layouts import Accumulator, Layout, Partitioner
 from ._types import GEMM_PRECISIONS as _PRECISIONS
 from ._types import NUMBA_PRECISION_NAMES as _NUMBA_NAMES
 from ._types import SHARED_MEMORY_LIMIT as _SHARED_MEMORY_LIMIT
@@ -835,6 +835,47 @@ class Matmul(Frozen):
         Layout
         """
         return self._compiled_layout("suggest_layout_rmem_c")
+
+    # ------------------------------------------------------------------ partitioners (tensor API)
+    def get_partitioner(self) -> Partitioner:
+        """cuBLASDx's partitioner of fragments of :meth:`get_layout_rmem_c` (its queries run inside
+        kernels: ``is_thread_active()``, ``map_fragment_index(i)`` ...; see
+        :class:`~nvmath_device._layouts.Partitioner`).
+
+        Returns
+        -------
+        Partitioner
+        """
+        return Partitioner(self, False)
+
+    def suggest_partitioner(self) -> Partitioner:
+        """cuBLASDx's partitioner of fragments of :meth:`suggest_layout_rmem_c`.
+
+        Returns
+        -------
+        Partitioner
+        """
+        return Partitioner(self, True)
+
+    def get_accumulator(self) -> Accumulator:
+        """Inside a kernel: a register accumulator of :meth:`get_layout_rmem_c`, cleared to zero,
+        for ``MM.execute(smem_a, smem_b, accumulator)`` (nvmath-python's name). On the host this
+        returns the (stateless) description; an accumulator's storage exists only in a kernel.
+
+        Returns
+        -------
+        Accumulator
+        """
+        return Accumulator(self, False)
+
+    def suggest_accumulator(self) -> Accumulator:
+        """As :meth:`get_accumulator`, with fragments of :meth:`suggest_layout_rmem_c`.
+
+        Returns
+        -------
+        Accumulator
+        """
+        return Accumulator(self, True)
 
     # ------------------------------------------------------------------ traits read from cuBLASDx
     @property

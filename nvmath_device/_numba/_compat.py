@@ -338,3 +338,13 @@ def register_global_template(func, template) -> None:
 
     infer(template)
     infer_global(func, cuda_types.Function(template))
+
+
+def local_array(context, builder, dtype, count: int, alignment: int | None = None):
+    """A 1-D C-contiguous array value of ``count`` ``dtype`` in the thread's local memory (an
+    ``alloca`` in the entry block, as ``cuda.local.array(count, dtype)`` makes; registers once
+    LLVM promotes it), for storage that typing creates (register fragments of the tensor API)."""
+    from numba.cuda import cudaimpl, nvvm
+
+    return cudaimpl._generic_array(context, builder, (int(count),), dtype, "nmdx_fragment",
+                                   nvvm.ADDRSPACE_LOCAL, alignment=alignment)

@@ -139,7 +139,16 @@ _EXEC_KEY = "nvmath_device.Matmul.execute"
 _COORDS_KEY = "nvmath_device.Matmul.fragment_coordinates"
 
 
+# The tensor forms of execute, MM.execute(smem_a, smem_b, rmem_c | accumulator) and
+# MM.execute(alpha, smem_a, smem_b, beta, smem_c) with tensors of nvmath_device.common.make_tensor:
+# nvmath_device._numba.tensor_numba fills this in (it imports this module, not the other way round).
+# "accepts"(argument types) -> bool, "type"(mm, args) -> args, "lower"(context, builder, mm, types, values)
+TENSOR_EXECUTE: dict = {}
+
+
 def _type_execute(mm, args):
+    if TENSOR_EXECUTE and TENSOR_EXECUTE["accepts"](args):
+        return TENSOR_EXECUTE["type"](mm, args)
     at, bt, ct = _value_types(mm)
     if len(args) == 8:
         alpha, a, lda, b, ldb, beta, c, ldc = args
@@ -172,7 +181,9 @@ def _type_execute(mm, args):
         return args
     raise TypingError(
         "Matmul.execute takes (alpha, a, b, beta, c) with A, B, C in shared memory, (alpha, a, lda, b, ldb, "
-        "beta, c, ldc) with run-time leading dimensions, or (a, b, accumulator) with C in registers; got "
+        "beta, c, ldc) with run-time leading dimensions, or (a, b, accumulator) with C in registers (or the "
+        "tensor forms, (smem_a, smem_b, rmem_c or accumulator) and (alpha, smem_a, smem_b, beta, smem_c), "
+        "with tensors of nvmath_device.common.make_tensor); got "
         f"{len(args)} argument(s)"
     )
 
@@ -376,7 +387,9 @@ def _scalar_pointer(context, builder, fromty, toty, val):
 @lower_builtin(_EXEC_KEY, MatmulType, types.VarArg(types.Any))
 def _lower_execute(context, builder, sig, args):
     mm, argtys, vals = _split(sig, args)
-    if len(vals) == 8:
+    if TENSOR_EXECUTE and TENSOR_EXECUTE["accepts"](argtys):
+        TENSOR_EXECUTE["lower"](context, builder, mm, argtys, vals)
+    elif len(vals) == 8:
         ct = _value_types(mm)[2]
         ptrs = []
         for i, (t, v) in enumerate(zip(argtys, vals)):

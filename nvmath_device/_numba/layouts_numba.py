@@ -20,7 +20,7 @@ from ._compat import AbstractTemplate, AttributeTemplate, signature
 from .common import DescriptorType, register_descriptor_type
 from .gemm_numba import MatmulType
 
-_KERNEL_ATTRS = ("size", "cosize")
+_KERNEL_ATTRS = ("size", "cosize", "alignment")
 
 
 class LayoutType(DescriptorType):
