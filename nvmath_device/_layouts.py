@@ -26,16 +26,14 @@ cuBLASDx 0.4 has no ``get_layout_rmem_c`` / ``suggest_layout_rmem_c`` functions 
 1.0's names): its register layouts are those of the partitioners' accumulator fragments, which
 is what these two return; nor does it have register layouts of A or B.
 
-The tensor API, and what this is of it
---------------------------------------
-nvmath-python 1.0's device tensor API (``nvmath.device.common``) builds on these layouts:
-``make_tensor(buffer, layout)`` views a global, shared or local array through a layout;
-``copy`` / ``copy_wait`` move whole tiles between global and shared memory, ``copy_fragment``
-moves a thread's register fragment to and from global memory, ``clear`` and ``axpby`` work on
-fragments, ``MM.execute(smem_a, smem_b, rmem_c)`` takes tensors, and partitioners
-(``MM.suggest_partitioner()``) map fragments to coordinates. This module is the first slice: the
-Layout objects (which layout, its size and cosize). The tensors and the functions on them
-(make_tensor, copy, copy_fragment, copy_wait, clear, axpby, partitioner objects) come next.
+The tensor API
+--------------
+nvmath-python 1.0's device tensor API (``nvmath_device.common``) builds on these layouts:
+``make_tensor(buffer, layout)`` views a global, shared or local array through a layout; ``copy``
+/ ``copy_wait`` move whole tiles, ``copy_fragment`` moves a thread's register fragment, ``clear``
+and ``axpby`` work on fragments, ``MM.execute(smem_a, smem_b, rmem_c)`` takes tensors, and the
+partitioners (:mod:`nvmath_device._partitioners`) map fragments to coordinates. In kernels:
+:mod:`nvmath_device._numba.tensor_numba`; under the simulator: :mod:`nvmath_device._sim.tensor`.
 
 cuBLASDx 0.4 (nvidia-mathdx 25.6, the newest nvidia-mathdx on PyPI) has no device or tile
 pipelines (nvmath-python's ``cublasdx_*_pipeline*`` examples: ``suggest_device_pipeline`` ...);
@@ -50,7 +48,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["Layout", "LAYOUT_NAMES", "Partitioner", "Accumulator"]
+__all__ = ["Layout", "LAYOUT_NAMES"]
 
 # the Matmul methods that make layouts (nvmath-python 1.0's names) -> (memory, operand, suggested)
 LAYOUT_NAMES = {
@@ -202,109 +200,3 @@ class Layout:
         return (f"Layout({self._descriptor!r}.{self._name}({args}), size={self._size}, "
                 f"cosize={self._cosize})")
 
-
-class Partitioner:
-    """cuBLASDx's partitioner of a GEMM's register fragments (``Matmul.get_partitioner()`` /
-    ``Matmul.suggest_partitioner()``; not constructed by users).
-
-    Inside ``@cuda.jit`` kernels it answers, for the calling thread: ``is_thread_active()``,
-    ``is_predicated()``, ``is_index_in_bounds(i)``, ``map_fragment_index(i)`` (the (row, col) of
-    C that fragment element ``i`` holds) and makes fragments (``make_accumulator_fragment()``);
-    ``partition_and_copy(src, dst)`` / ``make_partition_and_copy(gmem_c)`` copy between a
-    fragment and a C tensor. Its fragments have the layout :attr:`layout`
-    (``Matmul.get_layout_rmem_c()`` or ``suggest_layout_rmem_c()``).
-
-    The coordinates are those of the MMA that ``MM.execute(smem_a, smem_b, fragment)`` runs for a
-    fragment of that layout: cuBLASDx picks the suggested (swizzled) MMA whenever the fragment's
-    layout type equals the suggested partitioner's, so where ``get_partitioner()``'s fragment
-    layout equals ``suggest_partitioner()``'s, both report the suggested MMA's coordinates.
-
-    On the host it is a value (immutable, hashable, usable as a global or closure variable in a
-    kernel); its device methods raise RuntimeError there.
-    """
-
-    __slots__ = ("_descriptor", "_suggested")
-    _kind = "partitioner"
-
-    def __init__(self, descriptor, suggested: bool):
-        hash(descriptor)
-        object.__setattr__(self, "_descriptor", descriptor)
-        object.__setattr__(self, "_suggested", bool(suggested))
-
-    @property
-    def descriptor(self):
-        """The GEMM descriptor (``Matmul``)."""
-        return self._descriptor
-
-    @property
-    def suggested(self) -> bool:
-        """Whether this is ``suggest_*`` 's object (fragments of ``suggest_layout_rmem_c()``)."""
-        return self._suggested
-
-    @property
-    def layout(self) -> Layout:
-        """The layout of this object's register fragments."""
-        return getattr(self._descriptor, "suggest_layout_rmem_c" if self._suggested else "get_layout_rmem_c")()
-
-    def _device_only(self, name):
-        raise RuntimeError(f"{type(self).__name__}.{name}() runs inside @cuda.jit kernels (on the GPU); "
-                           f"it has no value on the host")
-
-    def is_thread_active(self):
-        """Whether the calling thread holds part of C (device only)."""
-        self._device_only("is_thread_active")
-
-    def is_predicated(self):
-        """Whether fragments may hold elements outside C (the tile does not divide C; device only)."""
-        self._device_only("is_predicated")
-
-    def is_index_in_bounds(self, index):
-        """Whether fragment element ``index`` of the calling thread lies inside C (device only)."""
-        self._device_only("is_index_in_bounds")
-
-    def map_fragment_index(self, index):
-        """(row, col) of C held by fragment element ``index`` of the calling thread (device only)."""
-        self._device_only("map_fragment_index")
-
-    def make_accumulator_fragment(self):
-        """A new register fragment of :attr:`layout` (uninitialised; device only)."""
-        self._device_only("make_accumulator_fragment")
-
-    def partition_and_copy(self, src, dst):
-        """Copy between a fragment and a C tensor in global or shared memory (device only)."""
-        self._device_only("partition_and_copy")
-
-    def make_partition_and_copy(self, src):
-        """A new fragment holding the calling thread's part of C tensor ``src`` (device only)."""
-        self._device_only("make_partition_and_copy")
-
-    def __setattr__(self, name, value):
-        raise AttributeError(f"{type(self).__name__} is immutable: cannot set {name!r}")
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return (self._descriptor, self._suggested) == (other._descriptor, other._suggested)
-
-    def __hash__(self):
-        return hash((type(self).__name__, self._descriptor, self._suggested))
-
-    def __reduce__(self):
-        return (type(self), (self._descriptor, self._suggested))
-
-    def __repr__(self):
-        return f"{self._descriptor!r}.{'suggest' if self._suggested else 'get'}_{self._kind}()"
-
-
-class Accumulator(Partitioner):
-    """A partitioner that owns a register fragment: ``MM.get_accumulator()`` /
-    ``MM.suggest_accumulator()`` make one (its fragment cleared to zero) inside a kernel;
-    ``MM.execute(smem_a, smem_b, accumulator)`` adds ``A @ B`` into it, ``get_results()`` is
-    that fragment. Everything else as :class:`Partitioner`."""
-
-    __slots__ = ()
-    _kind = "accumulator"
-
-    def get_results(self):
-        """The accumulator's register fragment (device only)."""
-        self._device_only("get_results")

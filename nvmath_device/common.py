@@ -29,13 +29,19 @@ leading dimension, not the array's strides, addresses it); shared and register b
 buffers are not checked (a ``cosize`` shorter than the layout's is the caller's error, as in
 C++).
 
-Under the CUDA simulator these functions are not available yet: calling them raises
-RuntimeError (the tensor API's simulator needs cuBLASDx's swizzled layouts as data).
+Under the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) the same programs run in NumPy with
+cuBLASDx's own layouts: shared tiles are written at the swizzled offsets the GPU uses (read from
+compiled code by :mod:`nvmath_device._build.gemm_sim_layouts`), and a fragment's element ``i``
+is C's element ``map_fragment_index(i)`` of the partitioner the GEMM runs (the tables of
+:mod:`nvmath_device._build.gemm_sim_tables`). ``copy`` and the shared-C ``execute`` are collective
+(every thread of the block calls them, as on the GPU).
 """
 
 from __future__ import annotations
 
-from ._layouts import Accumulator, Layout, Partitioner
+from . import _dispatch
+from ._layouts import Layout
+from ._partitioners import Accumulator, Partitioner
 
 __all__ = [
     "OpaqueTensor", "Layout", "Partitioner", "Accumulator", "make_tensor", "make_fragment_like",
@@ -46,10 +52,14 @@ MAX_ALIGNMENT = 16
 """The largest alignment (bytes) of cuBLASDx's copies and of a descriptor's ``alignment``."""
 
 
-def _kernel_only(name: str):
-    raise RuntimeError(
-        f"nvmath_device.common.{name} runs inside @cuda.jit kernels on the GPU; it has no host form, "
-        f"and the CUDA simulator does not implement the tensor API yet")
+def _kernel_only(name: str, *args):
+    """The simulator's implementation of ``name`` (registered under NUMBA_ENABLE_CUDASIM=1), else the
+    error that says where the function runs."""
+    impl = _dispatch.implementation(
+        f"common.{name}",
+        f"nvmath_device.common.{name} runs inside @cuda.jit kernels (on the GPU, or under the CUDA "
+        f"simulator); it has no host form")
+    return impl(*args)
 
 
 class OpaqueTensor:
@@ -78,7 +88,7 @@ def make_tensor(array, layout: Layout):
     -------
     OpaqueTensor
     """
-    _kernel_only("make_tensor")
+    return _kernel_only("make_tensor", array, layout)
 
 
 def make_fragment_like(tensor, dtype):
@@ -90,7 +100,7 @@ def make_fragment_like(tensor, dtype):
         A register fragment (layout ``get_layout_rmem_c`` / ``suggest_layout_rmem_c``).
     dtype : NumPy scalar type
     """
-    _kernel_only("make_fragment_like")
+    return _kernel_only("make_fragment_like", tensor, dtype)
 
 
 def copy(src, dst, alignment=None):
@@ -106,7 +116,7 @@ def copy(src, dst, alignment=None):
         Bytes both buffers are aligned to (1, 2, 4, 8 or 16, a compile-time constant); default:
         the descriptor's alignment of the operand.
     """
-    _kernel_only("copy")
+    return _kernel_only("copy", src, dst, alignment)
 
 
 def copy_fragment(src, dst, alignment=None):
@@ -121,13 +131,13 @@ def copy_fragment(src, dst, alignment=None):
     alignment : int, optional
         Bytes (1, 2, 4, 8 or 16, a compile-time constant); default: the partitioner's.
     """
-    _kernel_only("copy_fragment")
+    return _kernel_only("copy_fragment", src, dst, alignment)
 
 
 def copy_wait():
     """Wait for this block's :func:`copy` operations and synchronise the block (cuBLASDx's
     ``copy_wait``: commit, wait for all groups of ``cp.async``, ``__syncthreads``)."""
-    _kernel_only("copy_wait")
+    return _kernel_only("copy_wait")
 
 
 def clear(tensor):
@@ -138,7 +148,7 @@ def clear(tensor):
     tensor : OpaqueTensor
         A register fragment.
     """
-    _kernel_only("clear")
+    return _kernel_only("clear", tensor)
 
 
 def axpby(alpha, x, beta, y):
@@ -152,4 +162,4 @@ def axpby(alpha, x, beta, y):
     x, y : OpaqueTensor
         Register fragments with the same layout.
     """
-    _kernel_only("axpby")
+    return _kernel_only("axpby", alpha, x, beta, y)

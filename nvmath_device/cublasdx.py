@@ -4,7 +4,8 @@ helpers (``from nvmath_device.cublasdx import Matmul, MAX_ALIGNMENT, SharedStora
 
 from __future__ import annotations
 
-from ._layouts import Accumulator, Layout, Partitioner
+from ._layouts import Layout
+from ._partitioners import Accumulator, Partitioner
 from .common import MAX_ALIGNMENT
 from .gemm import Matmul
 

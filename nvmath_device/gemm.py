@@ -20,7 +20,8 @@ from ._descriptor import Frozen, show
 from ._descriptor import choice as _choice
 from ._descriptor import parse_sm as _parse_sm
 from ._layouts import LAYOUT_NAMES as _LAYOUT_NAMES
-from ._layouts import Accumulator, Layout, Partitioner
+from ._layouts import Layout
+from ._partitioners import Accumulator, Partitioner
 from ._types import GEMM_PRECISIONS as _PRECISIONS
 from ._types import NUMBA_PRECISION_NAMES as _NUMBA_NAMES
 from ._types import SHARED_MEMORY_LIMIT as _SHARED_MEMORY_LIMIT
@@ -257,9 +258,10 @@ class Matmul(Frozen):
         Threads that execute one GEMM (cuBLASDx's BlockDim); 32 to 1024 in total.
     block_size : int or "suggested", optional
         Alternative to ``block_dim``: a 1-D block of that many threads.
-    alignment : None or tuple of 3 ints
+    alignment : None, int or tuple of 3 ints
         Alignment in bytes of the A, B, C tiles in shared memory (powers of 2, from the value
-        type's alignment up to 16). None: each value type's alignment.
+        type's alignment up to 16; one int: the same for all three, e.g.
+        ``nvmath_device.cublasdx.MAX_ALIGNMENT``). None: each value type's alignment.
     execution : {"Block"}
         The threads of ``block_dim`` cooperate on one GEMM.
     sm : int, tuple or str, optional
@@ -394,8 +396,10 @@ class Matmul(Frozen):
         if al is None:
             aligns = natural
         else:
+            if _is_int(al):  # one alignment for A, B and C (nvmath-python's alignment=MAX_ALIGNMENT)
+                al = (al, al, al)
             if not isinstance(al, (tuple, list)) or len(al) != 3 or not all(_is_int(v) for v in al):
-                raise TypeError(f"alignment must be None or a tuple of 3 ints (bytes), got {show(al)}")
+                raise TypeError(f"alignment must be None, an int or a tuple of 3 ints (bytes), got {show(al)}")
             for name, v, nat in zip("ABC", al, natural):
                 if v < nat or v > 16 or v & (v - 1):
                     raise ValueError(
@@ -840,7 +844,7 @@ class Matmul(Frozen):
     def get_partitioner(self) -> Partitioner:
         """cuBLASDx's partitioner of fragments of :meth:`get_layout_rmem_c` (its queries run inside
         kernels: ``is_thread_active()``, ``map_fragment_index(i)`` ...; see
-        :class:`~nvmath_device._layouts.Partitioner`).
+        :class:`~nvmath_device._partitioners.Partitioner`).
 
         Returns
         -------
@@ -866,7 +870,8 @@ class Matmul(Frozen):
         -------
         Accumulator
         """
-        return Accumulator(self, False)
+        hook = _dispatch.hook("Matmul.make_accumulator")  # the simulator's, with a fragment
+        return hook(self, False) if hook else Accumulator(self, False)
 
     def suggest_accumulator(self) -> Accumulator:
         """As :meth:`get_accumulator`, with fragments of :meth:`suggest_layout_rmem_c`.
@@ -875,7 +880,8 @@ class Matmul(Frozen):
         -------
         Accumulator
         """
-        return Accumulator(self, True)
+        hook = _dispatch.hook("Matmul.make_accumulator")
+        return hook(self, True) if hook else Accumulator(self, True)
 
     # ------------------------------------------------------------------ traits read from cuBLASDx
     @property

@@ -152,9 +152,12 @@ def link_records(folder: Path, records: Path, timeout: float) -> str:
 CAUSES = (
     (lambda n, r: r.startswith("timeout"), "simulator time limit (a problem size for the GPU)"),
     (lambda n, r: n.startswith("curand_"), "cuRAND device API (random)"),
-    (lambda n, r: re.search(r"nvmath_device\.(common|cublasdx\w*)'|cannot import name 'axpby'", r) is not None,
-     "cuBLASDx tensor/pipeline API (nvmath_device.common, cublasdx, axpby): not this session"),
     (lambda n, r: "cuda.coop" in r or "'coop' from 'cuda'" in r, "cuda.coop (CCCL), not nvmath.device"),
+    (lambda n, r: "No module named 'nvmath'" in r, "imports nvmath-python itself (nvmath.linalg host matmul as a peer)"),
+    (lambda n, r: re.search(r"DevicePipeline|TilePipeline|suggest_device_pipeline|pipeline", r) is not None
+     or "pipeline" in n, "cuBLASDx device/tile pipelines (issue 20: not implemented yet)"),
+    (lambda n, r: re.search(r"nvmath_device\.(common|cublasdx\w*)'|cannot import name", r) is not None,
+     "cuBLASDx tensor API: a missing name"),
     (lambda n, r: "cupy" in r or "CUDArt" in r or "has no attribute 'compile'" in r
      or "multiProcessorCount" in r or "DriverError" in r or "cudaError" in r,
      "needs a GPU/driver: cupy, kernel.compile()+cuFuncSetAttribute, cudart, occupancy"),

@@ -160,3 +160,31 @@ def shared_bytes(MM, name):
     if name in ("accumulator",):
         return MM.get_shared_storage_size_ab(MM.get_layout_smem_a(), MM.get_layout_smem_b())
     return MM.get_shared_storage_size_ab(MM.suggest_layout_smem_a(), MM.suggest_layout_smem_b())
+
+
+def _array(rng, shape, dtype, arrangement):
+    x = rng.uniform(-1, 1, shape).astype(dtype)
+    return np.asfortranarray(x) if arrangement == "col_major" else np.ascontiguousarray(x)
+
+
+def run_against_numpy(name, MM, alpha=1.5, beta=-0.75):
+    """Run kernel ``name`` on one block (GPU or simulator: whichever ``numba.cuda`` is) for fresh
+    random A, B, C with ``out`` poisoned with NaN; assert every element was written and the relative
+    error against NumPy float64 is below 1e-5."""
+    m, n, k = MM.size
+    arr = MM.arrangement
+    rng = np.random.default_rng([m, n, k, len(name)])
+    c_dtype = np.float64 if name == "fragment_like" else np.float32
+    a = _array(rng, (m, k), np.float16, arr[0])
+    b = _array(rng, (k, n), np.float16, arr[1])
+    c = _array(rng, (m, n), c_dtype, arr[2])
+    out = _array(rng, (m, n), c_dtype, arr[2])
+    out[...] = np.nan
+    d_out = cuda.to_device(out)
+    cuda.jit(KERNELS[name](MM))[1, MM.block_dim, 0, shared_bytes(MM, name)](
+        alpha, cuda.to_device(a), cuda.to_device(b), beta, cuda.to_device(c), d_out)
+    got = d_out.copy_to_host()
+    ref = alpha * (a.astype(np.float64) @ b.astype(np.float64)) + beta * c.astype(np.float64)
+    assert not np.isnan(got).any(), f"{np.isnan(got).sum()} of {got.size} elements not written"
+    err = np.linalg.norm(got - ref) / np.linalg.norm(ref)
+    assert err < 1e-5, f"relative error {err:.3g}"

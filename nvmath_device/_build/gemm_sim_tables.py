@@ -52,13 +52,13 @@ struct part_traits<cublasdx::detail::blas_partitioner<TM, L, S, SMN, IC, Al, H, 
 };
 template <unsigned Len> struct Table { unsigned v[Len]; };
 // The partitioner whose coordinates <sym>_coords reports (see gemm_codegen.render_shim_source).
-template <class MM> struct Frag {
+template <class MM, bool Sug = false> struct Frag {
   using PG = decltype(MM::get_partitioner());
   using PS = decltype(MM::suggest_partitioner());
   static constexpr bool same = cute::is_same_v<
       decltype(cute::declval<PG>().make_accumulator_fragment().layout()),
       decltype(cute::declval<PS>().make_accumulator_fragment().layout())>;
-  using PT = part_traits<cute::conditional_t<same, PS, PG>>;
+  using PT = part_traits<cute::conditional_t<same || Sug, PS, PG>>;
   using TM = typename PT::tiled_mma;
   using SMN = typename PT::shape_mn;
   using F = decltype(cute::declval<PG>().make_accumulator_fragment());
@@ -70,17 +70,17 @@ template <class MM> struct Frag {
   }
 };
 // header: accumulator size, mma threads, same, all_active, M, N
-template <class MM> constexpr Table<6> header() {
-  using F = Frag<MM>;
+template <class MM, bool Sug> constexpr Table<6> header() {
+  using F = Frag<MM, Sug>;
   return Table<6>{{F::size, F::mma_threads, F::same ? 1u : 0u, F::all_active ? 1u : 0u,
                    (unsigned)decltype(cute::get<0>(typename F::SMN{}))::value,
                    (unsigned)decltype(cute::get<1>(typename F::SMN{}))::value}};
 }
 // (row, col) of fragment value 0 of threads T0 .. T0 + NT - 1
-template <class MM, unsigned T0, unsigned NT> constexpr Table<2 * NT> bases() {
+template <class MM, bool Sug, unsigned T0, unsigned NT> constexpr Table<2 * NT> bases() {
   Table<2 * NT> t{};
   for (unsigned thr = T0; thr < T0 + NT; ++thr) {
-    const auto c = Frag<MM>::coords(thr)(0);
+    const auto c = Frag<MM, Sug>::coords(thr)(0);
     t.v[2 * (thr - T0)] = static_cast<unsigned>(cute::get<0>(c));
     t.v[2 * (thr - T0) + 1] = static_cast<unsigned>(cute::get<1>(c));
   }
@@ -88,13 +88,13 @@ template <class MM, unsigned T0, unsigned NT> constexpr Table<2 * NT> bases() {
 }
 // (row, col) of fragment values I0 .. I0 + NI - 1 of thread Which (0, 1 or the last active one
 // of a block of NThreads), preceded by the thread's index
-template <class MM, unsigned Which, unsigned NThreads, unsigned I0, unsigned NI>
+template <class MM, bool Sug, unsigned Which, unsigned NThreads, unsigned I0, unsigned NI>
 constexpr Table<2 * NI + 1> values() {
-  constexpr unsigned last = (NThreads < Frag<MM>::mma_threads ? NThreads : Frag<MM>::mma_threads) - 1;
+  constexpr unsigned last = (NThreads < Frag<MM, Sug>::mma_threads ? NThreads : Frag<MM, Sug>::mma_threads) - 1;
   constexpr unsigned thr = Which == 0 ? 0u : (Which == 1 ? (last < 1 ? last : 1u) : last);
   Table<2 * NI + 1> t{};
   t.v[0] = thr;
-  const auto crd = Frag<MM>::coords(thr);
+  const auto crd = Frag<MM, Sug>::coords(thr);
   for (unsigned i = I0; i < I0 + NI; ++i) {
     const auto c = crd(i);
     t.v[1 + 2 * (i - I0)] = static_cast<unsigned>(cute::get<0>(c));
@@ -123,11 +123,13 @@ def _fid(mm) -> str:
     return gemm_fid(mm)
 
 
-def _block(mm, i: int, chunk_threads: int, chunk_values: int):
-    """C++ for one descriptor and the names of its arrays: {name: (kind, first, count)}."""
+def _block(mm, i: int, chunk_threads: int, chunk_values: int, sug: bool = False):
+    """C++ for one descriptor (``sug``: the fragments of ``suggest_layout_rmem_c``) and the names of
+    its arrays: {name: (kind, first, count)}."""
     bdim, nt, n = _shape(mm)
-    base = f"nvmathdx_gemm_frag_{_fid(mm)}"
+    base = f"nvmathdx_gemm_frag_{_fid(mm)}{'_s' if sug else ''}"
     lines = [f"using M{i} = decltype({_description(mm, bdim)});"]
+    ms = f"M{i}, {'true' if sug else 'false'}"
     names = {}
 
     def add(suffix, size, expr, what):
@@ -135,26 +137,33 @@ def _block(mm, i: int, chunk_threads: int, chunk_values: int):
         lines.append(f'extern "C" __device__ const nvmathdx_sim::Table<{size}> {name} = {expr};')
         names[name] = what
 
-    add("h", 6, f"nvmathdx_sim::header<M{i}>()", ("header", 0, 6))
+    add("h", 6, f"nvmathdx_sim::header<{ms}>()", ("header", 0, 6))
     for t0 in range(0, nt, chunk_threads):
         c = min(chunk_threads, nt - t0)
-        add(f"b{t0}", 2 * c, f"nvmathdx_sim::bases<M{i}, {t0}, {c}>()", ("bases", t0, c))
+        add(f"b{t0}", 2 * c, f"nvmathdx_sim::bases<{ms}, {t0}, {c}>()", ("bases", t0, c))
     for which in (0, 1, 2):
         for i0 in range(0, n, chunk_values):
             c = min(chunk_values, n - i0)
-            add(f"v{which}_{i0}", 2 * c + 1, f"nvmathdx_sim::values<M{i}, {which}, {nt}, {i0}, {c}>()",
+            add(f"v{which}_{i0}", 2 * c + 1, f"nvmathdx_sim::values<{ms}, {which}, {nt}, {i0}, {c}>()",
                 (f"values{which}", i0, c))
     return "\n".join(lines) + "\n", names
 
 
+def _items(mms):
+    """(descriptor, suggested) pairs: a descriptor alone is its get_layout_rmem_c fragments."""
+    return [m if isinstance(m, tuple) else (m, False) for m in mms]
+
+
 def render_tables_source(mms, chunk_threads: int = _THREADS_PER_CHUNK,
                          chunk_values: int = _VALUES_PER_CHUNK) -> str:
-    """The C++ source whose PTX holds the fragment tables of ``mms`` (one translation unit)."""
-    return _PRELUDE + "".join(_block(mm, i, chunk_threads, chunk_values)[0] for i, mm in enumerate(mms))
+    """The C++ source whose PTX holds the fragment tables of ``mms`` (descriptors, or
+    ``(descriptor, suggested)`` pairs; one translation unit)."""
+    return _PRELUDE + "".join(_block(mm, i, chunk_threads, chunk_values, sug)[0]
+                              for i, (mm, sug) in enumerate(_items(mms)))
 
 
-def _key(mm) -> str:
-    return cache.make_key("gemm-sim-fragments-v1", render_tables_source([mm]), toolchain_id(), _include_id())
+def _key(item) -> str:
+    return cache.make_key("gemm-sim-fragments-v2", render_tables_source([item]), toolchain_id(), _include_id())
 
 
 def _assemble(mm, arrays: dict, names: dict) -> dict:
@@ -194,33 +203,39 @@ def _assemble(mm, arrays: dict, names: dict) -> dict:
     active = np.ones(nt, bool) if all_active else np.arange(nt) < mma_threads
     ok = active[:, None] & (coords[..., 0] < m) & (coords[..., 1] < n_cols) & (coords >= 0).all(-1)
     table = np.where(ok[..., None], coords, -1).astype(np.int32)
-    return {"table": table.tolist(), "mma_threads": mma_threads, "suggested_mma": bool(same),
-            "all_active": bool(all_active), "block_dim": list(bdim)}
+    # is_predicated(): some active thread holds values outside C (the MMA tile does not divide C)
+    inside = (coords[..., 0] < m) & (coords[..., 1] < n_cols)
+    predicated = bool((active[:, None] & ~inside).any())
+    return {"table": table.tolist(), "coords": coords.astype(np.int32).tolist(), "mma_threads": mma_threads,
+            "suggested_mma": bool(same), "all_active": bool(all_active), "predicated": predicated,
+            "block_dim": list(bdim)}
 
 
 _memory: dict = {}
 _memory_lock = threading.Lock()
+_build_lock = threading.RLock()
 
 
 def _compile_group(sm, group, chunk_threads, chunk_values):
     src_parts, names = [_PRELUDE], []
-    for i, mm in enumerate(group):
-        code, nm = _block(mm, i, chunk_threads, chunk_values)
+    for i, (mm, sug) in enumerate(group):
+        code, nm = _block(mm, i, chunk_threads, chunk_values, sug)
         src_parts.append(code)
         names.append(nm)
     ptx = _compile("".join(src_parts), sm, "ptx", "nvmathdx_gemm_fragments.cu")
     arrays = read_u32_arrays(ptx, set().union(*names))
-    return [(_assemble(mm, arrays, nm)) for mm, nm in zip(group, names)]
+    return [(_assemble(mm, arrays, nm)) for (mm, _), nm in zip(group, names)]
 
 
 def prefetch_fragment_tables(mms) -> None:
-    """Compile the fragment tables of many descriptors: one NVRTC run per architecture (uncached ones only)."""
-    mms = list(dict.fromkeys(mms))
-    prefetch_traits(mms)
-    todo = [mm for mm in mms if mm not in _memory and cache.get(_key(mm)) is None]
+    """Compile the fragment tables of many descriptors (or ``(descriptor, suggested)`` pairs): one
+    NVRTC run per architecture (uncached ones only)."""
+    items = list(dict.fromkeys(_items(mms)))
+    prefetch_traits([mm for mm, _ in items])
+    todo = [it for it in items if it not in _memory and cache.get(_key(it)) is None]
     by_sm = {}
-    for mm in todo:
-        by_sm.setdefault(mm.sm, []).append(mm)
+    for it in todo:
+        by_sm.setdefault(it[0].sm, []).append(it)
     for sm, group in by_sm.items():
         log.info("numba-mathdx: compiling register-fragment tables of %d GEMM descriptor(s) for sm_%d "
                  "with NVRTC (for the simulator; cached afterwards)", len(group), sm)
@@ -233,25 +248,37 @@ def prefetch_fragment_tables(mms) -> None:
                 if "constexpr" not in str(e) or chunk_threads == 1 and chunk_values == 1:
                     raise
                 chunk_threads, chunk_values = max(1, chunk_threads // 4), max(1, chunk_values // 4)
-        for mm, res in zip(group, results):
-            cache.put(_key(mm), json.dumps(res).encode())
+        for it, res in zip(group, results):
+            cache.put(_key(it), json.dumps(res).encode())
 
 
-def fragment_table(mm) -> tuple[np.ndarray, dict]:
+def fragment_table(mm, suggested: bool = False) -> tuple[np.ndarray, dict]:
     """``(table, info)``: ``table[t, i] = (row, col)`` of accumulator value ``i`` of thread ``t``
     (cuBLASDx's thread index within ``block_dim``), or ``(-1, -1)``; ``info`` has ``mma_threads``,
-    ``suggested_mma`` (whether the register GEMM runs the suggested tiled MMA) and ``all_active``."""
-    hit = _memory.get(mm)
+    ``suggested_mma`` (whether the register GEMM runs the suggested tiled MMA for
+    ``get_layout_rmem_c`` fragments), ``all_active``, ``predicated`` (``is_predicated()``) and
+    ``coords`` (the partitioner's ``map_fragment_index`` for every thread and value, in bounds or
+    not, an int32 array). ``suggested``: the fragments of ``suggest_layout_rmem_c`` (the suggested
+    MMA's partitioner) instead of ``get_layout_rmem_c``'s (the MMA ``execute`` runs for them)."""
+    item = (mm, bool(suggested))
+    hit = _memory.get(item)
     if hit is not None:
         return hit
-    blob = cache.get(_key(mm))
-    if blob is None:
-        prefetch_fragment_tables([mm])
-        blob = cache.get(_key(mm))
+    with _build_lock:  # every simulated thread of a block asks at once: one compiles, the others wait
+        hit = _memory.get(item)
+        if hit is not None:
+            return hit
+        blob = cache.get(_key(item))
+        if blob is None:
+            prefetch_fragment_tables([item])
+            blob = cache.get(_key(item))
     res = json.loads(blob)
     table = np.array(res.pop("table"), dtype=np.int32)
     table.setflags(write=False)
+    coords = np.array(res.pop("coords"), dtype=np.int32)
+    coords.setflags(write=False)
+    res["coords"] = coords
     out = (table, res)
     with _memory_lock:
-        _memory[mm] = out
+        _memory[item] = out
     return out

@@ -10,9 +10,9 @@ from . import (
     fft_numba,  # noqa: F401  (registers typing and lowering)
     gemm_numba,  # noqa: F401,E402  (registers typing and lowering)
     layouts_numba,  # noqa: F401  (cuBLASDx Layouts in kernels, MM.get_layout_*())
-    tensor_numba,  # noqa: F401  (nvmath_device.common: tensors, copies, partitioners, tensor execute)
     memory,  # noqa: F401  (load_complex / store_complex)
     random_numba,  # noqa: F401  (nvmath_device.random: States arguments, cuRAND calls)
+    tensor_numba,  # noqa: F401  (nvmath_device.common: tensors, copies, partitioners, tensor execute)
     vector,  # noqa: F401  (float16x2 ... uint32x4, nvmath_device.types in kernels)
 )
 from ._compat import compile_kernel_library, linked_cubin  # the face nvmath_device.aot uses

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 from numba import cuda
 from numba.core import types
 from numba.core.errors import TypingError

@@ -29,7 +29,8 @@ from numba.cuda.extending import (
 )
 
 from .. import common
-from .._layouts import Accumulator, Layout, Partitioner
+from .._layouts import Layout
+from .._partitioners import Accumulator, Partitioner
 from .._tensor_code import TensorOp
 from .._types import NUMBA_PRECISION_NAMES
 from ._compat import AbstractTemplate, AttributeTemplate, cgutils, local_array, signature

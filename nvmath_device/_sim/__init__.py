@@ -36,6 +36,14 @@ def _register() -> None:
     from .random import IMPLEMENTATIONS as random_implementations
 
     _dispatch.register(random_implementations, links_device_code=False)
+    from . import tensor
+
+    def execute(mm, *args):  # MM.execute: the tensor forms (nvmath_device.common) or the array forms
+        if tensor.is_tensor_call(args):
+            return tensor.sim_tensor_execute(mm, *args)
+        return sim_execute(mm, *args)
+
+    _dispatch.register({**tensor.IMPLEMENTATIONS, "Matmul.execute": execute}, links_device_code=False)
 
 
 def _prepare_gemms(mms) -> None:

@@ -93,6 +93,12 @@ def test_mixed_bfloat16_float32():
     assert pickle.loads(pickle.dumps(mm)) == mm
 
 
+def test_one_int_alignment_applies_to_all_three():
+    mm = Matmul(size=(8, 8, 8), precision=np.float32, alignment=16, sm=90)  # nvmath-python's MAX_ALIGNMENT use
+    assert mm.alignment == (16, 16, 16) and mm == Matmul(size=(8, 8, 8), precision=np.float32,
+                                                         alignment=(16, 16, 16), sm=90)
+
+
 def test_complex_value_types():
     mm = Matmul(size=(8, 8, 8), precision=np.float64, data_type="complex", sm=90)
     assert mm.a_value_type == np.dtype(np.complex128)
@@ -152,6 +158,8 @@ BAD = [
     (dict(size=(8, 8, 8), alignment=(2, 4, 4)), ValueError, "alignment of A"),
     (dict(size=(8, 8, 8), alignment=(4, 12, 4)), ValueError, "alignment of B"),
     (dict(size=(8, 8, 8), alignment=(4, 4, 32)), ValueError, "alignment of C"),
+    (dict(size=(8, 8, 8), alignment=2), ValueError, "alignment of A"),  # one int: all three
+    (dict(size=(8, 8, 8), alignment=16.0), TypeError, "alignment must be None, an int or a tuple of 3 ints"),
     (dict(size=(8, 8, 8), execution="Thread"), ValueError, "execution"),
     (dict(size=(8, 8, 8), sm=91), ValueError, "sm"),
     (dict(size=(128, 128, 128), precision=np.float64), ValueError, "shared memory.*sm_90 allows at most 232448"),

@@ -27,7 +27,10 @@ def test_only_import_lines_change():
 def test_causes():
     assert census.classify("a.py", "ok") == ""
     assert "random" in census.classify("curand_x.py", "AttributeError: x")
-    assert "tensor/pipeline" in census.classify("g.py", "ModuleNotFoundError: No module named 'nvmath_device.common'")
+    assert "a missing name" in census.classify("g.py", "ModuleNotFoundError: No module named 'nvmath_device.common'")
+    assert "pipelines" in census.classify("g.py", "ImportError: cannot import name 'DevicePipeline' from 'x'")
+    assert "cuda.coop" in census.classify("g.py", "ImportError: cannot import name 'coop' from 'cuda'")
+    assert "nvmath-python itself" in census.classify("g.py", "ModuleNotFoundError: No module named 'nvmath'")
     assert "GPU/driver" in census.classify("g.py", "AttributeError: 'FakeCUDAKernel' object has no attribute 'compile'")
     assert census.classify("cufftdx_x.py", "TypeError: y").startswith("compat")
 
@@ -51,11 +54,11 @@ def test_census_of_two_examples(tmp_path, capsys):
         scale[1, 4](x, y)
         assert np.array_equal(y, 2 * x), y
         """))
-    (ex / "missing_module.py").write_text("from nvmath.device.common import make_tensor\n")
+    (ex / "missing_module.py").write_text("from nvmath.device.common import no_such_name\n")
     out = tmp_path / "table.md"
     assert census.main([str(ex), "--out", str(out), "--timeout", "240"]) == 0
     table = out.read_text()
     assert "| vector_scale.py | ok | 1/1 linked |  |" in table
-    assert ("| missing_module.py | ModuleNotFoundError: No module named 'nvmath_device.common' | no kernel "
-            "recorded | cuBLASDx tensor/pipeline API") in table
+    assert ("| missing_module.py | ImportError: cannot import name 'no_such_name' from 'nvmath_device.common'"
+            in table and "| cuBLASDx tensor API: a missing name |" in table), table
     assert "2 examples: 1 ran ok under the simulator, 1 failed; 1 with every recorded kernel linked" in table

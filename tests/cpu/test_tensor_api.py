@@ -8,11 +8,10 @@ import pickle
 
 import numpy as np
 import pytest
-from numba import cuda, types
+from numba import cuda
 from numba.core import errors as _core_errors
 
 import nvmath_device
-from nvmath_device import common
 from nvmath_device._build import tensor_codegen
 from nvmath_device._tensor_code import TensorOp
 from nvmath_device.aot import compile_kernel
@@ -181,3 +180,43 @@ def test_tensor_kernels_link_for_sm90(name):
     k = compile_kernel(tk.KERNELS[name](MM), tk.argtypes(MM, c), sm=90)
     assert k.cubin[:4] == b"\x7fELF"
     assert any(s.startswith("nvmathdx_tensor_") for s in k.linked)
+
+
+# ---------------------------------------------------------------------------- the simulator's layouts
+def test_swizzle_evaluation_matches_cute_known_answers():
+    from nvmath_device._build.gemm_sim_layouts import evaluate
+
+    # Swizzle<2, 3, 3>: bits 6-7 of the offset flip bits 3-4 (CuTe: x ^ ((x & (3 << 6)) >> 3))
+    st = {"swizzle": [2, 3, 3], "offset": 0, "mode0": ([256], [1]), "mode1": ([1], [0]), "rows": 256, "cols": 1}
+    off = evaluate(st)[:, 0]
+    assert off[64] == 72 and off[200] == 200 ^ ((200 & 192) >> 3) and off[7] == 7
+    # a hierarchical mode splits its index colexicographically: (4, 8):(64, 256) -> r % 4 * 64 + r // 4 * 256
+    st = {"swizzle": None, "offset": 0, "mode0": ([4, 8], [64, 256]), "mode1": ([64], [1]), "rows": 32, "cols": 64}
+    off = evaluate(st)
+    assert off[5, 3] == (5 % 4) * 64 + (5 // 4) * 256 + 3
+
+
+def test_simulator_layouts_come_from_compiled_cublasdx_and_are_checked():
+    from nvmath_device._build import gemm_sim_layouts as gl
+    from nvmath_device._build.toolchain import read_u32_arrays
+    from nvmath_device._errors import CompileError
+
+    structs = gl.layout_structures(MM)
+    assert structs["suggest_layout_smem_a"]["swizzle"] is not None  # sm_90 fp16: a swizzled tile
+    for name in gl.SIM_LAYOUTS:
+        lay = getattr(MM, name)()
+        off = gl.layout_offsets(MM, name)
+        assert off.shape == ({"a": (MM.m, MM.k), "b": (MM.k, MM.n), "c": (MM.m, MM.n)}[lay.operand])
+        assert off.max() + 1 == lay.cosize and len(np.unique(off)) == off.size
+    # a global layout with another leading dimension: the same map with that stride
+    ld = MM.get_layout_gmem_a().leading_dimension + 8
+    assert gl.layout_offsets(MM, "get_layout_gmem_a", ld)[3, 2] == 3 + 2 * ld  # A is col_major
+    # the check can fail: one compiled sample changed -> the evaluation no longer agrees
+    ptx = gl._compile(gl.render_layouts_source(MM), MM.sm, "ptx", "check.cu")
+    arrays = read_u32_arrays(ptx, set(gl._names(MM).values()))
+    assert gl._assemble(MM, arrays)["suggest_layout_smem_a"] == structs["suggest_layout_smem_a"]
+    sym = gl._names(MM)["suggest_layout_smem_a"]
+    arrays[sym] = list(arrays[sym])
+    arrays[sym][-1] ^= 8
+    with pytest.raises(CompileError, match="disagrees with cuBLASDx's L"):
+        gl._assemble(MM, arrays)

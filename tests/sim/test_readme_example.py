@@ -77,3 +77,19 @@ def test_readme_random_example(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     std = float(p.stdout.strip().splitlines()[-1])
     assert abs(std - 0.5) < 0.02, std
+
+
+def test_readme_tensor_api_example(tmp_path):
+    """The README's tensor-API program (a GEMM through make_tensor / copy / an accumulator) runs as
+    written under the simulator, in a fresh process."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("### The tensor API"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    assert "make_tensor" in code and "assert_allclose" in code
+    script = tmp_path / "tensor_example.py"
+    script.write_text(code)
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    p = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=900)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
