@@ -31,7 +31,7 @@ from .toolchain import toolchain_id
 
 log = logging.getLogger("nvmath_device")
 
-__all__ = ["tensor_symbol", "render_tensor_source", "tensor_ltoir", "KINDS"]
+__all__ = ["tensor_symbol", "render_tensor_source", "tensor_ltoir", "tensor_key", "KINDS"]
 
 # the operations, and how many tensors each takes
 KINDS = {"copy": 2, "copy_fragment": 2, "execute_rmem": 3, "execute_smem": 3, "partitioner": 1}
@@ -164,10 +164,16 @@ def render_tensor_source(mm, kind: str, tensors, alignment=None) -> str:
     )
 
 
+def tensor_key(mm, kind: str, tensors, alignment=None) -> str:
+    """The disk-cache key of one tensor operation's LTO-IR."""
+    src = render_tensor_source(mm, kind, tensors, alignment)
+    return cache.make_key("gemm-tensor-op", src, toolchain_id(), _include_id(), mm.sm)
+
+
 def tensor_ltoir(mm, kind: str, tensors, alignment=None) -> bytes:
     """LTO-IR of one tensor operation for ``mm.sm`` (disk-cached; NVRTC on a miss)."""
     src = render_tensor_source(mm, kind, tensors, alignment)
-    key = cache.make_key("gemm-tensor-op", src, toolchain_id(), _include_id(), mm.sm)
+    key = tensor_key(mm, kind, tensors, alignment)
 
     def build():
         sym = tensor_symbol(mm, kind, tensors, alignment)

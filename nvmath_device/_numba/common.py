@@ -9,6 +9,7 @@ from numba.core import types
 from numba.core.errors import TypingError
 from numba.cuda.extending import core_models, infer_getattr, lower_getattr_generic, register_model
 
+from .._tensor_code import TensorOp
 from ..types import Vector
 from ._compat import (
     LTOIR,
@@ -52,6 +53,15 @@ class DescriptorLTOIR(LTOIR):
     def data(self) -> bytes:
         """The LTO-IR bytes (fetched on first use)."""
         if self._data is None:
+            if isinstance(self.descriptor, TensorOp):
+                # a tensor-API kernel links several small units: the ones lowered in this process and
+                # not built yet compile together, in parallel processes, before this one is read
+                pending = [o.descriptor for o in list(_ltoir_objects.values())
+                           if o._data is None and isinstance(o.descriptor, TensorOp)]
+                if len(pending) > 1:
+                    from .._build.parallel import build_tensor_ops
+
+                    build_tensor_ops(pending)
             self._data = self.descriptor.ltoir()
         return self._data
 

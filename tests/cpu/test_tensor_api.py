@@ -220,3 +220,20 @@ def test_simulator_layouts_come_from_compiled_cublasdx_and_are_checked():
     arrays[sym][-1] ^= 8
     with pytest.raises(CompileError, match="disagrees with cuBLASDx's L"):
         gl._assemble(MM, arrays)
+
+
+def test_tensor_units_build_in_child_interpreters(tmp_path, monkeypatch):
+    """build_tensor_ops (run while a tensor-API kernel links, on machines with cores to spare)
+    compiles pending units in fresh interpreters into the disk cache: the parent compiles nothing."""
+    from nvmath_device._build import parallel, toolchain
+    from nvmath_device._build import cache as dcache
+
+    monkeypatch.setenv("NUMBA_MATHDX_CACHE_DIR", str(tmp_path))
+    ops = [TensorOp(MM, "partitioner", ((name, None, "float32"),))
+           for name in ("get_layout_rmem_c", "suggest_layout_rmem_c")]
+    keys = [tensor_codegen.tensor_key(op.mm, op.kind, op.tensors, op.alignment) for op in ops]
+    assert all(dcache.get(k) is None for k in keys)
+    before = toolchain.stats["nvrtc_compiles"]
+    parallel.build_tensor_ops(ops, workers=2)
+    assert all(dcache.get(k) is not None for k in keys)
+    assert toolchain.stats["nvrtc_compiles"] == before
