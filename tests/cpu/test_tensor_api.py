@@ -225,8 +225,8 @@ def test_simulator_layouts_come_from_compiled_cublasdx_and_are_checked():
 def test_tensor_units_build_in_child_interpreters(tmp_path, monkeypatch):
     """build_tensor_ops (run while a tensor-API kernel links, on machines with cores to spare)
     compiles pending units in fresh interpreters into the disk cache: the parent compiles nothing."""
-    from nvmath_device._build import parallel, toolchain
     from nvmath_device._build import cache as dcache
+    from nvmath_device._build import parallel, toolchain
 
     monkeypatch.setenv("NUMBA_MATHDX_CACHE_DIR", str(tmp_path))
     ops = [TensorOp(MM, "partitioner", ((name, None, "float32"),))
