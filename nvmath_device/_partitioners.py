@@ -80,6 +80,11 @@ class Partitioner:
         """A new register fragment of :attr:`layout` (uninitialised; device only)."""
         return self._device_only("make_accumulator_fragment")
 
+    def partition_like_C(self, gmem_c):
+        """This thread's part of the global C tensor ``gmem_c``: element ``i`` (``pc[i]``, read and
+        written) is C's element ``map_fragment_index(i)`` (device only)."""
+        return self._device_only("partition_like_C", gmem_c)
+
     def make_empty_fragment(self):
         """The same as :meth:`make_accumulator_fragment` (nvmath-python's name; device only)."""
         return self._device_only("make_accumulator_fragment")
@@ -91,6 +96,10 @@ class Partitioner:
     def make_partition_and_copy(self, src):
         """A new fragment holding the calling thread's part of C tensor ``src`` (device only)."""
         return self._device_only("make_partition_and_copy", src)
+
+    @property
+    def _key(self):
+        return (self._kind, self._descriptor._key, self._suggested)
 
     def __setattr__(self, name, value):
         raise AttributeError(f"{type(self).__name__} is immutable: cannot set {name!r}")

@@ -7,7 +7,8 @@ Each is the pattern of one of nvmath-python's public cuBLASDx tensor examples, w
 ``tensor_gemm`` (copy / clear / execute into a register tensor / copy_fragment / axpby),
 ``accumulator_gemm`` (an accumulator: make_partition_and_copy, get_results, partition_and_copy),
 ``partition_gemm`` (fragment coordinates: is_thread_active, is_predicated, is_index_in_bounds,
-map_fragment_index; copies with ``alignment=16``) and ``fragment_like_gemm`` (make_fragment_like to float64, fragment indexing).
+map_fragment_index; copies with ``alignment=16``), ``partition_like_gemm`` (C through
+``partition_like_C`` views) and ``fragment_like_gemm`` (make_fragment_like to float64, fragment indexing).
 """
 
 from __future__ import annotations
@@ -127,6 +128,33 @@ def partition_gemm(MM):
     return kernel
 
 
+def partition_like_gemm(MM):
+    """The partition kernel's pattern with C read and written through partition_like_C views."""
+    a_layout, b_layout = MM.suggest_layout_smem_a(), MM.suggest_layout_smem_b()
+    c_layout = MM.suggest_layout_rmem_c()
+    a_size, b_size, c_size = a_layout.cosize, b_layout.cosize, c_layout.size
+
+    def kernel(alpha, a, b, beta, c, out):
+        smem = cuda.shared.array(shape=(0,), dtype=MM.a_value_type, alignment=16)
+        smem_a = make_tensor(smem[:a_size], a_layout)
+        smem_b = make_tensor(smem[a_size:a_size + b_size], b_layout)
+        rmem_c = make_tensor(cuda.local.array(c_size, dtype=MM.c_value_type), c_layout)
+        copy(make_tensor(a, MM.get_layout_gmem_a()), smem_a, alignment=16)
+        copy(make_tensor(b, MM.get_layout_gmem_b()), smem_b, alignment=16)
+        clear(rmem_c)
+        copy_wait()
+        MM.execute(smem_a, smem_b, rmem_c)
+        part = MM.suggest_partitioner()
+        pc = part.partition_like_C(make_tensor(c, MM.get_layout_gmem_c()))
+        po = part.partition_like_C(make_tensor(out, MM.get_layout_gmem_c()))
+        if part.is_thread_active():
+            for i in range(c_size):
+                if (not part.is_predicated()) or part.is_index_in_bounds(i):
+                    po[i] = alpha * rmem_c[i] + beta * pc[i]
+
+    return kernel
+
+
 def fragment_like_gemm(MM):
     """The GEMM finished in float64 fragments: out (float64) = alpha * A @ B + beta * C (float64)."""
     a_layout, b_layout = MM.suggest_layout_smem_a(), MM.suggest_layout_smem_b()
@@ -153,7 +181,7 @@ def fragment_like_gemm(MM):
 
 
 KERNELS = {"tensor": tensor_gemm, "accumulator": accumulator_gemm, "partition": partition_gemm,
-           "fragment_like": fragment_like_gemm}
+           "partition_like": partition_like_gemm, "fragment_like": fragment_like_gemm}
 
 
 def shared_bytes(MM, name):

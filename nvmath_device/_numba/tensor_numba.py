@@ -33,7 +33,7 @@ from .._layouts import Layout
 from .._partitioners import Accumulator, Partitioner
 from .._tensor_code import TensorOp
 from .._types import NUMBA_PRECISION_NAMES
-from ._compat import AbstractTemplate, AttributeTemplate, cgutils, local_array, signature
+from ._compat import AbstractTemplate, AttributeTemplate, cgutils, local_array, lower_constant, signature
 from .common import DescriptorType, call_extern, data_pointer
 from .gemm_numba import TENSOR_EXECUTE, MatmulType, _scalar_pointer, _tname, _value_types
 from .layouts_numba import LayoutType
@@ -83,6 +83,11 @@ class PartitionerType(DescriptorType):
 
 
 register_model(PartitionerType)(core_models.OpaqueModel)
+
+
+@lower_constant(PartitionerType)
+def _lower_partitioner_constant(context, builder, ty, pyval):
+    return context.get_dummy_value()  # a captured partitioner is its type: nothing to hold
 
 
 class AccumulatorType(types.Type):
@@ -509,6 +514,81 @@ def _lower_make_fragment_like(context, builder, sig, args):
     return _new_fragment(context, builder, sig.return_type)
 
 
+# ---------------------------------------------------------------------------- partition_like_C
+class PartitionedTensorType(types.Type):
+    """``partitioner.partition_like_C(gmem_c)``: this thread's part of a global C tensor, element
+    ``i`` being C's element ``map_fragment_index(i)`` (read and written by ``pc[i]``)."""
+
+    def __init__(self, tensor: OpaqueTensorType, fragment_layout: Layout):
+        self.tensor = tensor
+        self.fragment_layout = fragment_layout
+        self.buffer = tensor.buffer
+        super().__init__(name=f"PartitionedTensor({tensor}, {fragment_layout.name})")
+
+    @property
+    def key(self):
+        return (self.tensor, self.fragment_layout)
+
+
+@register_model(PartitionedTensorType)
+class _PartitionedModel(core_models.StructModel):
+    def __init__(self, dmm, fe_type):
+        super().__init__(dmm, fe_type, [("buffer", fe_type.buffer)])
+
+
+def _partitioned_pointer(context, builder, pty, value, ity, index):
+    """Pointer to C's element map_fragment_index(index) in the tensor's buffer (the layout's leading
+    dimension and C's arrangement, as every tensor operation addresses global C)."""
+    lay = pty.tensor.layout
+    mm = lay.descriptor
+    op = _part_op(PartitionerType(Partitioner(mm, pty.fragment_layout.name.startswith("suggest"))))
+    r, c = _int_out(context, builder), _int_out(context, builder)
+    call_extern(context, builder, op, f"{op.symbol}_map", [_int_in(context, builder, ity, index), r, c])
+    i64 = ir.IntType(64)
+    row, col = builder.sext(builder.load(r), i64), builder.sext(builder.load(c), i64)
+    ld = ir.Constant(i64, lay.leading_dimension)
+    flat = builder.add(row, builder.mul(col, ld)) if mm.arrangement[2] == "col_major" else builder.add(
+        builder.mul(row, ld), col)
+    data = data_pointer(context, builder, pty.buffer, _buffer(context, builder, pty, value))
+    return builder.gep(data, [flat])
+
+
+@type_callable(operator.getitem)
+def _type_partitioned_getitem(context):
+    def typer(t, i):
+        if isinstance(t, PartitionedTensorType) and isinstance(i, types.Integer):
+            return t.buffer.dtype
+        return None
+
+    return typer
+
+
+@type_callable(operator.setitem)
+def _type_partitioned_setitem(context):
+    def typer(t, i, v):
+        if isinstance(t, PartitionedTensorType) and isinstance(i, types.Integer):
+            return types.none
+        return None
+
+    return typer
+
+
+@lower_builtin(operator.getitem, PartitionedTensorType, types.Integer)
+def _lower_partitioned_getitem(context, builder, sig, args):
+    pty, ity = sig.args
+    ptr = _partitioned_pointer(context, builder, pty, args[0], ity, args[1])
+    return context.unpack_value(builder, pty.buffer.dtype, ptr)
+
+
+@lower_builtin(operator.setitem, PartitionedTensorType, types.Integer, types.Any)
+def _lower_partitioned_setitem(context, builder, sig, args):
+    pty, ity, vty = sig.args
+    ptr = _partitioned_pointer(context, builder, pty, args[0], ity, args[1])
+    v = context.cast(builder, args[2], vty, pty.buffer.dtype)
+    context.pack_value(builder, pty.buffer.dtype, v, ptr)
+    return context.get_dummy_value()
+
+
 # ---------------------------------------------------------------------------- MM.get/suggest_partitioner/accumulator
 _PART_METHODS = {"get_partitioner": (False, False), "suggest_partitioner": (True, False),
                  "get_accumulator": (False, True), "suggest_accumulator": (True, True)}
@@ -560,7 +640,7 @@ for _name in _PART_METHODS:
 
 # ---------------------------------------------------------------------------- partitioner methods
 _QUERY = ("is_thread_active", "is_predicated", "is_index_in_bounds", "map_fragment_index")
-_P_METHODS = _QUERY + ("make_accumulator_fragment", "make_empty_fragment", "partition_and_copy",
+_P_METHODS = _QUERY + ("make_accumulator_fragment", "make_empty_fragment", "partition_and_copy", "partition_like_C",
                        "make_partition_and_copy")
 _A_METHODS = _P_METHODS + ("get_results",)
 
@@ -606,6 +686,13 @@ def _type_part_method(name, this, args):
                               f"layout ({lay.name})")
         _type_copy_fragment(None)(src, dst)
         return signature(types.none, *args)
+    if name == "partition_like_C":
+        if len(args) != 1:
+            raise TypingError(f"{fn}(gmem_c) takes one C tensor in global memory, got {len(args)} arguments")
+        t = _tensor_arg(fn, "gmem_c", args[0], ("gmem",))
+        if t.layout.operand != "c" or t.layout.descriptor != lay.descriptor:
+            raise TypingError(f"{fn}: gmem_c must be a C tensor of the same Matmul (get_layout_gmem_c), got {t.layout!r}")
+        return signature(PartitionedTensorType(t, lay), *args)
     raise TypingError(f"{fn} is not supported")  # pragma: no cover - names come from _P_METHODS
 
 
@@ -680,6 +767,10 @@ def _lower_part_method(name):
         if name == "partition_and_copy":
             csig = types.none(*argtys)
             return _lower_tensor_op("copy_fragment")(context, builder, csig, list(vals))
+        if name == "partition_like_C":
+            st = cgutils.create_struct_proxy(sig.return_type)(context, builder)
+            st.buffer = _buffer(context, builder, argtys[0], vals[0])
+            return st._getvalue()
         raise NotImplementedError(name)  # pragma: no cover
 
     return lower
@@ -755,4 +846,4 @@ def _lower_tensor_execute(context, builder, mm, argtys, vals):
 
 TENSOR_EXECUTE.update(accepts=_accepts, type=_type_tensor_execute, lower=_lower_tensor_execute)
 
-__all__ = ["OpaqueTensorType", "PartitionerType", "AccumulatorType"]
+__all__ = ["OpaqueTensorType", "PartitionerType", "AccumulatorType", "PartitionedTensorType"]

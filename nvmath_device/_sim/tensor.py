@@ -265,6 +265,31 @@ def _p_make_partition_and_copy(p: Partitioner, src):
     return frag
 
 
+class SimPartitioned:
+    """``partition_like_C(gmem_c)`` in the simulator: element ``i`` is C's ``map_fragment_index(i)``."""
+
+    def __init__(self, tensor: SimTensor, layout: Layout, thread: int):
+        self._tensor, self._layout, self._thread = tensor, layout, thread
+
+    def _offset(self, i):
+        _, coords, _ = _coords(self._layout)
+        r, c = coords[self._thread, int(i)]
+        return self._tensor.offsets()[r, c]
+
+    def __getitem__(self, i):
+        return self._tensor.flat[self._offset(i)]
+
+    def __setitem__(self, i, v):
+        self._tensor.flat[self._offset(i)] = v
+
+
+def _p_partition_like_c(p: Partitioner, gmem_c):
+    t = _tensor("partition_like_C", "gmem_c", gmem_c, ("gmem",))
+    if t.layout.operand != "c":
+        raise TypeError(f"partition_like_C: gmem_c must be a C tensor (get_layout_gmem_c), got {t.layout.name}")
+    return SimPartitioned(t, p.layout, _thread_index(p.descriptor))
+
+
 def _p_get_results(p):
     raise TypeError("get_results() of an accumulator made outside the kernel: make it in the kernel "
                     "(MM.get_accumulator())")
@@ -339,5 +364,6 @@ IMPLEMENTATIONS = {
     "Partitioner.partition_and_copy": _p_partition_and_copy,
     "Partitioner.make_partition_and_copy": _p_make_partition_and_copy,
     "Partitioner.get_results": _p_get_results,
+    "Partitioner.partition_like_C": _p_partition_like_c,
     "Matmul.make_accumulator": make_accumulator,
 }

@@ -8,7 +8,7 @@ import pickle
 
 import numpy as np
 import pytest
-from numba import cuda
+from numba import cuda, types
 from numba.core import errors as _core_errors
 
 import nvmath_device
@@ -166,6 +166,8 @@ FRAG = "fr = make_tensor(cuda.local.array(C_R.cosize, dtype=np.float32), C_R)\n"
         ("acc = MM.get_accumulator()\nx, y = acc.map_fragment_index(1.5)", r"map_fragment_index\(index\) takes one integer"),
         ("acc = MM.get_accumulator()\nx = acc.make_partition_and_copy(make_tensor(a, MM.get_layout_gmem_a()))",
          "tensor must be a C tensor of the same Matmul"),
+        (FRAG + "p = MM.suggest_partitioner().partition_like_C(fr)",
+         "partition_like_C: gmem_c must be a global-memory tensor"),
     ],
 )
 def test_bad_tensor_use_is_a_typing_error_naming_it(body, match):
@@ -237,3 +239,13 @@ def test_tensor_units_build_in_child_interpreters(tmp_path, monkeypatch):
     parallel.build_tensor_ops(ops, workers=2)
     assert all(dcache.get(k) is not None for k in keys)
     assert toolchain.stats["nvrtc_compiles"] == before
+
+
+def test_a_captured_partitioner_is_a_compile_time_value():
+    P = MM.suggest_partitioner()
+
+    def k(out):
+        t = cuda.threadIdx.x
+        out[t] = 1 if P.is_thread_active() else 0
+
+    assert compile_kernel(k, (types.int32[::1],), sm=90).cubin[:4] == b"\x7fELF"
