@@ -32,7 +32,8 @@ class CompiledKernel:
     linked: tuple
 
 
-def compile_kernel(pyfunc, argtypes, sm=90, *, fastmath: bool = False, opt: bool = True) -> CompiledKernel:
+def compile_kernel(pyfunc, argtypes, sm=90, *, fastmath: bool = False, opt: bool = True,
+                   launch_bounds=None) -> CompiledKernel:
     """Compile ``pyfunc`` as a CUDA kernel for ``argtypes`` and link it to a cubin for ``sm``.
 
     Works without a GPU or driver: Numba types and lowers the kernel, NVVM emits LTO-IR,
@@ -46,6 +47,10 @@ def compile_kernel(pyfunc, argtypes, sm=90, *, fastmath: bool = False, opt: bool
         The kernel's argument types, e.g. ``(numba.types.complex64[::1],)``.
     sm : int, tuple or str
         Target architecture, e.g. 90, (9, 0) or "sm_90".
+    launch_bounds : int or tuple of 1-3 ints, optional
+        ``(max_threads_per_block, min_blocks_per_sm, max_blocks_per_cluster)`` as
+        ``@cuda.jit(launch_bounds=...)`` takes them (they bound the registers the compiler may use).
+        Default: those of ``pyfunc`` when it is a ``@cuda.jit`` dispatcher that has them, else none.
     """
     from numba.core import types
 
@@ -54,10 +59,20 @@ def compile_kernel(pyfunc, argtypes, sm=90, *, fastmath: bool = False, opt: bool
     sm = parse_sm(sm, "sm")
     if not isinstance(argtypes, tuple) or not all(isinstance(t, types.Type) for t in argtypes):
         raise TypeError(f"argtypes must be a tuple of numba types, got {argtypes!r}")
+    if launch_bounds is None:  # a @cuda.jit(launch_bounds=...) dispatcher's own
+        launch_bounds = (getattr(pyfunc, "targetoptions", None) or {}).get("launch_bounds")
+    if launch_bounds is not None:
+        lb = (launch_bounds,) if isinstance(launch_bounds, int) and not isinstance(launch_bounds, bool) else launch_bounds
+        if (not isinstance(lb, tuple) or not 1 <= len(lb) <= 3
+                or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in lb)):
+            raise TypeError(f"launch_bounds must be a positive int or a tuple of 1 to 3 positive ints "
+                            f"(max_threads_per_block, min_blocks_per_sm, max_blocks_per_cluster), got {launch_bounds!r}")
+        launch_bounds = lb
     pyfunc = getattr(pyfunc, "py_func", pyfunc)
     if not callable(pyfunc):
         raise TypeError(f"pyfunc must be a Python function or a @cuda.jit kernel, got {pyfunc!r}")
     cc = (sm // 10, sm % 10)
-    lib, entry = compile_kernel_library(pyfunc, argtypes, cc, fastmath=fastmath, opt=opt)
+    lib, entry = compile_kernel_library(pyfunc, argtypes, cc, fastmath=fastmath, opt=opt,
+                                        launch_bounds=launch_bounds)
     cubin, linked = linked_cubin(lib, cc)
     return CompiledKernel(cubin=cubin, entry=entry, sm=sm, linked=linked)

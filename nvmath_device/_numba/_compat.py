@@ -52,7 +52,7 @@ def _not_applied(patch: str) -> bool:
     return False
 
 
-def compile_kernel_library(pyfunc, argtypes, cc, *, fastmath=False, opt=True):
+def compile_kernel_library(pyfunc, argtypes, cc, *, fastmath=False, opt=True, launch_bounds=None):
     """Type and lower ``pyfunc`` as a kernel for ``cc`` without touching the driver.
 
     numba-cuda's own ``compile()`` returns PTX/LTO-IR but drops the linking files that our
@@ -72,6 +72,10 @@ def compile_kernel_library(pyfunc, argtypes, cc, *, fastmath=False, opt=True):
     kernel = lib.get_function(entry)
     lib._entry_name = entry
     kernel_fixup(kernel, False)
+    if launch_bounds is not None:  # as _Kernel.__init__ does for @cuda.jit(launch_bounds=...)
+        from numba.cuda.cudadrv import nvvm
+
+        nvvm.set_launch_bounds(kernel, launch_bounds)
     if lib.use_cooperative:  # a grid sync (cuda.cg.this_grid().sync()) needs libcudadevrt, as
         lib.needs_cudadevrt = True  # _Kernel.__init__ arranges for numba-cuda's own launches
     return lib, entry
