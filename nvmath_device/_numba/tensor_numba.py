@@ -33,7 +33,14 @@ from .._layouts import Layout
 from .._partitioners import Accumulator, Partitioner
 from .._tensor_code import TensorOp
 from .._types import NUMBA_PRECISION_NAMES
-from ._compat import AbstractTemplate, AttributeTemplate, cgutils, local_array, lower_constant, signature
+from ._compat import (
+    AbstractTemplate,
+    AttributeTemplate,
+    cgutils,
+    local_array,
+    lower_constant,
+    signature,
+)
 from .common import DescriptorType, call_extern, data_pointer
 from .gemm_numba import TENSOR_EXECUTE, MatmulType, _scalar_pointer, _tname, _value_types
 from .layouts_numba import LayoutType
