@@ -29,6 +29,14 @@ class Partitioner:
 
     On the host it is a value (immutable, hashable, usable as a global or closure variable in a
     kernel); its device methods raise RuntimeError there.
+
+    Parameters
+    ----------
+    descriptor : Matmul
+        The GEMM.
+    suggested : bool
+        True for ``suggest_*``'s object (fragments of ``suggest_layout_rmem_c()``), False for
+        ``get_*``'s (``get_layout_rmem_c()``).
     """
 
     __slots__ = ("_descriptor", "_suggested")
@@ -69,11 +77,23 @@ class Partitioner:
         return self._device_only("is_predicated")
 
     def is_index_in_bounds(self, index):
-        """Whether fragment element ``index`` of the calling thread lies inside C (device only)."""
+        """Whether fragment element ``index`` of the calling thread lies inside C (device only).
+
+        Parameters
+        ----------
+        index : int
+            A fragment element, ``0 <= index < layout.size``.
+        """
         return self._device_only("is_index_in_bounds", index)
 
     def map_fragment_index(self, index):
-        """(row, col) of C held by fragment element ``index`` of the calling thread (device only)."""
+        """(row, col) of C held by fragment element ``index`` of the calling thread (device only).
+
+        Parameters
+        ----------
+        index : int
+            A fragment element, ``0 <= index < layout.size``.
+        """
         return self._device_only("map_fragment_index", index)
 
     def make_accumulator_fragment(self):
@@ -82,7 +102,13 @@ class Partitioner:
 
     def partition_like_C(self, gmem_c):
         """This thread's part of the global C tensor ``gmem_c``: element ``i`` (``pc[i]``, read and
-        written) is C's element ``map_fragment_index(i)`` (device only)."""
+        written) is C's element ``map_fragment_index(i)`` (device only).
+
+        Parameters
+        ----------
+        gmem_c : OpaqueTensor
+            A C tensor in global memory (``get_layout_gmem_c``).
+        """
         return self._device_only("partition_like_C", gmem_c)
 
     def make_empty_fragment(self):
@@ -90,11 +116,23 @@ class Partitioner:
         return self._device_only("make_accumulator_fragment")
 
     def partition_and_copy(self, src, dst):
-        """Copy between a fragment and a C tensor in global or shared memory (device only)."""
+        """Copy between a fragment and a C tensor in global or shared memory (device only).
+
+        Parameters
+        ----------
+        src, dst : OpaqueTensor
+            A register fragment of :attr:`layout` and a C tensor, in either order.
+        """
         return self._device_only("partition_and_copy", src, dst)
 
     def make_partition_and_copy(self, src):
-        """A new fragment holding the calling thread's part of C tensor ``src`` (device only)."""
+        """A new fragment holding the calling thread's part of C tensor ``src`` (device only).
+
+        Parameters
+        ----------
+        src : OpaqueTensor
+            A C tensor in global or shared memory; the fragment has its element type.
+        """
         return self._device_only("make_partition_and_copy", src)
 
     @property
@@ -123,7 +161,15 @@ class Accumulator(Partitioner):
     """A partitioner that owns a register fragment: ``MM.get_accumulator()`` /
     ``MM.suggest_accumulator()`` make one (its fragment cleared to zero) inside a kernel;
     ``MM.execute(smem_a, smem_b, accumulator)`` adds ``A @ B`` into it, ``get_results()`` is
-    that fragment. Everything else as :class:`Partitioner`."""
+    that fragment. Everything else as :class:`Partitioner`.
+
+    Parameters
+    ----------
+    descriptor : Matmul
+        The GEMM.
+    suggested : bool
+        Whether its fragment has ``suggest_layout_rmem_c()`` (else ``get_layout_rmem_c()``).
+    """
 
     __slots__ = ()
     _kind = "accumulator"

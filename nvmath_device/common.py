@@ -66,7 +66,15 @@ class OpaqueTensor:
     """A buffer seen through a cuBLASDx layout (made by :func:`make_tensor` in a kernel).
 
     In kernels: ``t.layout`` (its :class:`Layout`), ``t.buffer`` (the array), and for register
-    fragments ``t[i]`` / ``t[i] = v`` (element ``i`` of the fragment)."""
+    fragments ``t[i]`` / ``t[i] = v`` (element ``i`` of the fragment).
+
+    Attributes
+    ----------
+    layout : Layout
+        The cuBLASDx layout the buffer is seen through.
+    buffer : array
+        The array given to :func:`make_tensor` (or the fragment's storage).
+    """
 
     def __init__(self, *args, **kwargs):
         _kernel_only("OpaqueTensor")
