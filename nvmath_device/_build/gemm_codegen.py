@@ -285,12 +285,18 @@ def gemm_gmem_layout_sizes(mm, operand: str, ld: int) -> tuple[int, int]:
     return int(size), int(cosize)
 
 
-def render_shim_source(mm) -> str:
-    """C++ source of ``mm``'s shim: the ``extern "C"`` device functions its kernels call."""
+def pinned_block_dim(mm) -> tuple:
+    """``mm``'s block shape as numbers: a "suggested" one comes from cuBLASDx's database (the traits)."""
     bdim = mm._key[5]
-    if bdim == "suggested":  # the suggested block shape needs cuBLASDx's database: the traits
+    if bdim == "suggested":
         t = gemm_traits(mm)
         bdim = (t["block_dim_x"], t["block_dim_y"], t["block_dim_z"])
+    return bdim
+
+
+def render_shim_source(mm) -> str:
+    """C++ source of ``mm``'s shim: the ``extern "C"`` device functions its kernels call."""
+    bdim = pinned_block_dim(mm)
     sym = gemm_symbol(mm)
     desc = _description(mm, bdim)
     return f"""#include <cublasdx.hpp>
@@ -343,10 +349,7 @@ def render_runtime_ld_source(mm) -> str:
     kernels that call ``MM.execute(alpha, a, lda, b, ldb, beta, c, ldc)``):
     ``<sym>_ld_smem(alpha*, a*, lda*, b*, ldb*, beta*, c*, ldc*)`` with the leading dimensions
     as ``unsigned`` values behind pointers (cuBLASDx's pointer + dynamic-ld ``execute``)."""
-    bdim = mm._key[5]
-    if bdim == "suggested":
-        t = gemm_traits(mm)
-        bdim = (t["block_dim_x"], t["block_dim_y"], t["block_dim_z"])
+    bdim = pinned_block_dim(mm)
     sym = gemm_symbol(mm)
     desc = _description(mm, bdim)
     return f"""#include <cublasdx.hpp>

@@ -29,7 +29,7 @@ import numpy as np
 
 from .._errors import CompileError
 from . import cache
-from .gemm_codegen import _compile, _description, _fid, _include_id, gemm_traits
+from .gemm_codegen import _compile, _description, _fid, _include_id, pinned_block_dim
 from .toolchain import read_u32_arrays, toolchain_id
 
 log = logging.getLogger("nvmath_device")
@@ -117,11 +117,7 @@ def _gmem_ld(mm, name):
 
 def render_layouts_source(mm) -> str:
     """The C++ unit whose constants hold the structure of ``mm``'s layouts (``SIM_LAYOUTS``)."""
-    bdim = mm._key[5]
-    if bdim == "suggested":
-        t = gemm_traits(mm)
-        bdim = (t["block_dim_x"], t["block_dim_y"], t["block_dim_z"])
-    lines = [_PRELUDE, f"using MM = decltype({_description(mm, bdim)});"]
+    lines = [_PRELUDE, f"using MM = decltype({_description(mm, pinned_block_dim(mm))});"]
     for lay, sym in _names(mm).items():
         ld = _gmem_ld(mm, lay) if lay.startswith("get_layout_gmem_") else None
         size = getattr(mm, lay)().size

@@ -26,7 +26,7 @@ import hashlib
 import logging
 
 from . import cache
-from .gemm_codegen import _compile, _description, _include_id, gemm_traits
+from .gemm_codegen import _compile, _description, _include_id, pinned_block_dim
 from .toolchain import toolchain_id
 
 log = logging.getLogger("nvmath_device")
@@ -144,14 +144,10 @@ def render_tensor_source(mm, kind: str, tensors, alignment=None) -> str:
         raise ValueError(f"kind must be one of {tuple(KINDS)}, got {kind!r}")
     if len(tensors) != KINDS[kind]:
         raise ValueError(f"{kind} takes {KINDS[kind]} tensor(s), got {len(tensors)}")
-    bdim = mm._key[5]
-    if bdim == "suggested":
-        t = gemm_traits(mm)
-        bdim = (t["block_dim_x"], t["block_dim_y"], t["block_dim_z"])
     sym = tensor_symbol(mm, kind, tensors, alignment)
     return (
         "#include <cublasdx.hpp>\n"
-        f"using MM = decltype({_description(mm, bdim)});\n"
+        f"using MM = decltype({_description(mm, pinned_block_dim(mm))});\n"
         "using CT = typename MM::c_value_type;\n"
         "using LG = decltype(MM::get_partitioner().make_accumulator_fragment().layout());\n"
         "using LS = decltype(MM::suggest_partitioner().make_accumulator_fragment().layout());\n"

@@ -211,10 +211,6 @@ def _clear_buffer(context, builder, arrty, ary, n):
     context.compile_internal(builder, impl, types.none(arrty), [ary])
 
 
-def _call(context, builder, op: TensorOp, symbol: str, pointers):
-    call_extern(context, builder, op, symbol, pointers)
-
-
 def _int_out(context, builder):
     return cgutils.alloca_once(builder, ir.IntType(32))
 
@@ -404,7 +400,7 @@ def _lower_tensor_op(kind):
         op = TensorOp(src.layout.descriptor, kind, (_desc(src), _desc(dst)), alignment)
         ptrs = [data_pointer(context, builder, t.buffer, _buffer(context, builder, t, v))
                 for t, v in zip((src, dst), args[:2])]
-        _call(context, builder, op, op.symbol, ptrs)
+        call_extern(context, builder, op, op.symbol, ptrs)
         return context.get_dummy_value()
 
     return lower
@@ -548,7 +544,7 @@ def _partitioned_pointer(context, builder, pty, value, ity, index):
     dimension and C's arrangement, as every tensor operation addresses global C)."""
     lay = pty.tensor.layout
     mm = lay.descriptor
-    op = _part_op(PartitionerType(Partitioner(mm, pty.fragment_layout.name.startswith("suggest"))))
+    op = _part_op(pty.fragment_layout)
     r, c = _int_out(context, builder), _int_out(context, builder)
     call_extern(context, builder, op, f"{op.symbol}_map", [_int_in(context, builder, ity, index), r, c])
     i64 = ir.IntType(64)
@@ -652,8 +648,8 @@ _P_METHODS = _QUERY + ("make_accumulator_fragment", "make_empty_fragment", "part
 _A_METHODS = _P_METHODS + ("get_results",)
 
 
-def _part_op(p_type) -> TensorOp:
-    lay = p_type.layout
+def _part_op(lay: Layout) -> TensorOp:
+    """The partitioner-query unit of fragments of register layout ``lay``."""
     ct = _dtype_name(_value_types(lay.descriptor)[2])
     return TensorOp(lay.descriptor, "partitioner", ((lay.name, None, ct),))
 
@@ -747,18 +743,18 @@ def _lower_part_method(name):
         this = sig.recvr if sig.recvr is not None else sig.args[0]
         argtys = sig.args if sig.recvr is not None else sig.args[1:]
         vals = args[len(args) - len(argtys):]
-        op = _part_op(this)
+        op = _part_op(this.layout)
         if name in ("is_thread_active", "is_predicated"):
             out = _int_out(context, builder)
-            _call(context, builder, op, f"{op.symbol}_{'active' if name == 'is_thread_active' else 'predicated'}", [out])
+            call_extern(context, builder, op, f"{op.symbol}_{'active' if name == 'is_thread_active' else 'predicated'}", [out])
             return builder.icmp_signed("!=", builder.load(out), ir.Constant(ir.IntType(32), 0))
         if name == "is_index_in_bounds":
             out = _int_out(context, builder)
-            _call(context, builder, op, f"{op.symbol}_in_bounds", [_int_in(context, builder, argtys[0], vals[0]), out])
+            call_extern(context, builder, op, f"{op.symbol}_in_bounds", [_int_in(context, builder, argtys[0], vals[0]), out])
             return builder.icmp_signed("!=", builder.load(out), ir.Constant(ir.IntType(32), 0))
         if name == "map_fragment_index":
             r, c = _int_out(context, builder), _int_out(context, builder)
-            _call(context, builder, op, f"{op.symbol}_map", [_int_in(context, builder, argtys[0], vals[0]), r, c])
+            call_extern(context, builder, op, f"{op.symbol}_map", [_int_in(context, builder, argtys[0], vals[0]), r, c])
             return context.make_tuple(builder, sig.return_type, [builder.load(r), builder.load(c)])
         if name in ("make_accumulator_fragment", "make_empty_fragment"):
             return _new_fragment(context, builder, sig.return_type)
@@ -848,7 +844,7 @@ def _lower_tensor_execute(context, builder, mm, argtys, vals):
                  for t, v in ((a, vals[1]), (b, vals[2]))]
         ptrs += [_scalar_pointer(context, builder, beta, ct, vals[3]),
                  data_pointer(context, builder, c.buffer, _buffer(context, builder, c, vals[4]))]
-    _call(context, builder, op, op.symbol, ptrs)
+    call_extern(context, builder, op, op.symbol, ptrs)
 
 
 TENSOR_EXECUTE.update(accepts=_accepts, type=_type_tensor_execute, lower=_lower_tensor_execute)
