@@ -69,10 +69,18 @@ def fft_pair(n: int, precision, real: bool, ept="suggested", fpb="suggested", fo
     return fwd, inv
 
 
-def jit(nthreads: int):
+def jit(nthreads: int, max_regs: int | None = None):
     """``cuda.jit`` with launch bounds: at most ``nthreads`` per block (a register budget that
-    always launches; the simulator, as nvmath_device patches it, accepts and ignores them)."""
-    return cuda.jit(launch_bounds=nthreads)
+    always launches; the simulator, as nvmath_device patches it, accepts and ignores them).
+
+    ``max_regs``: also ask for as many resident blocks per SM as ``max_regs`` registers per
+    thread allow (the launch bounds' minimum blocks per multiprocessor; 64 K registers per SM),
+    i.e. cap the registers for occupancy. Each cap used below was checked on the sm_90 cubin
+    (``cuobjdump -res-usage``): no spills.
+    """
+    if max_regs is None:
+        return cuda.jit(launch_bounds=nthreads)
+    return cuda.jit(launch_bounds=(nthreads, max(1, 65536 // (nthreads * max_regs))))
 
 
 def pairs_ok(real: bool, folded: bool, n: int, length: int, step: int, halo: int, *arrays) -> bool:
@@ -139,8 +147,17 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
     cplx = pairs or not real  # registers load/store as complex values
     rowlen = n2 if pairs else n  # elements per row of the flat views
     exact_in, exact_out = in_ept * stride == rowlen, out_ept * stride == rowlen
+    exact_mid = mid_ept * stride <= nfreq  # every thread's every spectrum index is in range
+    cdt = fwd.value_type
+    # register cap for occupancy where the FFT's data is small (checked on sm_90 cubins, float32
+    # 4096-point folded convolution and 512-point folded FIR, 34 data registers each: no spills;
+    # 72 -> 64 and 85 -> 80 registers, 7 -> 8 and 5 -> 6 blocks of 128 threads per SM): 64 for
+    # whole rows, 80 for segments (whose index math needs more: 64 spilled 48 bytes in the FIR)
+    # (complex kernels: left to the compiler; a minimum of 5 blocks of 192 threads made the
+    # 512-point one take 48 registers instead of 40, fewer blocks; float64: not measured)
+    max_regs = None if not real or prec != np.float32 or s2 > 36 else 64 if flat else 80
 
-    @jit(nthreads)
+    @jit(nthreads, max_regs)
     def kernel(x, h, y, nrows, nseg, step, halo):
         r = cuda.local.array(s2, dtype=prec, alignment=16)
         smem = cuda.shared.array(0, dtype=prec)
@@ -185,10 +202,16 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
                         r[2 * i] = v.real
                         r[2 * i + 1] = v.imag
         fwd.execute(r, smem)
+        # the filter spectrum: every load issued before the first use (one loop that loads and
+        # multiplies serialized them: each load's latency exposed in turn)
+        hl = cuda.local.array(mid_ept, dtype=cdt)
         for i in range(mid_ept):
             k = tx + i * stride
-            if k < nfreq:
-                hv = load_complex(h, k).conjugate() if conj else load_complex(h, k)
+            hl[i] = load_complex(h, k) if exact_mid or k < nfreq else czero
+        for i in range(mid_ept):
+            k = tx + i * stride
+            if exact_mid or k < nfreq:
+                hv = hl[i].conjugate() if conj else hl[i]
                 re = r[2 * i] * hv.real - r[2 * i + 1] * hv.imag
                 im = r[2 * i] * hv.imag + r[2 * i + 1] * hv.real
                 r[2 * i] = re

@@ -39,8 +39,10 @@ def _matched_kernel(fwd: FFT, inv: FFT, keep: bool):
     half = 1  # the tree's first step: half the row's threads, rounded up to a power of 2
     while 2 * half < bx:
         half *= 2
+    exact = ept * stride == n  # every register holds an element: no per-element bounds tests
+    nthreads = fwd.block_dim[0] * fwd.block_dim[1] * fwd.block_dim[2]
 
-    @cuda.jit
+    @jit(nthreads)
     def kernel(x, tspec, corr, peak_idx, peak_val, nrows):
         td = cuda.local.array(storage, dtype=vt)
         tv = cuda.local.array(ept, dtype=vt)
@@ -52,12 +54,15 @@ def _matched_kernel(fwd: FFT, inv: FFT, keep: bool):
         ok = row < nrows
         for i in range(ept):
             j = tx + i * stride
-            td[i] = load_complex(x, (row, j)) if ok and j < n else czero
-            tv[i] = load_complex(tspec, j) if j < n else czero  # in flight during the FFT
+            td[i] = load_complex(x, (row, j)) if ok and (exact or j < n) else czero
         fwd.execute(td, smem)
+        # the template spectrum after the FFT: loaded before it, it stayed live through it (half
+        # the registers; 163 per thread on sm_90), all loads first so they are in flight together
         for i in range(ept):
             j = tx + i * stride
-            if j < n:
+            tv[i] = load_complex(tspec, j) if exact or j < n else czero
+        for i in range(ept):
+            if exact or tx + i * stride < n:
                 td[i] = td[i] * tv[i].conjugate()
         cuda.syncthreads()
         inv.execute(td, smem)
@@ -66,7 +71,7 @@ def _matched_kernel(fwd: FFT, inv: FFT, keep: bool):
         bi = 0
         for i in range(ept):
             j = tx + i * stride
-            if j < n:
+            if exact or j < n:
                 p = td[i].real * td[i].real + td[i].imag * td[i].imag
                 if p > bv:
                     bv = p

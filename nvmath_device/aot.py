@@ -31,6 +31,48 @@ class CompiledKernel:
     sm: int
     linked: tuple
 
+    @property
+    def registers(self) -> int:
+        """Registers per thread of the entry kernel (what ``cuobjdump -res-usage`` prints as REG)."""
+        return _kernel_attribute(self.cubin, self.entry, _EIATTR_REGCOUNT)
+
+    @property
+    def frame_bytes(self) -> int:
+        """Local-memory frame per thread of the entry kernel, in bytes (STACK in ``cuobjdump``):
+        register spills and local arrays the compiler kept in memory; 0 when everything fits."""
+        return _kernel_attribute(self.cubin, self.entry, _EIATTR_FRAME_SIZE)
+
+
+# CUDA ELF: the ".nv.info" section lists per-kernel attributes as records (format byte, attribute
+# byte, then a 16-bit size and a payload for the "sized" format 4); REGCOUNT and FRAME_SIZE carry
+# (symbol index, value) as two little-endian uint32.
+_EIATTR_FRAME_SIZE, _EIATTR_REGCOUNT = 0x11, 0x2F
+
+
+def _kernel_attribute(cubin: bytes, entry: str, attr: int) -> int:
+    import struct
+
+    shoff, = struct.unpack_from("<Q", cubin, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
+
+    def name(table, off):
+        return cubin[table + off:cubin.index(b"\0", table + off)].decode()
+
+    names = {name(sections[shstrndx][4], s[0]): s for s in sections}
+    symtab, strtab = names[".symtab"], names[".strtab"]
+    index = next(i for i in range(symtab[5] // 24)
+                 if name(strtab[4], struct.unpack_from("<I", cubin, symtab[4] + 24 * i)[0]) == entry)
+    info = names[".nv.info"]
+    data, i = cubin[info[4]:info[4] + info[5]], 0
+    while i < len(data):
+        fmt, key = data[i], data[i + 1]
+        size = struct.unpack_from("<H", data, i + 2)[0] if fmt == 4 else 0
+        if fmt == 4 and key == attr and struct.unpack_from("<I", data, i + 4)[0] == index:
+            return struct.unpack_from("<I", data, i + 8)[0]
+        i += 4 + size
+    return 0  # no record: the attribute is zero (FRAME_SIZE is omitted by some linkers when 0)
+
 
 def compile_kernel(pyfunc, argtypes, sm=90, *, fastmath: bool = False, opt: bool = True,
                    launch_bounds=None) -> CompiledKernel:

@@ -52,3 +52,24 @@ def test_given_launch_bounds_and_none(monkeypatch):
 def test_bad_launch_bounds_are_named(bad):
     with pytest.raises(TypeError, match="launch_bounds must be a positive int or a tuple of 1 to 3"):
         aot.compile_kernel(_body, (types.float32[::1],), sm=90, launch_bounds=bad)
+
+
+def _spill(x, n):
+    a = cuda.local.array(64, dtype=np.float32)  # indexed by run-time values: stays in local memory
+    i = cuda.grid(1)
+    for j in range(64):
+        a[j] = x[(i + j) % x.size]
+    x[i % x.size] = a[n % 64] + a[(n * 7) % 64]
+
+
+def test_compiled_kernel_reports_registers_and_frame():
+    """CompiledKernel.registers / frame_bytes read the cubin's own records (as cuobjdump
+    -res-usage does): a plain kernel uses some registers and no frame; a local array indexed by
+    run-time values takes a frame; launch bounds (1024 threads, 2 blocks per SM) cap the
+    registers at 32."""
+    plain = aot.compile_kernel(_body, (types.float32[::1],), sm=90)
+    assert 0 < plain.registers <= 32 and plain.frame_bytes == 0
+    local = aot.compile_kernel(_spill, (types.float32[::1], types.int64), sm=90)
+    assert local.frame_bytes >= 64 * 4
+    capped = aot.compile_kernel(_spill, (types.float32[::1], types.int64), sm=90, launch_bounds=(1024, 2))
+    assert capped.registers <= 32

@@ -174,6 +174,34 @@ def test_beamform_spectra():
     assert _rel(_host(y), ref) < 1e-5
 
 
+@pytest.mark.parametrize("beams,channels,nsamp,dtype", [(1, 4, 32, np.complex64), (16, 16, 1024, np.complex64),
+                                                        (4, 8, 128, np.complex128), (8, 3, 64, np.complex64)])
+def test_beamform_spectra_shapes(beams, channels, nsamp, dtype):
+    """The FFT's shared memory overlays the GEMM's and x moves as whole complex values: every
+    beam count, channel count (3: a row count the flat copy still covers) and precision."""
+    import cupy
+
+    x = _signal3((37, channels, nsamp), dtype)
+    w = _signal3((beams, channels), dtype)
+    y = kernels.beamform_spectra(cupy.asarray(x), w)
+    ref = np.fft.fft(np.einsum("bc,ncs->nbs", w.astype(np.complex128), x), axis=-1)
+    assert _rel(y.get(), ref) < (1e-5 if dtype == np.complex64 else 1e-12)
+
+
+def test_beamform_spectra_at_an_odd_float_offset():
+    """x that cannot be read as 8-byte complex values gets an aligned copy: same bits."""
+    import cupy
+
+    x = _signal3((20, 16, 256), np.complex64)
+    w = _signal3((8, 16), np.complex64)
+    raw = cupy.zeros(2 * x.size + 1, dtype=cupy.float32)
+    raw[1:] = cupy.asarray(x.view(np.float32).ravel())
+    xu = raw[1:].view(cupy.complex64).reshape(x.shape)
+    assert xu.data.ptr % 8 == 4
+    np.testing.assert_array_equal(kernels.beamform_spectra(xu, w).get(),
+                                  kernels.beamform_spectra(cupy.asarray(x), w).get())
+
+
 def _signal3(shape, dtype):
     x = rng.standard_normal(shape)
     if np.dtype(dtype).kind == "c":
