@@ -13,7 +13,7 @@ from nvmath_device import FFT, Matmul, load_complex, store_complex
 
 from ._arrays import Operand, Output, host_numbers
 from ._consts import to_device_const
-from ._fused import aligned, copy_1d, jit, vectors_ok
+from ._fused import copy_1d, vectors_ok
 from ._launch import launch, resident_blocks
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.complex64), np.dtype(np.complex128))
@@ -310,37 +310,24 @@ def _beamform_plan(beams, nsamp, channels, prec, sm):
 
 @functools.cache
 def _beamform_kernel(mm: Matmul, fft: FFT):
-    beams, nsamp, channels = mm.size
+    beams, nsamp, _ = mm.size
     isz = mm.c_value_type.itemsize
     a_off, b_off, c_off = (mm.a_shared_memory_offset // isz, mm.b_shared_memory_offset // isz,
                            mm.c_shared_memory_offset // isz)
     a_size, b_size, c_size = mm.a_size, mm.b_size, mm.c_size
+    fft_off = -(-mm.shared_memory_size // 16) * 16 // isz
     ept, stride, storage = fft.elements_per_thread_value, fft.stride, fft.storage_size
     vt = mm.c_value_type
-    nthreads = fft.block_dim[0] * fft.block_dim[1] * fft.block_dim[2]
-    # B (channels x samples, row-major) is dense in shared memory when its leading dimension is
-    # the row length: x[b] then moves as one flat copy, one 8/16-byte load per value (cuBLASDx's
-    # generic copy made two 4-byte loads per complex64 and ~54 instructions per value)
-    flat_b = mm.leading_dimension.b == nsamp and b_size == channels * nsamp
-    per_thread = -(-b_size // nthreads)
 
-    @jit(nthreads)
+    @cuda.jit
     def kernel(W, X, Y):
         b = cuda.blockIdx.x
         smem = cuda.shared.array(0, dtype=vt)
         sa = smem[a_off:a_off + a_size]
         sb = smem[b_off:b_off + b_size]
         sc = smem[c_off:c_off + c_size]
-        t = cuda.threadIdx.y * cuda.blockDim.x + cuda.threadIdx.x
         mm.load_a(W, sa)
-        if flat_b:
-            xb = X[b]
-            for i in range(per_thread):
-                e = t + i * nthreads
-                if e < b_size:
-                    sb[e] = load_complex(xb, (e // nsamp, e % nsamp))
-        else:
-            mm.load_b(X[b], sb)
+        mm.load_b(X[b], sb)
         cuda.syncthreads()
         mm.execute(1.0, sa, sb, 0.0, sc)            # beams x samples, row-major, in shared memory
         cuda.syncthreads()
@@ -348,12 +335,11 @@ def _beamform_kernel(mm: Matmul, fft: FFT):
         beam = cuda.threadIdx.y
         for i in range(ept):
             td[i] = sc[beam * nsamp + cuda.threadIdx.x + i * stride]
-        cuda.syncthreads()                          # the FFT's shared memory overlays the GEMM's
-        fft.execute(td, smem)                       # one FFT per beam, fused after the GEMM
+        fft.execute(td, smem[fft_off:])             # one FFT per beam, fused after the GEMM
         for i in range(ept):
-            store_complex(Y, (b, beam, cuda.threadIdx.x + i * stride), td[i])
+            Y[b, beam, cuda.threadIdx.x + i * stride] = td[i]
 
-    return kernel, max(mm.shared_memory_size, fft.shared_memory_size)
+    return kernel, fft_off * isz + fft.shared_memory_size
 
 
 def beamform_spectra(x, weights, *, stream=None):
@@ -403,6 +389,5 @@ def beamform_spectra(x, weights, *, stream=None):
     else:
         wd = w.dev
     out = Output((batch, beams, nsamp), xo.dtype, xo, s)
-    xd = aligned(xo.dev, xo, s)  # x moves as whole complex values (load_complex)
-    launch(kernel, batch, block, s, smem, wd, xd, out.dev)
+    launch(kernel, batch, block, s, smem, wd, xo.dev, out.dev)
     return out.result(s)

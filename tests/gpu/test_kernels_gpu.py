@@ -174,11 +174,13 @@ def test_beamform_spectra():
     assert _rel(_host(y), ref) < 1e-5
 
 
-@pytest.mark.parametrize("beams,channels,nsamp,dtype", [(1, 4, 32, np.complex64), (16, 16, 1024, np.complex64),
-                                                        (4, 8, 128, np.complex128), (8, 3, 64, np.complex64)])
+@pytest.mark.parametrize("beams,channels,nsamp,dtype", [(2, 4, 64, np.complex64), (16, 16, 256, np.complex64),
+                                                        (4, 8, 128, np.complex128), (8, 3, 64, np.complex64),
+                                                        (4, 16, 1024, np.complex64)])
 def test_beamform_spectra_shapes(beams, channels, nsamp, dtype):
-    """The FFT's shared memory overlays the GEMM's and x moves as whole complex values: every
-    beam count, channel count (3: a row count the flat copy still covers) and precision."""
+    """Beam counts 2-16, channel counts (3: not a power of 2), 64-1024 samples, both
+    precisions (the shapes beamform_spectra accepts: its FFT's block must have 32-1024 threads
+    for cuBLASDx)."""
     import cupy
 
     x = _signal3((37, channels, nsamp), dtype)
@@ -189,7 +191,7 @@ def test_beamform_spectra_shapes(beams, channels, nsamp, dtype):
 
 
 def test_beamform_spectra_at_an_odd_float_offset():
-    """x that cannot be read as 8-byte complex values gets an aligned copy: same bits."""
+    """x at an address that is not a multiple of 8 bytes: same bits as the aligned x."""
     import cupy
 
     x = _signal3((20, 16, 256), np.complex64)
