@@ -31,7 +31,7 @@ from .toolchain import toolchain_id
 
 log = logging.getLogger("nvmath_device")
 
-__all__ = ["tensor_symbol", "render_tensor_source", "tensor_ltoir", "tensor_key", "KINDS"]
+__all__ = ["tensor_symbol", "render_tensor_source", "tensor_ltoir", "tensor_key", "KINDS", "preamble", "cpp_type"]
 
 # the operations, and how many tensors each takes
 KINDS = {"copy": 2, "copy_fragment": 2, "execute_rmem": 3, "execute_smem": 3, "partitioner": 1}
@@ -145,6 +145,12 @@ def render_tensor_source(mm, kind: str, tensors, alignment=None) -> str:
     if len(tensors) != KINDS[kind]:
         raise ValueError(f"{kind} takes {KINDS[kind]} tensor(s), got {len(tensors)}")
     sym = tensor_symbol(mm, kind, tensors, alignment)
+    return preamble(mm) + _body(kind, sym, tensors, alignment)
+
+
+def preamble(mm) -> str:
+    """The head of every tensor-operation unit of ``mm``: MM, CT, the two fragment layouts LG/LS
+    and ``nmdx_part<L>()``."""
     return (
         "#include <cublasdx.hpp>\n"
         f"using MM = decltype({_description(mm, pinned_block_dim(mm))});\n"
@@ -156,7 +162,6 @@ def render_tensor_source(mm, kind: str, tensors, alignment=None) -> str:
         "  if constexpr (cute::is_same_v<L, LS>) { return MM::suggest_partitioner(); }\n"
         "  else { return MM::get_partitioner(); }\n"
         "}\n"
-        + _body(kind, sym, tensors, alignment)
     )
 
 
