@@ -36,8 +36,11 @@ import math
 import numbers
 import operator
 import sys
+import threading
 
 import numpy as np
+
+from mathdx_operands import simulator
 
 from . import convolution, gemm, noise, spectral
 
@@ -244,38 +247,51 @@ def _bounds(chunks) -> list:
 # ---------------------------------------------------------------------------------------------
 # block functions (module level: tasks pickle them by reference)
 
+_SIM_LOCK = threading.Lock()
+
+
+def _call(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)``; under the CUDA simulator one at a time per process (it runs one
+    kernel at a time: Dask's threaded scheduler would launch blocks from several threads)."""
+    if simulator():
+        with _SIM_LOCK:
+            return fn(*args, **kwargs)
+    return fn(*args, **kwargs)
+
+
 
 def _fft_convolve_block(x, h):
-    return convolution.fft_convolve(_contig(x), h)
+    return _call(convolution.fft_convolve, _contig(x), h)
 
 
 def _fir_block(x, taps, fft_size=None, drop=0):
-    y = convolution.fir_filter(_contig(x), taps, fft_size=fft_size)
+    y = _call(convolution.fir_filter, _contig(x), taps, fft_size=fft_size)
     return _contig(y[..., drop:]) if drop else y
 
 
 def _matched_block(x, template, return_correlation=False):
-    return spectral.matched_filter(_contig(x), template, return_correlation=return_correlation)
+    return _call(spectral.matched_filter, _contig(x), template, return_correlation=return_correlation)
 
 
 def _stft_block(x, window, hop):
-    return spectral.stft_power(_contig(x), window, hop)
+    return _call(spectral.stft_power, _contig(x), window, hop)
 
 
 def _gemm_block(a, b, c, alpha, beta):
-    return gemm.batched_gemm(_contig(a), _contig(b), c=None if c is None else _contig(c), alpha=alpha, beta=beta)
+    return _call(gemm.batched_gemm, _contig(a), _contig(b), c=None if c is None else _contig(c), alpha=alpha,
+                 beta=beta)
 
 
 def _beamform_block(x, weights):
-    return gemm.beamform_spectra(_contig(x), weights)
+    return _call(gemm.beamform_spectra, _contig(x), weights)
 
 
 def _noise_block(x, snr_db, seed, signal_power, row_offset, _chunks=None, block_info=None):
     row0 = row_offset
     if x.ndim == 2 and block_info is not None:
         row0 += block_info[None]["array-location"][0][0]
-    return noise.add_noise(_contig(x), snr_db, seed=seed, signal_power=signal_power, row_offset=row0,
-                           _chunks=_chunks)
+    return _call(noise.add_noise, _contig(x), snr_db, seed=seed, signal_power=signal_power, row_offset=row0,
+                 _chunks=_chunks)
 
 
 # ---------------------------------------------------------------------------------------------
