@@ -109,8 +109,8 @@ def _check_signal(func, name, x, dtypes, ndims):
         raise TypeError(f"{name} must have dtype {' or '.join(d.name for d in dtypes)}, got {dt.name}")
     if x.ndim not in ndims:
         raise ValueError(f"{name} must have {' or '.join(map(str, ndims))} dimension(s), got shape {x.shape}")
-    kind = type(getattr(x, "_meta", None)).__module__.split(".")[0]
-    if kind not in ("numpy", "cupy"):
+    meta = getattr(x, "_meta", None)
+    if type(meta) is not np.ndarray and type(meta).__module__.split(".")[0] != "cupy":
         raise TypeError(f"{func}: {name} must be a Dask array of NumPy or CuPy chunks, got chunks of "
                         f"{type(x._meta).__name__}")
 
@@ -139,6 +139,9 @@ def _no_stream(func, stream):
 
 def _shape_of(name, v) -> tuple:
     """The shape of a small argument (array of any kind, or a list), without copying it."""
+    if is_dask_array(v) and any(isinstance(d, float) and math.isnan(d) for d in v.shape):
+        raise ValueError(f"{name} is a Dask array of unknown shape {v.shape}; compute its chunk sizes "
+                         f"({name}.compute_chunk_sizes()) or pass a NumPy/CuPy array")
     if is_dask_array(v) or hasattr(v, "shape"):
         return tuple(v.shape)
     try:
@@ -151,9 +154,7 @@ def _small(func, name, v):
     """A small argument for the graph: a Dask array as one block (refused past ``SMALL_MAX``
     elements or with unknown sizes), a list as a NumPy array, anything else as it is."""
     if is_dask_array(v):
-        if any(isinstance(s, float) and math.isnan(s) for s in v.shape):
-            raise ValueError(f"{func}: {name} is a Dask array of unknown shape {v.shape}; compute its "
-                             f"chunk sizes ({name}.compute_chunk_sizes()) or pass a NumPy/CuPy array")
+        _shape_of(name, v)  # known
         if v.size > SMALL_MAX:
             raise ValueError(f"{func}: {name} is a Dask array of {v.size} elements; at most {SMALL_MAX} are "
                              f"accepted (it is handed whole to every task): pass a NumPy or CuPy array")
