@@ -100,17 +100,16 @@ def _device_sync():
         cp.cuda.runtime.deviceSynchronize()
 
 
-def timed_passes(client, x, taps, passes: int, kind: str = "cupy") -> float:
-    """Seconds for ``passes`` chained ``fft_convolve`` passes over the persisted ``x``, from
-    submitting the graph until every worker's GPU is idle (CuPy blocks: a task ends when its
-    kernel is queued, so the end is a device synchronisation on every worker)."""
+def timed_passes(client, x, step, passes: int, kind: str = "cupy") -> float:
+    """Seconds for ``passes`` chained ``y = step(y)`` (e.g. ``lambda y: fft_convolve(y, taps)``)
+    from the persisted ``x``, from submitting the graph until every worker's GPU is idle (CuPy
+    blocks: a task ends when its kernel is queued, so the end is a device synchronisation on every
+    worker)."""
     from distributed import wait
-
-    from . import fft_convolve
 
     y = x
     for _ in range(passes):
-        y = fft_convolve(y, taps)
+        y = step(y)
     t0 = time.perf_counter()
     y = client.persist(y)
     wait(y)
@@ -131,23 +130,31 @@ def blocks_per_worker(client, x) -> list[int]:
     return sorted((held.get(w, 0) for w in workers), reverse=True)
 
 
-def run_on(client, ngpus: int, rows_per_gpu: int, n: int, taps: np.ndarray, passes: int,
-           chunk_rows: int, kind: str = "cupy", log=print) -> dict:
-    """The job on ``client``'s workers: signals persisted (and balanced), the check, the timing."""
+def persisted(client, x, log=print):
+    """``x`` computed and kept on the workers, its blocks spread evenly when rebalancing works."""
     from distributed import wait
 
-    rows = rows_per_gpu * ngpus
-    x = client.persist(make_signals(rows, n, chunk_rows, kind=kind))
+    x = client.persist(x)
     wait(x)
     try:
         client.rebalance(x)
     except Exception as e:  # keep going: the blocks per worker are reported
         log(f"  (rebalance failed: {type(e).__name__}: {e})")
+    return x
+
+
+def run_on(client, ngpus: int, rows_per_gpu: int, n: int, taps: np.ndarray, passes: int,
+           chunk_rows: int, kind: str = "cupy", log=print) -> dict:
+    """The job on ``client``'s workers: signals persisted (and balanced), the check, the timing."""
+    rows = rows_per_gpu * ngpus
+    x = persisted(client, make_signals(rows, n, chunk_rows, kind=kind), log)
     spread = blocks_per_worker(client, x)
     t0 = time.perf_counter()
     err, checked = check_rows(x, taps)
     first = time.perf_counter() - t0
-    seconds = timed_passes(client, x, taps, passes, kind)
+    from . import fft_convolve
+
+    seconds = timed_passes(client, x, lambda y: fft_convolve(y, taps), passes, kind)
     samples = passes * rows * n
     row = dict(gpus=ngpus, rows=rows, n=n, chunk_rows=chunk_rows, blocks_per_worker=spread, passes=passes,
                seconds=seconds, gsamples_per_s=samples / seconds / 1e9,

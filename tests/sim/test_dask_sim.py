@@ -153,3 +153,21 @@ def test_distributed_client_in_process():
             Client(c) as client:
         y = client.compute(kernels.fir_filter(da.from_array(x, chunks=(2, 50)), taps)).result()
     _same(y, kernels.fir_filter(x, taps))
+
+
+def test_the_gpus_job_on_an_in_process_cluster():
+    """kernels._gpus (``python -m kernels --gpus``) with NumPy blocks: signals made on the worker,
+    the NumPy check of sampled rows, chained passes timed, one row per worker count."""
+    from distributed import LocalCluster
+
+    from kernels import _gpus
+    from kernels.__main__ import lowpass_taps
+
+    logged = []
+    rows = _gpus.scaling([1], 5, 64, lowpass_taps(7, 0.06), 2, 2, kind="numpy", log=logged.append,
+                         cluster=lambda g: LocalCluster(n_workers=g, threads_per_worker=1, processes=False,
+                                                        dashboard_address=None))
+    (row,) = rows
+    assert row["ok"] and row["check_rel_err"] < 1e-5 and row["checked_rows"] == 5
+    assert row["blocks_per_worker"] == [3] and row["rows"] == 5 and row["seconds"] > 0
+    assert "check of 5 rows against NumPy" in logged[-1]
