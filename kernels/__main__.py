@@ -3,12 +3,19 @@
 check it against NumPy, time it against CuPy's cuFFT path, and optionally plot it.
 
     python -m kernels [--batch B] [--n N] [--taps T] [--plot FILE.png]
+    python -m kernels --gpus N [N ...] [--batch ROWS_PER_GPU] [--n N] [--taps T] [--passes P]
 
 --n must be an FFT length the fused kernel implements (FFT.valid_sizes(), e.g. a power of 2 up
 to 4096) and larger than 2 * --taps (the noise figure leaves out --taps samples at each end);
 --plot needs matplotlib: pip install "numba-mathdx[plot]".
 
 Without a GPU it re-runs itself under numba-cuda's CUDA simulator at a small size, and says so.
+
+--gpus runs the job on Dask arrays of CuPy blocks across GPUs, once per count given: a
+dask_cuda.LocalCUDACluster of N workers (one per GPU, the first N of CUDA_VISIBLE_DEVICES), --batch
+rows per GPU (default 262144) made on the workers, --passes chained fused convolutions (default
+20) timed as one graph; a sample of rows is checked against NumPy, and the throughput printed per
+GPU count next to the plain call on one GPU. It needs GPUs and pip install "numba-mathdx[dask]".
 """
 
 from __future__ import annotations
@@ -49,6 +56,7 @@ def synthetic_signals(batch: int, n: int, rng) -> tuple[np.ndarray, np.ndarray]:
 
 
 PLOT_INSTALL = 'pip install "numba-mathdx[plot]"'
+DASK_INSTALL = 'pip install "numba-mathdx[dask]"'
 
 
 def median_ms(fn, warmup: int = 3, repeat: int = 20, inner: int = 5, event=None, elapsed_ms=None) -> float:
@@ -113,7 +121,16 @@ def main(argv=None) -> int:
     ap.add_argument("--taps", type=int, default=63, help="low-pass FIR length, >= 1 (default 63)")
     ap.add_argument("--plot", metavar="FILE.png",
                     help=f"draw signal, filtered signal and their spectra (needs matplotlib: {PLOT_INSTALL})")
+    ap.add_argument("--gpus", type=int, nargs="+", metavar="N",
+                    help="run the job on Dask arrays across N GPUs (one run per N given; needs "
+                         f"{DASK_INSTALL})")
+    ap.add_argument("--passes", type=int, default=20,
+                    help="with --gpus: chained convolutions timed as one graph, >= 1 (default 20)")
+    ap.add_argument("--chunk-rows", type=int, default=None,
+                    help="with --gpus: rows per Dask block (default: 1 GiB blocks, at most --batch)")
     args = ap.parse_args(argv)
+    if args.gpus is not None:
+        return _main_gpus(ap, args)
     if args.plot:
         try:
             import matplotlib  # noqa: F401
@@ -184,6 +201,62 @@ def main(argv=None) -> int:
         _plot(args.plot, noisy[0], filtered[0], clean[0], delay)
         print(f"plot written to {args.plot}")
     return 0 if ok else 1
+
+
+def _gpu_count() -> int:
+    """CUDA devices this process sees (0 without a driver)."""
+    try:
+        from cuda.bindings import driver
+
+        (err,) = driver.cuInit(0)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            return 0
+        err, count = driver.cuDeviceGetCount()
+        return count if err == driver.CUresult.CUDA_SUCCESS else 0
+    except Exception:  # no libcuda at all
+        return 0
+
+
+def _main_gpus(ap, args) -> int:
+    """``--gpus``: the job on Dask arrays across GPUs (see the module); 0 when every check passes."""
+    if any(g < 1 for g in args.gpus):
+        ap.error(f"--gpus counts must be >= 1, got {' '.join(map(str, args.gpus))}")
+    if args.passes < 1:
+        ap.error(f"--passes must be >= 1, got {args.passes}")
+    if args.chunk_rows is not None and args.chunk_rows < 1:
+        ap.error(f"--chunk-rows must be >= 1, got {args.chunk_rows}")
+    if args.plot:
+        ap.error("--plot is not available with --gpus")
+    if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
+        ap.error("--gpus needs CUDA GPUs, and NUMBA_ENABLE_CUDASIM is set (the CUDA simulator runs on the "
+                 "CPU); unset it, or run python -m kernels without --gpus")
+    have = _gpu_count()
+    if have == 0:
+        ap.error("--gpus needs CUDA GPUs, and none is visible here (python -m kernels without --gpus runs "
+                 "under the CUDA simulator)")
+    if max(args.gpus) > have:
+        ap.error(f"--gpus {max(args.gpus)}: only {have} GPU(s) visible (CUDA_VISIBLE_DEVICES selects them)")
+    from kernels import _gpus
+
+    missing = _gpus.missing_dask()
+    if missing:
+        ap.error(f"--gpus needs dask[array], distributed and dask-cuda: {missing}. Install them: {DASK_INSTALL}")
+    _check_args(ap, args, simulated=False)
+    n = args.n or 4096
+    if n <= 2 * args.taps:
+        ap.error(f"--taps must be smaller than n / 2 = {n / 2:g} (n = {n}); got {args.taps}")
+    rows = args.batch or 262144
+    chunk = args.chunk_rows or max(1, min(rows, (1 << 30) // (4 * n)))
+    taps = lowpass_taps(args.taps, cutoff=0.06)
+    print(f"numba-mathdx main job on {', '.join(map(str, args.gpus))} GPU(s) through Dask: {rows} signals of {n} "
+          f"samples per GPU, blocks of {chunk} rows, {args.taps}-tap low-pass FIR as one fused kernel per "
+          f"block, {args.passes} chained passes timed", flush=True)
+    plain = _gpus.plain_one_gpu(rows, n, taps, median_ms)
+    print(f"plain call on one GPU (CuPy array, {rows} x {n}): {plain['ms']:.3f} ms, "
+          f"{plain['gsamples_per_s']:.1f} Gsamples/s", flush=True)
+    results = _gpus.scaling(args.gpus, rows, n, taps, args.passes, chunk)
+    print(_gpus.summary(results, plain))
+    return 0 if all(r["ok"] for r in results) else 1
 
 
 def _plot(path, noisy, filtered, clean, delay):

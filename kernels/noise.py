@@ -6,7 +6,9 @@ The stream of random numbers (so that a user can reproduce it, e.g. with
 ``nvmath_device._random_math`` on the host or cuRAND's ``curand_init`` / ``curand_normal4``):
 
 - one generator state per *lane*, ``LANES = 256`` lanes per row: lane ``t`` of row ``r`` is
-  ``curand_init(seed, subsequence=r * 256 + t, offset=0)`` of Philox4_32_10;
+  ``curand_init(seed, subsequence=r * 256 + t, offset=0)`` of Philox4_32_10 (``r`` counts from
+  ``add_noise``'s ``row_offset``, 0 by default: a block of rows cut from a larger array gets the
+  larger array's noise);
 - the row's samples are cut into *groups* of ``G`` consecutive samples (float32: 4, complex64: 2,
   float64: 2, complex128: 1); group ``g`` belongs to lane ``g % 256`` and is the lane's
   ``g // 256``-th draw: ``curand_normal4`` (float32, complex64) or ``curand_normal2_double``
@@ -127,7 +129,7 @@ def _draw_range(ngroups, c, chunks):
 @functools.cache
 def noise_kernel(double: bool):
     """The kernel for float32 (``double=False``) or float64 rows: ``kernel(x, y, part, power,
-    inv_snr, scale, nsamples, seed, chunks)`` on the 2-D real arrays ``x``/``y`` (complex rows as
+    inv_snr, scale, nsamples, seed, chunks, row0)`` on the 2-D real arrays ``x``/``y`` (complex rows as
     interleaved (real, imaginary) values), ``LANES`` threads per block, ``rows * chunks`` blocks:
     block ``b`` makes draws ``[c * per, (c + 1) * per)`` of every lane of row ``b // chunks``
     (``c = b % chunks``, ``per = ceil(draws per lane / chunks)``), its states started at that draw
@@ -135,11 +137,12 @@ def noise_kernel(double: bool):
     so the noise does not depend on ``chunks``. The noise is ``sqrt(p * inv_snr) * scale * normal``
     (``scale``: 1, or sqrt(1/2) for complex rows) with ``p = power`` when ``power >= 0``, else the
     row's sum of squares / ``nsamples``: measured here when ``chunks == 1``, else the sum of the
-    row's ``chunks`` partial sums in ``part`` (:func:`power_kernel`)."""
+    row's ``chunks`` partial sums in ``part`` (:func:`power_kernel`). Row ``r`` of ``x`` draws
+    the stream of row ``row0 + r`` (lanes ``(row0 + r) * LANES + t``)."""
     group = 2 if double else 4
 
     @jit(LANES)
-    def kernel(x, y, part, power, inv_snr, scale, nsamples, seed, chunks):
+    def kernel(x, y, part, power, inv_snr, scale, nsamples, seed, chunks, row0):
         r = cuda.blockIdx.x // chunks
         c = cuda.blockIdx.x % chunks
         t = cuda.threadIdx.x
@@ -150,7 +153,7 @@ def noise_kernel(double: bool):
         if first >= last:
             return
         st = cuda.local.array(1, _this.PHILOX_STATE)
-        random.init(seed, r * LANES + t, 4 * first, st[0])
+        random.init(seed, (row0 + r) * LANES + t, 4 * first, st[0])
         if double:
             for k in range(first, last):
                 g = k * LANES + t
@@ -191,7 +194,7 @@ def pair_noise_kernel(double: bool):
     zero = np.complex128(0) if double else np.complex64(0)  # typed: no complex128 detour for float32
 
     @jit(LANES)
-    def kernel(x, y, part, power, inv_snr, scale, nsamples, seed, chunks):
+    def kernel(x, y, part, power, inv_snr, scale, nsamples, seed, chunks, row0):
         r = cuda.blockIdx.x // chunks
         c = cuda.blockIdx.x % chunks
         t = cuda.threadIdx.x
@@ -203,7 +206,7 @@ def pair_noise_kernel(double: bool):
         if first >= last:
             return
         st = cuda.local.array(1, _this.PHILOX_STATE)
-        random.init(seed, r * LANES + t, 4 * first, st[0])
+        random.init(seed, (row0 + r) * LANES + t, 4 * first, st[0])
         k = first
         g = k * LANES + t
         a = b = a0 = a1 = b0 = b1 = zero
@@ -306,7 +309,22 @@ def _seed(seed) -> int:
     return value
 
 
-def add_noise(x, snr_db, *, seed=0, signal_power=None, out=None, stream=None, _chunks=None):
+_ROW_OFFSET_MAX = 2**48
+
+
+def _row_offset(value) -> int:
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"row_offset must be an integer from 0 to 2**48, got {type(value).__name__}")
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError(f"row_offset must be an integer from 0 to 2**48, got {type(value).__name__}") from None
+    if not 0 <= value <= _ROW_OFFSET_MAX:
+        raise ValueError(f"row_offset must be an integer from 0 to 2**48, got {value}")
+    return value
+
+
+def add_noise(x, snr_db, *, seed=0, signal_power=None, out=None, row_offset=0, stream=None, _chunks=None):
     """``x`` plus white Gaussian noise at ``snr_db`` decibels, in one kernel (two for a few long
     rows whose power is measured).
 
@@ -334,6 +352,10 @@ def add_noise(x, snr_db, *, seed=0, signal_power=None, out=None, stream=None, _c
     out : array, optional
         Where to write the result: same shape, dtype and kind of array as ``x``, C-contiguous
         (``x`` itself is allowed: each sample is read before it is written). Default: a new array.
+    row_offset : int, optional
+        Index of ``x``'s first row in a larger array (0 to 2**48, default 0): row ``r`` gets the
+        noise of row ``row_offset + r``, so blocks of rows noised separately get the same noise
+        as the whole array in one call.
     stream : optional
         Numba/CuPy/PyTorch stream, ``__cuda_stream__`` object or raw handle; default: the current
         stream of ``x``'s package. No synchronisation for GPU arrays.
@@ -345,6 +367,7 @@ def add_noise(x, snr_db, *, seed=0, signal_power=None, out=None, stream=None, _c
     # every scalar and ``out`` checked before x is touched (a NumPy x is copied to the device)
     snr = _real_number("snr_db", snr_db)
     seed = _seed(seed)
+    row0 = _row_offset(row_offset)
     power = -1.0 if signal_power is None else _real_number("signal_power", signal_power, minimum=0.0)
     s = None if stream is None else resolve_stream(stream, None)  # a given stream: checked now
     oo = None
@@ -390,7 +413,7 @@ def add_noise(x, snr_db, *, seed=0, signal_power=None, out=None, stream=None, _c
         if split:
             launch(power_kernel(), batch * chunks, LANES, s, 0, xr, part, np.int64(chunks))
         launch(kernel, batch * chunks, LANES, s, 0, xr, yr, part, power, 10.0 ** (-snr / 10.0),
-               math.sqrt(0.5) if cplx else 1.0, float(n), np.uint64(seed), np.int64(chunks))
+               math.sqrt(0.5) if cplx else 1.0, float(n), np.uint64(seed), np.int64(chunks), np.int64(row0))
     if result is None:
         return out
     y = result.result(s, xo.shape)
