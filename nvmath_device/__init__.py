@@ -10,6 +10,7 @@ import os as _os
 
 from . import _vector, common_cuda, random, types
 from ._errors import CompileError, DriverError, LinkError, MathDxError
+from ._pipeline import DevicePipeline, TilePipeline
 from ._prepare import prepare
 from ._vector import *  # noqa: F403  (float16x2 ... uint32x4 and their *_type)
 from .common import (  # nvmath-python's nvmath.device.common, exported at the top as there
@@ -38,6 +39,7 @@ __all__ += ["types", *_vector.__all__, *types.__all__]  # as nvmath.device expor
 __all__ += ["Dim3", "current_device_sm"]  # nvmath-python's names (nvmath.device.Dim3, ...)
 __all__ += ["MAX_ALIGNMENT", "Accumulator", "OpaqueTensor", "Partitioner", "axpby", "clear", "copy",
             "copy_fragment", "copy_wait", "make_fragment_like", "make_tensor"]  # the tensor API
+__all__ += ["DevicePipeline", "TilePipeline"]  # cuBLASDx's device/tile pipelines (nvmath.device's names)
 
 if _os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
     from . import _sim  # noqa: E402,F401  (registers the NumPy implementations)

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from ._layouts import Layout
 from ._partitioners import Accumulator, Partitioner
+from ._pipeline import DevicePipeline, TilePipeline
 from .common import MAX_ALIGNMENT
 from .gemm import Matmul
 
-__all__ = ["Matmul", "MAX_ALIGNMENT", "SharedStorageCalc", "Layout", "Partitioner", "Accumulator"]
+__all__ = ["Matmul", "MAX_ALIGNMENT", "SharedStorageCalc", "Layout", "Partitioner", "Accumulator", "DevicePipeline",
+           "TilePipeline"]
 
 
 def _round_up(n: int, a: int) -> int:

@@ -266,6 +266,16 @@ class Matmul(Frozen):
         The threads of ``block_dim`` cooperate on one GEMM.
     sm : int, tuple or str, optional
         Target architecture: 90, (9, 0) or "sm_90". Default: the current GPU (required without one).
+    with_pipeline : bool, optional
+        Whether :meth:`suggest_device_pipeline` may make device pipelines of this GEMM (the
+        tile's K loop streamed through shared memory, see :class:`~nvmath_device.DevicePipeline`).
+    enable_input_streaming : bool, optional
+        nvmath-python's switch for streaming A and B into shared memory within pipelines. Here
+        pipelines always stream their inputs (asynchronous copies into a ring of stages); the
+        flag is accepted and recorded (it changes no code).
+    static_block_dim : bool, optional
+        Promise that kernels launch exactly ``block_dim`` threads (cuBLASDx's
+        ``experimental::StaticBlockDim``: no inactive-thread checks in the generated code).
     transpose_mode : TransposeMode or tuple of 2 str, optional
         nvmath-python's older spelling of ``arrangement`` (deprecated there and here: a
         ``DeprecationWarning``): ``(a, b)`` of ``"non_transposed"``, ``"transposed"`` or
@@ -319,9 +329,17 @@ class Matmul(Frozen):
     def __init__(self, size, precision=np.float32, data_type: str = "real",
                  arrangement=None, leading_dimension=None,
                  block_dim="suggested", block_size=None, alignment=None, execution: str = "Block",
-                 sm=None, *, transpose_mode=None):
+                 sm=None, *, transpose_mode=None, with_pipeline=False, enable_input_streaming=False,
+                 static_block_dim=False):
         self._validate(size, precision, data_type, arrangement, leading_dimension, block_dim, block_size,
                        alignment, execution, sm, transpose_mode)
+        for name, v in (("with_pipeline", with_pipeline), ("enable_input_streaming", enable_input_streaming),
+                        ("static_block_dim", static_block_dim)):
+            if not isinstance(v, (bool, np.bool_)):
+                raise TypeError(f"{name} must be True or False, got {show(v)}")
+        # not part of _key (the per-GEMM code depends only on static_block_dim, which the
+        # description and the symbol take into account): compared and hashed beside it
+        self._set(_options=(bool(with_pipeline), bool(enable_input_streaming), bool(static_block_dim)))
 
     def _validate(self, size, precision, data_type, arrangement, leading_dimension, block_dim, block_size,
                   alignment, execution, sm, transpose_mode=None):
@@ -444,17 +462,56 @@ class Matmul(Frozen):
         return (f"Matmul(size={self.size}, precision={tuple(np.dtype(p).name for p in self.precision)}, "
                 f"data_type={self.data_type!r}, arrangement={tuple(self.arrangement)}, "
                 f"leading_dimension={tuple(self.leading_dimension)}, block_dim={key[5]!r}, sm={self.sm}"
-                + (f", transpose_mode={tuple(self._transpose_mode)}" if self._transpose_mode else "") + ")")
+                + (f", transpose_mode={tuple(self._transpose_mode)}" if self._transpose_mode else "")
+                + "".join(f", {n}=True" for n, v in zip(("with_pipeline", "enable_input_streaming", "static_block_dim"),
+                                                       self.__dict__.get("_options", ())) if v) + ")")
 
     def __reduce__(self):
-        return (_rebuild_matmul, (self._key, self._transpose_mode))
+        return (_rebuild_matmul, (self._key, self._transpose_mode, self._options))
 
     def __eq__(self, other):
         eq = super().__eq__(other)
-        return eq if eq is not True else self._transpose_mode == other._transpose_mode
+        return eq if eq is not True else (self._transpose_mode == other._transpose_mode
+                                          and self._options == other._options)
 
     def __hash__(self):
-        return hash((type(self).__name__, self._key, self._transpose_mode))
+        return hash((type(self).__name__, self._key, self._transpose_mode, self._options))
+
+    @property
+    def with_pipeline(self) -> bool:
+        """Whether device pipelines of this GEMM may be made (``Matmul(with_pipeline=True)``)."""
+        return self._options[0]
+
+    @property
+    def enable_input_streaming(self) -> bool:
+        """``Matmul(enable_input_streaming=...)`` as given (pipelines here always stream)."""
+        return self._options[1]
+
+    @property
+    def static_block_dim(self) -> bool:
+        """Whether the generated code assumes exactly ``block_dim`` threads (cuBLASDx's StaticBlockDim)."""
+        return self._options[2]
+
+    def suggest_device_pipeline(self, pipeline_depth, a, b):
+        """A :class:`~nvmath_device.DevicePipeline` of this GEMM over the global arrays ``a`` and
+        ``b`` (this Matmul's ``size`` is the tile: m x n of C per block, k per stage).
+
+        Parameters
+        ----------
+        pipeline_depth : int
+            Shared-memory stages (1 to 16): K slices in flight while one is multiplied.
+        a, b : device arrays
+            A (M x K, or M x K x batch) and B (K x N, or K x N x batch) with this GEMM's value
+            types and arrangements (unit stride along a row-major operand's rows, a column-major
+            one's columns); M, N and K multiples of the tile's m, n and k.
+
+        Returns
+        -------
+        DevicePipeline
+        """
+        from ._pipeline import DevicePipeline
+
+        return DevicePipeline(self, pipeline_depth, a, b)
 
     # ------------------------------------------------------------------ traits known in Python
     @property
@@ -1077,21 +1134,22 @@ def _gemm_traits(mm) -> dict:
 _quiet_transpose_mode = False  # True while unpickling: the warning was given when it was made
 
 
-def _rebuild_matmul(key, transpose_mode=None):
+def _rebuild_matmul(key, transpose_mode=None, options=(False, False, False)):
     global _quiet_transpose_mode
     size, prec, data_type, arr, ld_mode, bdim, aligns, execution, sm = key
+    opts = dict(zip(("with_pipeline", "enable_input_streaming", "static_block_dim"), options))
     if transpose_mode is not None:
         arr = None
         _quiet_transpose_mode = True
         try:
             return Matmul(size=size, precision=tuple(prec), data_type=data_type, leading_dimension=ld_mode,
                           block_dim=bdim, alignment=aligns, execution=execution, sm=sm,
-                          transpose_mode=transpose_mode)
+                          transpose_mode=transpose_mode, **opts)
         finally:
             _quiet_transpose_mode = False
     return Matmul(size=size, precision=tuple(prec), data_type=data_type,
                   arrangement=arr, leading_dimension=ld_mode, block_dim=bdim, alignment=aligns,
-                  execution=execution, sm=sm, transpose_mode=transpose_mode)
+                  execution=execution, sm=sm, transpose_mode=transpose_mode, **opts)
 
 
 class _RuntimeLDCode:

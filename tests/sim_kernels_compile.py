@@ -206,6 +206,10 @@ def _argtype(arg):
     states = _curand_states(value)
     if states is not None:
         return states
+    from nvmath_device import DevicePipeline
+
+    if isinstance(value, DevicePipeline):  # all but its addresses: the numba layer's DevicePipelineType
+        return ("device pipeline", value._key)
     if getattr(getattr(value, "dtype", None), "name", "") == "bfloat16":
         # numba's typeof knows no bfloat16 (numba-cuda types ml_dtypes.bfloat16 values and
         # arrays as __nv_bfloat16 ones): a spec that the compile step turns into that type
@@ -240,9 +244,14 @@ def _curand_states(value):
 
 
 def _resolve(argtype):
+    if isinstance(argtype, tuple) and argtype[:1] == ("device pipeline",):
+        from nvmath_device._numba.pipeline_numba import DevicePipelineType
+
+        return DevicePipelineType(argtype[1])
     if isinstance(argtype, tuple) and argtype[:1] == ("curand states",):
-        from nvmath_device._numba.random_numba import STATE_TYPES
         from numba.core import types
+
+        from nvmath_device._numba.random_numba import STATE_TYPES
 
         return types.Array(STATE_TYPES[argtype[1]], 1, "C")
     if isinstance(argtype, tuple) and argtype[:1] in (("bfloat16",), ("bfloat16 array",)):

@@ -141,7 +141,8 @@ def _include_id() -> str:
 
 
 def _fid(mm) -> str:
-    return hashlib.sha256(repr(mm._key).encode()).hexdigest()[:16]
+    text = repr(mm._key) + ("|StaticBlockDim" if getattr(mm, "static_block_dim", False) else "")
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def gemm_symbol(mm) -> str:
@@ -166,6 +167,8 @@ def _description(mm, block_dim) -> str:
         ops.append(f"cublasdx::Alignment<{', '.join(map(str, aligns))}>()")
     if block_dim is not None:
         ops.append(f"cublasdx::BlockDim<{', '.join(map(str, block_dim))}>()")
+    if getattr(mm, "static_block_dim", False):
+        ops.append("cublasdx::experimental::StaticBlockDim()")
     return " + ".join(ops)
 
 

@@ -11,6 +11,7 @@ from . import (
     gemm_numba,  # noqa: F401,E402  (registers typing and lowering)
     layouts_numba,  # noqa: F401  (cuBLASDx Layouts in kernels, MM.get_layout_*())
     memory,  # noqa: F401  (load_complex / store_complex)
+    pipeline_numba,  # noqa: F401  (DevicePipeline arguments, get_tile / reset_tile / TilePipeline.execute)
     random_numba,  # noqa: F401  (nvmath_device.random: States arguments, cuRAND calls)
     tensor_numba,  # noqa: F401  (nvmath_device.common: tensors, copies, partitioners, tensor execute)
     vector,  # noqa: F401  (float16x2 ... uint32x4, nvmath_device.types in kernels)

@@ -44,6 +44,9 @@ def _register() -> None:
         return sim_execute(mm, *args)
 
     _dispatch.register({**tensor.IMPLEMENTATIONS, "Matmul.execute": execute}, links_device_code=False)
+    from .pipeline import IMPLEMENTATIONS as pipeline_implementations
+
+    _dispatch.register(pipeline_implementations, links_device_code=False)
 
 
 def _prepare_gemms(mms) -> None:

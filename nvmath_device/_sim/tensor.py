@@ -23,6 +23,7 @@ global array that is not contiguous, a fragment of another layout.
 from __future__ import annotations
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from .._build.gemm_sim_layouts import layout_offsets
 from .._build.gemm_sim_tables import fragment_table
@@ -64,13 +65,12 @@ class SimTensor(OpaqueTensor):
         """The buffer as a 1-D view in memory order (global 2-D arrays: C or F order)."""
         if self._flat is None:
             b = self.buffer
-            if b.ndim == 1:
+            if b.ndim == 1 and b.strides[0] == b.itemsize:
                 flat = b
             elif b.flags.c_contiguous or b.flags.f_contiguous:
                 flat = b.reshape(-1, order="A")
-            else:
-                raise ValueError(f"make_tensor: a {b.ndim}-D array that is neither C- nor F-contiguous "
-                                 f"cannot be addressed through a layout")
+            else:  # a strided view (e.g. a tile c[i:i+m, j:j+n] of a larger array): its memory as on the GPU
+                flat = as_strided(b, shape=(_extent(b),), strides=(b.itemsize,))
             if not np.shares_memory(flat, b) and b.size:
                 raise ValueError("make_tensor: the array's memory cannot be viewed as 1-D")
             self._flat = flat
@@ -103,6 +103,16 @@ class SimTensor(OpaqueTensor):
         return f"SimTensor({self.layout!r}, {self.buffer.dtype}[{self.buffer.size}])"
 
 
+def _extent(b: np.ndarray) -> int:
+    """Elements from a view's first element to its last, in memory (what a layout over its data
+    pointer may address); positive strides that are multiples of the element size only."""
+    if any(st <= 0 or st % b.itemsize for st in b.strides):
+        raise ValueError(f"make_tensor: an array with strides {b.strides} (bytes; {b.itemsize}-byte elements) "
+                         f"cannot be addressed through a layout: strides must be positive multiples of the "
+                         f"element size")
+    return 1 + sum((n - 1) * st // b.itemsize for n, st in zip(b.shape, b.strides)) if b.size else 0
+
+
 def _fragment(layout: Layout, dtype) -> SimTensor:
     dt = np.dtype(dtype)
     buf = np.full(layout.cosize, np.nan, dt) if dt.kind in "fc" else np.zeros(layout.cosize, dt)
@@ -127,8 +137,9 @@ def make_tensor(array, layout):
     if layout.memory != "gmem" and buf.ndim != 1:
         raise TypeError(f"make_tensor: a {'shared' if layout.memory == 'smem' else 'register (local)'}-memory "
                         f"buffer must be a 1-D array of layout.cosize ({layout.cosize}) elements, got {buf.ndim}-D")
-    if buf.size < layout.cosize:
-        raise ValueError(f"make_tensor: the buffer holds {buf.size} elements, the layout spans {layout.cosize} "
+    span = buf.size if buf.flags.c_contiguous or buf.flags.f_contiguous else _extent(buf)
+    if span < layout.cosize:
+        raise ValueError(f"make_tensor: the buffer spans {span} elements, the layout spans {layout.cosize} "
                          f"(layout.cosize)")
     return SimTensor(buf, layout)
 
