@@ -1,0 +1,336 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A device-wide GEMM written with the pipeline API (``DevicePipeline`` / ``TilePipeline``) against
+cuBLAS, and the same GEMM with a fused bias + ReLU epilogue against cuBLAS + a separate epilogue.
+
+    python benchmarks/device_gemm.py --out DIR [--size 4096] [--cases fp16 bf16 fp32 fused] [--no-peer]
+
+Cases (M = N = K = --size; A row-major, B column-major, C row-major; inputs uniform(-1, 1)):
+
+- ``fp16``: float16 A and B, float32 accumulation and C; peers: ``torch.matmul`` and
+  ``cupy.matmul`` of the float16 arrays (cuBLAS, float32 accumulation, float16 C), and
+  nvmath-python 1.0's DevicePipeline kernel written the same way (when nvmath-python imports);
+- ``bf16``: the same with bfloat16 (peer: ``torch.matmul``);
+- ``fp32``: float32 throughout; peers: ``torch.matmul`` with TF32 off, ``cupy.matmul``;
+- ``fused``: fp16 with ``relu(A @ B + bias)`` (bias per column) in the GEMM's epilogue; peers:
+  ``torch.relu(torch.addmm(bias, A, B))`` (cuBLAS + an elementwise kernel) and
+  ``nvmath_host.matmul(..., epilog=RELU_BIAS)`` (cuBLASLt's fused epilogue).
+
+Ours: each of a few tile shapes / pipeline depths (``--tiles``) is timed and the best is
+reported with its configuration (all are in the JSON). TFLOP/s = 2 M N K / time. Timing: median
+of CUDA-event-timed batches (warm-up first). Correctness: every output against the float64
+product on 64 sampled rows (rel. err over those rows). Writes device_gemm.json and
+device_gemm.md into --out. Exits with status 2 and a message when no GPU is usable.
+
+Bound (measured in this file's note, not assumed): cuBLASDx 0.4 (mathdx 25.6) computes with
+``mma.sync`` on sm_90; cuBLAS uses the Hopper ``wgmma`` instructions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CASES = ("fp16", "bf16", "fp32", "fused")
+# (tile m, n, k, threads, depth)
+TILES = ((128, 128, 32, 256, 3), (128, 128, 32, 256, 4), (128, 128, 64, 256, 3), (128, 256, 32, 256, 3))
+TILES_FP32 = ((128, 128, 16, 256, 3), (64, 64, 16, 128, 4))
+SAMPLE_ROWS = 64
+
+
+def no_gpu_reason():
+    if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
+        return "NUMBA_ENABLE_CUDASIM is set: the simulator cannot be benchmarked"
+    try:
+        from numba import cuda
+
+        if not cuda.is_available() or len(cuda.gpus) == 0:
+            return "numba-cuda finds no usable GPU"
+    except Exception as e:  # noqa: BLE001
+        return f"numba-cuda: {type(e).__name__}: {e}"
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return "PyTorch sees no GPU"
+    except Exception as e:  # noqa: BLE001
+        return f"PyTorch unusable: {type(e).__name__}: {e}"
+    return None
+
+
+def _median_ms(fn, reps=15, inner=5):
+    import torch
+
+    for _ in range(2):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        for _ in range(inner):
+            fn()
+        e1.record()
+        e1.synchronize()
+        times.append(e0.elapsed_time(e1) / inner)
+    return float(np.median(times))
+
+
+def _kernel(MM, n, fused):
+    from numba import cuda
+
+    from nvmath_device import make_tensor
+    from nvmath_device.cublasdx_numba import pipeline_extensions
+
+    tm, tn, _ = MM.size
+
+    def plain(c, bias, device_pipeline):
+        smem = cuda.shared.array(shape=(0,), dtype=np.byte, alignment=device_pipeline.buffer_alignment)
+        bx, by = cuda.blockIdx.x, cuda.blockIdx.y
+        tile = device_pipeline.get_tile(smem, bx, by)
+        acc = MM.suggest_accumulator()
+        tile.execute(acc)
+        if acc.is_thread_active():
+            gc = make_tensor(c[bx * tm:(bx + 1) * tm, by * tn:(by + 1) * tn], MM.get_layout_gmem_c(n))
+            res = acc.get_results()
+            if fused:
+                for i in range(MM.accumulator_size):
+                    _, col = acc.map_fragment_index(i)
+                    v = res[i] + bias[by * tn + col]
+                    res[i] = v if v > 0 else v * 0
+            acc.partition_and_copy(res, gc)
+        tile._del()
+
+    return cuda.jit(extensions=pipeline_extensions, launch_bounds=(MM.block_size, 1))(plain)
+
+
+def _ours(a, b, c, bias, size, prec, tiles, fused):
+    """(best ms, config, all (config, ms)) of our pipeline GEMM over ``tiles``."""
+    from nvmath_device import Matmul
+
+    rows = []
+    for tm, tn, tk, threads, depth in tiles:
+        cfg = f"{tm}x{tn}x{tk} {threads}thr depth {depth}"
+        try:
+            MM = Matmul(size=(tm, tn, tk), precision=prec, data_type="real",
+                        arrangement=("row_major", "col_major", "row_major"), alignment=16, block_size=threads,
+                        with_pipeline=True, enable_input_streaming=True, static_block_dim=True)
+            dp = MM.suggest_device_pipeline(depth, a, b)
+            kern = _kernel(MM, size, fused)
+            grid = (size // tm, size // tn)
+
+            def run(kern=kern, dp=dp, grid=grid):
+                kern[grid, dp.block_dim, 0, dp.buffer_size](c, bias, dp)
+
+            t0 = time.perf_counter()
+            run()
+            from numba import cuda
+
+            cuda.synchronize()
+            first = time.perf_counter() - t0
+            rows.append(dict(config=cfg, ms=_median_ms(run), first_call_s=round(first, 1)))
+        except Exception as e:  # noqa: BLE001  (a configuration cuBLASDx or the GPU refuses: recorded)
+            rows.append(dict(config=cfg, ms=None, error=f"{type(e).__name__}: {str(e)[:200]}"))
+        print(f"#   ours {cfg}: {rows[-1].get('ms') or rows[-1].get('error')}", flush=True)
+    ok = [r for r in rows if r["ms"]]
+    if not ok:
+        return None, None, rows
+    best = min(ok, key=lambda r: r["ms"])
+    run_best = best["config"]
+    # leave c holding the best configuration's output for the check
+    tm, tn, tk, threads, depth = next(t for t in tiles
+                                      if f"{t[0]}x{t[1]}x{t[2]} {t[3]}thr depth {t[4]}" == run_best)
+    MM = Matmul(size=(tm, tn, tk), precision=prec, data_type="real", arrangement=("row_major", "col_major", "row_major"),
+                alignment=16, block_size=threads, with_pipeline=True, enable_input_streaming=True, static_block_dim=True)
+    dp = MM.suggest_device_pipeline(depth, a, b)
+    _kernel(MM, size, fused)[(size // tm, size // tn), dp.block_dim, 0, dp.buffer_size](c, bias, dp)
+    return best["ms"], run_best, rows
+
+
+def _nvmath_peer(a, b, c, size, prec):
+    """nvmath-python 1.0's DevicePipeline GEMM (its public API, our own kernel text): ms or a reason."""
+    try:
+        from numba import cuda
+        from nvmath.device import Matmul as NMatmul
+        from nvmath.device import axpby as naxpby
+        from nvmath.device.common import make_tensor as nmake_tensor
+        from nvmath.device.cublasdx_backend import MAX_ALIGNMENT
+        from nvmath.device.cublasdx_numba import pipeline_extensions as next_
+    except Exception as e:  # noqa: BLE001
+        return None, f"nvmath-python not importable: {type(e).__name__}: {e}"
+    try:
+        tm, tn, tk = 128, 128, 32
+        MM = NMatmul(size=(tm, tn, tk), precision=prec, data_type="real",
+                     arrangement=("row_major", "col_major", "row_major"), alignment=MAX_ALIGNMENT,
+                     execution="Block", block_size=256, with_pipeline=True, enable_input_streaming=True,
+                     static_block_dim=True)
+
+        @cuda.jit(extensions=next_, launch_bounds=[MM.block_size, 1])
+        def kernel(c, device_pipeline):
+            smem = cuda.shared.array(shape=(0,), dtype=np.byte, alignment=device_pipeline.buffer_alignment)
+            bx, by = cuda.blockIdx.x, cuda.blockIdx.y
+            gc = nmake_tensor(c[bx * tm:(bx + 1) * tm, by * tn:(by + 1) * tn], MM.get_layout_gmem_c(size))
+            tile = device_pipeline.get_tile(smem, bx, by)
+            acc = MM.suggest_accumulator()
+            tile.execute(acc)
+            if acc.is_thread_active():
+                frag = acc.make_partition_and_copy(gc)
+                naxpby(1.0, acc.get_results(), 0.0, frag)
+                acc.partition_and_copy(frag, gc)
+            tile._del()
+
+        dp = MM.suggest_device_pipeline(3, a, b)
+
+        def run():
+            kernel[(size // tm, size // tn), dp.block_dim, 0, dp.buffer_size](c, dp)
+
+        return _median_ms(run), "128x128x32 256thr depth 3 (its TMA pipeline)"
+    except Exception as e:  # noqa: BLE001
+        return None, f"nvmath-python pipeline failed: {type(e).__name__}: {str(e)[:200]}"
+
+
+def _check(out, a64, b64, rows, bias=None):
+    ref = a64[rows] @ b64
+    if bias is not None:
+        ref = np.maximum(ref + bias, 0)
+    return float(np.linalg.norm(out[rows].astype(np.float64) - ref) / np.linalg.norm(ref))
+
+
+def run_case(case, size):
+    import cupy as cp
+    import torch
+    from numba import cuda
+
+    rng = np.random.default_rng(1)
+    a64 = rng.uniform(-1, 1, (size, size))
+    b64 = rng.uniform(-1, 1, (size, size))
+    bias64 = rng.uniform(-1, 1, size) if case == "fused" else None
+    rows_idx = rng.choice(size, SAMPLE_ROWS, replace=False)
+    tdt = {"fp16": torch.float16, "fused": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[case]
+    ta = torch.tensor(a64, dtype=tdt, device="cuda").contiguous()
+    tb = torch.tensor(b64, dtype=tdt, device="cuda").t().contiguous().t()  # column-major K x N
+    # the values as rounded to the inputs' type (what every implementation multiplies)
+    a64 = ta.double().cpu().numpy()
+    b64 = tb.double().cpu().numpy()
+    if case == "bf16":
+        import ml_dtypes
+
+        da = cuda.as_cuda_array(ta.view(torch.int16)).view(ml_dtypes.bfloat16)
+        db = cuda.as_cuda_array(tb.view(torch.int16)).view(ml_dtypes.bfloat16)
+        prec = ("bfloat16", "bfloat16", np.float32)
+    else:
+        da, db = cuda.as_cuda_array(ta), cuda.as_cuda_array(tb)
+        prec = (np.float16, np.float16, np.float32) if case != "fp32" else np.float32
+    c = cuda.device_array((size, size), np.float32)
+    tbias = torch.tensor(bias64 if bias64 is not None else np.zeros(size), dtype=torch.float32, device="cuda")
+    bias = cuda.as_cuda_array(tbias)
+    flops = 2.0 * size ** 3
+    res = dict(case=case, size=size, peers=[])
+    ms, cfg, tried = _ours(da, db, c, bias, size, prec, TILES_FP32 if case == "fp32" else TILES, case == "fused")
+    res.update(ours_ms=ms, ours_config=cfg, ours_tried=tried)
+    if ms:
+        res["ours_tflops"] = flops / ms / 1e9
+        res["ours_rel_err"] = _check(c.copy_to_host(), a64, b64, rows_idx, bias64)
+
+    def peer(name, fn, out_fn):
+        try:
+            t = _median_ms(fn)
+            err = _check(out_fn(), a64, b64, rows_idx, bias64)
+            res["peers"].append(dict(name=name, ms=t, tflops=flops / t / 1e9, rel_err=err))
+        except Exception as e:  # noqa: BLE001
+            res["peers"].append(dict(name=name, ms=None, note=f"{type(e).__name__}: {str(e)[:200]}"))
+        print(f"#   peer {name}: {res['peers'][-1].get('ms') or res['peers'][-1].get('note')}", flush=True)
+
+    holder = {}
+    if case == "fused":
+        peer("torch relu(addmm(bias, a, b)) (cuBLAS + elementwise)",
+             lambda: holder.__setitem__("t", torch.relu(torch.addmm(tbias.half(), ta, tb))),
+             lambda: holder["t"].float().cpu().numpy())
+        try:
+            from nvmath_host import MatmulEpilog, matmul
+
+            peer("nvmath_host.matmul RELU_BIAS (cuBLASLt fused)",
+                 lambda: holder.__setitem__("h", matmul(ta, tb, epilog=MatmulEpilog.RELU_BIAS,
+                                                       epilog_inputs={"bias": tbias.half()})),
+                 lambda: holder["h"].float().cpu().numpy())
+        except Exception as e:  # noqa: BLE001
+            res["peers"].append(dict(name="nvmath_host.matmul RELU_BIAS", ms=None, note=f"{type(e).__name__}: {e}"))
+    else:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        peer(f"torch.matmul ({'TF32 off' if case == 'fp32' else 'cuBLAS'})",
+             lambda: holder.__setitem__("t", ta @ tb), lambda: holder["t"].float().cpu().numpy())
+        if case != "bf16":
+            ca, cb = cp.asarray(ta), cp.asarray(tb)
+            peer("cupy.matmul", lambda: holder.__setitem__("c", ca @ cb), lambda: cp.asnumpy(holder["c"]).astype(np.float32))
+        if case == "fp16":
+            nc = cuda.device_array((size, size), np.float32)
+            ms_n, note = _nvmath_peer(da, db, nc, size, prec)
+            entry = dict(name="nvmath-python DevicePipeline", ms=ms_n, note=note)
+            if ms_n:
+                entry.update(tflops=flops / ms_n / 1e9, rel_err=_check(nc.copy_to_host(), a64, b64, rows_idx))
+            res["peers"].append(entry)
+            print(f"#   peer nvmath-python: {ms_n or note}", flush=True)
+    best_cublas = min((p["ms"] for p in res["peers"] if p.get("ms") and "nvmath-python" not in p["name"]),
+                      default=None)
+    if ms and best_cublas:
+        res["pct_of_best_cublas_peer"] = 100.0 * best_cublas / ms
+    return res
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="bench_out")
+    ap.add_argument("--size", type=int, default=4096)
+    ap.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
+    a = ap.parse_args(argv)
+    if a.size < 256 or a.size % 256:
+        ap.error("--size must be a multiple of 256")
+    reason = no_gpu_reason()
+    if reason:
+        print(f"device_gemm: no GPU to benchmark on: {reason}", file=sys.stderr)
+        return 2
+    if _ROOT not in sys.path:
+        sys.path.append(_ROOT)
+    from numba import cuda
+
+    dev = cuda.get_current_device()
+    gpu = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
+    results = []
+    for case in a.cases:
+        print(f"# {case} {a.size}^3", flush=True)
+        results.append(run_case(case, a.size))
+    os.makedirs(a.out, exist_ok=True)
+    cmd = "python benchmarks/device_gemm.py --out DIR " + f"--size {a.size} --cases {' '.join(a.cases)}"
+    with open(os.path.join(a.out, "device_gemm.json"), "w") as f:
+        json.dump(dict(gpu=gpu, command=cmd, results=results), f, indent=1)
+    lines = [f"Device-wide GEMM {a.size}^3 with the pipeline API vs cuBLAS, {gpu}; median ms (CUDA events); "
+             f"TFLOP/s = 2MNK/t", "", "| case | implementation | config | ms | TFLOP/s | rel. err (64 rows vs fp64) |",
+             "|---|---|---|---:|---:|---:|"]
+    for r in results:
+        if r.get("ours_ms"):
+            lines.append(f"| {r['case']} | ours (DevicePipeline) | {r['ours_config']} | {r['ours_ms']:.3f} | "
+                         f"{r['ours_tflops']:.0f} | {r['ours_rel_err']:.1e} |")
+        else:
+            lines.append(f"| {r['case']} | ours | - | - | - | {r['ours_tried'][0].get('error', '')} |")
+        for p in r["peers"]:
+            if p.get("ms"):
+                lines.append(f"| {r['case']} | {p['name']} | {p.get('note') or ''} | {p['ms']:.3f} | "
+                             f"{p['tflops']:.0f} | {p.get('rel_err', float('nan')):.1e} |")
+            else:
+                lines.append(f"| {r['case']} | {p['name']} | {p.get('note')} | - | - | - |")
+        if "pct_of_best_cublas_peer" in r:
+            lines.append(f"| {r['case']} | **ours / best cuBLAS peer** | | | **{r['pct_of_best_cublas_peer']:.0f} %** | |")
+    md = "\n".join(lines) + "\n"
+    with open(os.path.join(a.out, "device_gemm.md"), "w") as f:
+        f.write(md)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
