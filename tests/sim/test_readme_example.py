@@ -93,3 +93,12 @@ def test_readme_tensor_api_example(tmp_path):
     p = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
                        timeout=900)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
+
+
+def test_readme_pipeline_example(tmp_path):
+    """The README's device-pipeline program (a whole GEMM + ReLU through DevicePipeline) runs as
+    written under the simulator, in a fresh process, and checks its own result."""
+    code = _block("### Device and tile pipelines")
+    assert "suggest_device_pipeline" in code and "assert_allclose" in code
+    p = _run(tmp_path, code + '\nprint("ok")\n', NUMBA_ENABLE_CUDASIM="1")
+    assert p.returncode == 0 and p.stdout.strip().endswith("ok"), p.stdout[-2000:] + p.stderr[-4000:]
