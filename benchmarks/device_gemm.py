@@ -109,17 +109,23 @@ def _kernel(MM, n, fused):
     return cuda.jit(extensions=pipeline_extensions, launch_bounds=(MM.block_size, 1))(plain)
 
 
-def _ours(a, b, c, bias, size, prec, tiles, fused):
-    """(best ms, config, all (config, ms)) of our pipeline GEMM over ``tiles``."""
+def _descriptor(tile, prec):
     from nvmath_device import Matmul
 
+    tm, tn, tk, threads, _ = tile
+    return Matmul(size=(tm, tn, tk), precision=prec, data_type="real", arrangement=("row_major", "col_major", "row_major"),
+                  alignment=16, block_size=threads, with_pipeline=True, enable_input_streaming=True,
+                  static_block_dim=True)
+
+
+def _ours(a, b, c, bias, size, prec, tiles, fused):
+    """(best ms, config, all (config, ms)) of our pipeline GEMM over ``tiles``."""
     rows = []
-    for tm, tn, tk, threads, depth in tiles:
+    for tile in tiles:
+        tm, tn, tk, threads, depth = tile
         cfg = f"{tm}x{tn}x{tk} {threads}thr depth {depth}"
         try:
-            MM = Matmul(size=(tm, tn, tk), precision=prec, data_type="real",
-                        arrangement=("row_major", "col_major", "row_major"), alignment=16, block_size=threads,
-                        with_pipeline=True, enable_input_streaming=True, static_block_dim=True)
+            MM = _descriptor(tile, prec)
             dp = MM.suggest_device_pipeline(depth, a, b)
             kern = _kernel(MM, size, fused)
             grid = (size // tm, size // tn)
@@ -143,10 +149,9 @@ def _ours(a, b, c, bias, size, prec, tiles, fused):
     best = min(ok, key=lambda r: r["ms"])
     run_best = best["config"]
     # leave c holding the best configuration's output for the check
-    tm, tn, tk, threads, depth = next(t for t in tiles
-                                      if f"{t[0]}x{t[1]}x{t[2]} {t[3]}thr depth {t[4]}" == run_best)
-    MM = Matmul(size=(tm, tn, tk), precision=prec, data_type="real", arrangement=("row_major", "col_major", "row_major"),
-                alignment=16, block_size=threads, with_pipeline=True, enable_input_streaming=True, static_block_dim=True)
+    tile = tiles[[r["config"] for r in rows].index(run_best)]
+    tm, tn, _, _, depth = tile
+    MM = _descriptor(tile, prec)
     dp = MM.suggest_device_pipeline(depth, a, b)
     _kernel(MM, size, fused)[(size // tm, size // tn), dp.block_dim, 0, dp.buffer_size](c, bias, dp)
     return best["ms"], run_best, rows

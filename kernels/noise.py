@@ -297,31 +297,28 @@ def _real_number(name, value, *, minimum=None):
     return value
 
 
-def _seed(seed) -> int:
-    if isinstance(seed, (bool, np.bool_)):
-        raise TypeError(f"seed must be an integer from 0 to 2**64 - 1, got {type(seed).__name__}")
+def _bounded_int(name: str, value, top: int, shown: str) -> int:
+    """``value`` as an int in ``[0, top]``, or a TypeError / ValueError naming ``name`` and the range."""
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be an integer from 0 to {shown}, got {type(value).__name__}")
     try:
-        value = operator.index(seed)
+        value = operator.index(value)
     except TypeError:
-        raise TypeError(f"seed must be an integer from 0 to 2**64 - 1, got {type(seed).__name__}") from None
-    if not 0 <= value <= _SEED_MAX:
-        raise ValueError(f"seed must be an integer from 0 to 2**64 - 1, got {value}")
+        raise TypeError(f"{name} must be an integer from 0 to {shown}, got {type(value).__name__}") from None
+    if not 0 <= value <= top:
+        raise ValueError(f"{name} must be an integer from 0 to {shown}, got {value}")
     return value
+
+
+def _seed(seed) -> int:
+    return _bounded_int("seed", seed, _SEED_MAX, "2**64 - 1")
 
 
 _ROW_OFFSET_MAX = 2**48
 
 
 def _row_offset(value) -> int:
-    if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"row_offset must be an integer from 0 to 2**48, got {type(value).__name__}")
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise TypeError(f"row_offset must be an integer from 0 to 2**48, got {type(value).__name__}") from None
-    if not 0 <= value <= _ROW_OFFSET_MAX:
-        raise ValueError(f"row_offset must be an integer from 0 to 2**48, got {value}")
-    return value
+    return _bounded_int("row_offset", value, _ROW_OFFSET_MAX, "2**48")
 
 
 def add_noise(x, snr_db, *, seed=0, signal_power=None, out=None, row_offset=0, stream=None, _chunks=None):
