@@ -155,7 +155,7 @@ CAUSES = (
     (lambda n, r: "cuda.coop" in r or "'coop' from 'cuda'" in r, "cuda.coop (CCCL), not nvmath.device"),
     (lambda n, r: "No module named 'nvmath'" in r, "imports nvmath-python itself (nvmath.linalg host matmul as a peer)"),
     (lambda n, r: re.search(r"DevicePipeline|TilePipeline|suggest_device_pipeline|pipeline", r) is not None
-     or "pipeline" in n, "cuBLASDx device/tile pipelines (issue 20: not implemented yet)"),
+     or "pipeline" in n, "cuBLASDx device/tile pipelines (this project's K loop on cuBLASDx 0.4)"),
     (lambda n, r: re.search(r"nvmath_device\.(common|cublasdx\w*)'|cannot import name", r) is not None,
      "cuBLASDx tensor API: a missing name"),
     (lambda n, r: "cupy" in r or "CUDArt" in r or "has no attribute 'compile'" in r
