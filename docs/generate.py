@@ -23,9 +23,9 @@ ROOT = HERE.parent
 PAGES = {
     "nvmath_device": (
         "nvmath_device: cuFFTDx, cuBLASDx and cuRAND inside Numba kernels",
-        ("nvmath_device", "nvmath_device.common_cuda", "nvmath_device.cublasdx", "nvmath_device.random",
-         "nvmath_device.aot"),
-        ("FFT", "Matmul", "Partitioner", "Accumulator"),
+        ("nvmath_device", "nvmath_device.common_cuda", "nvmath_device.cublasdx", "nvmath_device.cublasdx_numba",
+         "nvmath_device.random", "nvmath_device.aot"),
+        ("FFT", "Matmul", "Partitioner", "Accumulator", "DevicePipeline", "TilePipeline"),
     ),
     "nvmath_host": (
         "nvmath_host: cuBLASLt matmul with fused epilogs",
