@@ -28,6 +28,17 @@ must read + write (inputs once, outputs once; filters, windows and weights not c
 4.3e12 B/s (H200 device copy, measured). "first call" is the first call of our function:
 code generation or disk-cache load, plus one run.
 
+Roofline bound: the larger of the memory floor and the arithmetic at the machine's fp32 FMA rate,
+measured at the start of the run (a kernel of independent ``cuda.fma`` chains on every SM; FLOP =
+2 per FMA). FLOP counts used (the usual ones; n = FFT length, radix-2 count): a complex FFT
+5 n log2 n, a real FFT 2.5 n log2 n, a complex multiply 6, |z|^2 3, a complex multiply-add 8:
+
+- conv_real: rows x (2 x 2.5 n log2 n + 6 (n/2 + 1)); conv_complex: rows x (2 x 5 n log2 n + 6 n);
+- fir: segments x (2 x 2.5 N log2 N + 6 (N/2 + 1)), N the segment FFT (512 for 127 taps),
+  segments = rows x ceil(L / (N - 126));
+- matched: rows x (2 x 5 n log2 n + 6 n + 3 n); stft: frames x (2.5 n log2 n + n + 3 (n/2 + 1));
+- gemm: batch x 2 m n k; beamform: batch x (8 beams samples channels + beams x 5 s log2 s).
+
 Writes kernels.json and kernels.md into --out. Exits with status 2 and a message (no traceback)
 when no GPU is usable.
 """
@@ -36,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -175,7 +187,7 @@ def case_conv_real(K, mbytes):
 
     res = _measure(lambda: K.fft_convolve(x, h), peer, check)
     return dict(shape=f"{rows}x{n} f32, {ntaps} taps", peer="CuPy rfft * H -> irfft",
-                bytes=2 * x.nbytes, **res)
+                bytes=2 * x.nbytes, flops=rows * (2 * _rfft_flops(n) + 6 * (n // 2 + 1)), **res)
 
 
 def case_conv_complex(K, mbytes):
@@ -199,7 +211,7 @@ def case_conv_complex(K, mbytes):
 
     res = _measure(lambda: K.fft_convolve(x, h), peer, check)
     return dict(shape=f"{rows}x{n} c64, {ntaps} taps", peer="CuPy fft * H -> ifft",
-                bytes=2 * x.nbytes, **res)
+                bytes=2 * x.nbytes, flops=rows * (2 * _cfft_flops(n) + 6 * n), **res)
 
 
 def case_fir(K, mbytes):
@@ -225,8 +237,10 @@ def case_fir(K, mbytes):
         return dict(_errors(yo, yp, ref), peer_dtype=str(yp.dtype))
 
     res = _measure(lambda: K.fir_filter(x, taps), peer, check)
+    nfft = 512  # fir_filter's default segment FFT for 127 taps: the smallest power of 2 >= 4 * 127
+    segments = rows * -(-length // (nfft - ntaps + 1))
     return dict(shape=f"{rows}x{length} f32, {ntaps} taps", peer="cupyx oaconvolve(axes=-1)[:, :L]",
-                bytes=2 * x.nbytes, **res)
+                bytes=2 * x.nbytes, flops=segments * (2 * _rfft_flops(nfft) + 6 * (nfft // 2 + 1)), **res)
 
 
 def case_matched(K, mbytes):
@@ -267,7 +281,7 @@ def case_matched(K, mbytes):
 
     res = _measure(lambda: K.matched_filter(x, t), peer, check)
     return dict(shape=f"{rows}x{n} c64, {m}-sample template", peer="CuPy fft * conj(T) -> ifft -> abs^2 -> argmax",
-                bytes=x.nbytes + rows * (4 + 4), **res)
+                bytes=x.nbytes + rows * (4 + 4), flops=rows * (2 * _cfft_flops(n) + 6 * n + 3 * n), **res)
 
 
 def case_stft(K, mbytes):
@@ -295,7 +309,8 @@ def case_stft(K, mbytes):
 
     res = _measure(lambda: K.stft_power(x, w, hop), peer, check)
     return dict(shape=f"{batch}x{length} f32, nfft {nfft}, hop {hop}", peer="CuPy strided frames * w -> rfft -> abs^2",
-                bytes=x.nbytes + batch * nfr * (nfft // 2 + 1) * 4, **res)
+                bytes=x.nbytes + batch * nfr * (nfft // 2 + 1) * 4,
+                flops=batch * nfr * (_rfft_flops(nfft) + nfft + 3 * (nfft // 2 + 1)), **res)
 
 
 def case_gemm(K, mbytes):
@@ -313,7 +328,7 @@ def case_gemm(K, mbytes):
 
     res = _measure(lambda: K.batched_gemm(a, b), lambda: cp.matmul(a, b), check)
     return dict(shape=f"{batch} x ({m}x{k} @ {k}x{n}) f32", peer="cupy.matmul (cuBLAS batched)",
-                bytes=a.nbytes + b.nbytes + batch * m * n * 4, **res)
+                bytes=a.nbytes + b.nbytes + batch * m * n * 4, flops=batch * 2 * m * n * k, **res)
 
 
 def case_beamform(K, mbytes):
@@ -336,21 +351,73 @@ def case_beamform(K, mbytes):
 
     res = _measure(lambda: K.beamform_spectra(x, w), peer, check)
     return dict(shape=f"{batch}x{channels}x{nsamp} c64, {beams} beams", peer="cupy.matmul(W, x) -> cupy.fft.fft",
-                bytes=x.nbytes + batch * beams * nsamp * 8, **res)
+                bytes=x.nbytes + batch * beams * nsamp * 8,
+                flops=batch * (8 * beams * nsamp * channels + beams * _cfft_flops(nsamp)), **res)
 
 
 RUNNERS = {name: globals()[f"case_{name}"] for name in CASES}
+
+
+def _cfft_flops(n: int) -> float:
+    return 5 * n * math.log2(n)
+
+
+def _rfft_flops(n: int) -> float:
+    return 2.5 * n * math.log2(n)
+
+
+def measure_fp32_fma_rate() -> float:
+    """FLOP/s of fp32 FMAs on this GPU: 8 independent ``cuda.fma`` chains per thread, 8 blocks of
+    256 threads per SM, 4096 steps; the best of 5 event-timed launches (2 FLOP per FMA)."""
+    from numba import cuda, float32
+
+    @cuda.jit
+    def fma_chains(out, steps):
+        t = cuda.grid(1)
+        y, z = float32(0.999999), float32(1e-7)
+        x0 = x1 = x2 = x3 = x4 = x5 = x6 = x7 = float32(t % 7)
+        for _ in range(steps):
+            x0 = cuda.fma(x0, y, z)
+            x1 = cuda.fma(x1, y, z)
+            x2 = cuda.fma(x2, y, z)
+            x3 = cuda.fma(x3, y, z)
+            x4 = cuda.fma(x4, y, z)
+            x5 = cuda.fma(x5, y, z)
+            x6 = cuda.fma(x6, y, z)
+            x7 = cuda.fma(x7, y, z)
+        out[t] = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7
+
+    sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
+    blocks, threads, steps = 8 * sms, 256, 4096
+    out = cuda.device_array(blocks * threads, np.float32)
+    fma_chains[blocks, threads](out, steps)
+    cuda.synchronize()
+    best = float("inf")
+    for _ in range(5):
+        e0, e1 = cuda.event(), cuda.event()
+        e0.record()
+        fma_chains[blocks, threads](out, steps)
+        e1.record()
+        e1.synchronize()
+        best = min(best, cuda.event_elapsed_time(e0, e1) / 1e3)
+    return 2.0 * 8 * steps * blocks * threads / best
 
 
 # ----------------------------------------------------------------------------------------------
 # bookkeeping (no GPU needed: tested on the CPU)
 
 
-def finish_row(case, res):
-    """Add floor and verdict fields to one successful case's result dict."""
+def finish_row(case, res, flop_rate=None):
+    """Add floor, bound and verdict fields to one successful case's result dict (``flop_rate``:
+    the measured fp32 FLOP/s; without it, or without the case's ``flops``, the bound is the
+    memory floor)."""
     row = dict(case=case, **res)
     row["floor_ms"] = row["bytes"] / PEAK_BPS * 1e3
     row["pct_floor"] = 100 * row["floor_ms"] / row["ms"]
+    row["arith_ms"] = row["flops"] / flop_rate * 1e3 if flop_rate and row.get("flops") else None
+    row["bound_ms"] = max(row["floor_ms"], row["arith_ms"] or 0.0)
+    row["bound_by"] = "arithmetic" if row["arith_ms"] and row["arith_ms"] > row["floor_ms"] else "memory"
+    row["pct_bound"] = 100 * row["bound_ms"] / row["ms"]
     row["peer_pct_floor"] = 100 * row["floor_ms"] / row["peer_ms"]
     row["speedup"] = row["peer_ms"] / row["ms"]
     if "ok" not in row:
@@ -358,12 +425,12 @@ def finish_row(case, res):
     return row
 
 
-def run_cases(names, runner_for, K, mbytes, log=print):
+def run_cases(names, runner_for, K, mbytes, log=print, flop_rate=None):
     """Run each case; a failing case becomes a row with its error string, the next one runs."""
     rows = []
     for name in names:
         try:
-            row = finish_row(name, runner_for[name](K, mbytes))
+            row = finish_row(name, runner_for[name](K, mbytes), flop_rate)
         except Exception as e:  # report, don't hide; go on with the next case
             row = dict(case=name, error=f"{type(e).__name__}: {str(e)[:300]}")
         rows.append(row)
@@ -384,21 +451,23 @@ def _e(v):
 def format_table(rows, meta):
     lines = [f"Fused kernels (`kernels/`) vs CuPy, {meta.get('device', '?')}, largest input "
              f"{meta.get('mbytes')} MiB per case; median ms (`triton.testing.do_bench`); floor = bytes "
-             f"read + written / 4.3e12 B/s", "",
-             "| case | data | ours ms | peer | peer ms | speedup | ours % of floor | peer % of floor | "
-             "rel. err vs peer | ours vs fp64 | peer vs fp64 | first call s | check |",
-             "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             f"read + written / 4.3e12 B/s; bound = max(floor, FLOP / measured fp32 FMA rate"
+             + (f" {meta['fp32_flops'] / 1e12:.1f} TFLOP/s" if meta.get("fp32_flops") else "") + ")", "",
+             "| case | data | ours ms | peer | peer ms | speedup | ours % of floor | bound ms | ours % of bound | "
+             "peer % of floor | rel. err vs peer | ours vs fp64 | peer vs fp64 | first call s | check |",
+             "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         if "error" in r:
             err = r["error"].replace("|", "/").replace("\n", " ")[:200]
-            lines.append(f"| {r['case']} | | failed: {err} | | | | | | | | | | FAILED |")
+            lines.append(f"| {r['case']} | | failed: {err} | | | | | | | | | | | | FAILED |")
             continue
         verdict = "ok" if r["ok"] else "MISMATCH"
         if r.get("check"):
             verdict += f": {r['check']}"
         lines.append(
             f"| {r['case']} | {r['shape']} | {r['ms']:.3f} | {r['peer']} | {r['peer_ms']:.3f} | "
-            f"{r['speedup']:.2f}x | {r['pct_floor']:.0f}% | {r['peer_pct_floor']:.0f}% | "
+            f"{r['speedup']:.2f}x | {r['pct_floor']:.0f}% | {r['bound_ms']:.3f} ({r['bound_by']}) | "
+            f"{r['pct_bound']:.0f}% | {r['peer_pct_floor']:.0f}% | "
             f"{_e(r['rel_err'])} | {_e(r.get('ours_ref_err'))} | {_e(r.get('peer_ref_err'))} | "
             f"{r['first_call_s']:.2f} | {verdict} |")
     return "\n".join(lines) + "\n"
@@ -428,7 +497,9 @@ def main(argv=None):
     meta = dict(device=cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode(),
                 mbytes=args.mbytes, peak_bps=PEAK_BPS, ref_rows=REF_ROWS, cupy=cp.__version__,
                 command="python benchmarks/fused_kernels.py " + " ".join(sys.argv[1:] if argv is None else argv))
-    rows = run_cases(args.cases, RUNNERS, K, args.mbytes)
+    meta["fp32_flops"] = measure_fp32_fma_rate()
+    print(f"# fp32 FMA rate: {meta['fp32_flops'] / 1e12:.1f} TFLOP/s", flush=True)
+    rows = run_cases(args.cases, RUNNERS, K, args.mbytes, flop_rate=meta["fp32_flops"])
     print(write_results(args.out, rows, meta))
     return 0
 

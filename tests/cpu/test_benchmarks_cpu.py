@@ -61,6 +61,17 @@ def test_finish_row_floor_and_verdict(bk):
     assert bk.finish_row("x", dict(_fake(0), ok=False))["ok"] is False
 
 
+def test_bound_is_the_larger_of_memory_and_arithmetic(bk):
+    """1 ms memory floor; 4e12 FLOP at 1e15 FLOP/s = 4 ms arithmetic: the bound is 4 ms (fake
+    numbers: a 2 ms run then reads 200 %, which in a real run would say the FLOP count is too high)."""
+    r = bk.finish_row("x", dict(_fake(0), flops=4e12), flop_rate=1e15)
+    assert r["arith_ms"] == pytest.approx(4.0) and r["bound_ms"] == pytest.approx(4.0)
+    assert r["bound_by"] == "arithmetic" and r["pct_bound"] == pytest.approx(200.0)
+    r = bk.finish_row("x", dict(_fake(0), flops=1e9), flop_rate=1e15)
+    assert r["bound_by"] == "memory" and r["bound_ms"] == pytest.approx(1.0) and r["pct_bound"] == pytest.approx(50.0)
+    assert bk._cfft_flops(1024) == 5 * 1024 * 10 and bk._rfft_flops(512) == 2.5 * 512 * 9
+
+
 def test_run_cases_records_errors_and_continues(bk):
     def boom(K, mbytes):
         raise RuntimeError("no | luck\nsecond line")
@@ -95,9 +106,10 @@ def test_table_one_row_per_case_with_the_numbers(bk):
         assert cells[2] == f"{2.0 + i:.3f}" and cells[4] == f"{4.0 + 2 * i:.3f}"
         assert cells[5] == f"{(4.0 + 2 * i) / (2.0 + i):.2f}x"
         assert cells[6] == f"{100 * (i + 1) / (2.0 + i):.0f}%"  # floor (i+1) ms / ours
-        assert cells[7] == f"{100 * (i + 1) / (4.0 + 2 * i):.0f}%"
-        assert cells[8] == f"{1.5e-7 * (i + 1):.1e}" and cells[9] == "2.5e-08" and cells[10] == "3.5e-08"
-        assert cells[11] == f"{10.0 + i:.2f}" and cells[12] == "ok"
+        assert cells[7] == f"{float(i + 1):.3f} (memory)" and cells[8] == cells[6]  # no FLOP rate: bound = floor
+        assert cells[9] == f"{100 * (i + 1) / (4.0 + 2 * i):.0f}%"
+        assert cells[10] == f"{1.5e-7 * (i + 1):.1e}" and cells[11] == "2.5e-08" and cells[12] == "3.5e-08"
+        assert cells[13] == f"{10.0 + i:.2f}" and cells[14] == "ok"
 
 
 def test_error_with_pipes_keeps_the_table_shape(bk):
