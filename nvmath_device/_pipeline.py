@@ -123,8 +123,8 @@ class DevicePipeline:
             raise ValueError(f"pipeline_depth must be an int from 1 to {MAX_DEPTH}, got {pipeline_depth!r}")
         tm, tn, tk = mm.size
         A, B = _Operand("a", a, mm, 0), _Operand("b", b, mm, 1)
-        if len(A.shape) != len(B.shape) and 2 not in (len(A.shape), len(B.shape)):
-            raise ValueError(f"a and b must be 2-D or 3-D, got shapes {A.shape} and {B.shape}")
+        if len(A.shape) != len(B.shape):
+            raise ValueError(f"a and b must both be 2-D or both 3-D (... x batch), got shapes {A.shape} and {B.shape}")
         (M, K), (K2, N) = A.shape[:2], B.shape[:2]
         if K != K2:
             raise ValueError(f"a is {M} x {K} and b is {K2} x {N}: their K differ")

@@ -57,6 +57,7 @@ def test_attributes_follow_the_tile_and_depth():
     (dict(a=np.zeros((128, 64), np.float16)), TypeError, "a must be a device array"),
     (dict(a=Dev((128, 64), np.float32)), TypeError, "a holds float32, but A of this Matmul is float16"),
     (dict(a=Dev((128,), np.float16)), ValueError, "a must be 2-D"),
+    (dict(a=Dev((128, 64, 2), np.float16)), ValueError, "a and b must both be 2-D or both 3-D"),
     (dict(b=Dev((32, 128), np.float16, "F")), ValueError, "their K differ"),
     (dict(m=100), ValueError, r"M \(a.shape\[0\]\) = 100 must be a positive multiple of the tile's m = 32"),
     (dict(a=Dev((128, 64), np.float16, "F")), ValueError, "a is row_major in this Matmul, so its stride along axis 1"),
