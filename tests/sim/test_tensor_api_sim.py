@@ -92,7 +92,7 @@ def test_misuse_raises_naming_it():
     a = np.zeros((MM.m, MM.k), np.float16, order="F")
     c = np.zeros((MM.m, MM.n), np.float32)
     for kern, exc, match in ((gmem_to_gmem, TypeError, "copies one operand between global and shared memory"),
-                             (short_buffer, ValueError, r"holds 16 elements, the layout spans 2048"),
+                             (short_buffer, ValueError, r"spans 16 elements, the layout spans 2048"),
                              (fragment_of_a, TypeError, "the memory tensor must be a C tensor")):
         with pytest.raises(exc, match=match):
             kern[1, 32](a, c)
