@@ -22,9 +22,21 @@ from ._build.pipeline_codegen import STAGE_ALIGNMENT, PipelineSpec
 from ._types import SHARED_MEMORY_LIMIT
 from .common_cuda import Dim3
 
-__all__ = ["DevicePipeline", "TilePipeline", "PipelineOp", "MAX_DEPTH"]
+__all__ = ["DevicePipeline", "TilePipeline", "PipelineOp", "MAX_DEPTH", "attribute_values", "tile_steps"]
 
 MAX_DEPTH = 16
+
+
+def attribute_values(spec: PipelineSpec) -> dict:
+    """A pipeline's compile-time attributes: the host object's properties and, in kernels, constants."""
+    return {"buffer_size": spec.buffer_bytes, "buffer_alignment": STAGE_ALIGNMENT, "storage_bytes": 0,
+            "storage_alignment": 1}
+
+
+def tile_steps(mm, strides, operand: int) -> tuple[int, int]:
+    """Elements from one tile of operand 0 (A: tiles of m rows) or 1 (B: tiles of n columns) to
+    the next, and from one batch to the next (0 for 2-D arrays); ``strides`` in elements."""
+    return mm.size[operand] * strides[operand], (strides[2] if len(strides) == 3 else 0)
 
 
 def _round_up(n: int, a: int) -> int:
@@ -175,19 +187,19 @@ class DevicePipeline:
 
     @property
     def buffer_size(self) -> int:
-        return self._spec.buffer_bytes
+        return attribute_values(self._spec)["buffer_size"]
 
     @property
     def buffer_alignment(self) -> int:
-        return STAGE_ALIGNMENT
+        return attribute_values(self._spec)["buffer_alignment"]
 
     @property
     def storage_bytes(self) -> int:
-        return 0
+        return attribute_values(self._spec)["storage_bytes"]
 
     @property
     def storage_alignment(self) -> int:
-        return 1
+        return attribute_values(self._spec)["storage_alignment"]
 
     @property
     def _key(self):

@@ -14,18 +14,20 @@ DevicePipeline to a kernel.
 
 from __future__ import annotations
 
+import numpy as np
 from llvmlite import ir
 from numba.core import types
 from numba.core.errors import TypingError
 from numba.cuda.extending import (
     core_models,
+    infer_getattr,
     lower_builtin,
     lower_getattr,
     register_model,
     typeof_impl,
 )
 
-from .._pipeline import DevicePipeline, PipelineOp
+from .._pipeline import DevicePipeline, PipelineOp, attribute_values, tile_steps
 from ._compat import AbstractTemplate, AttributeTemplate, cgutils, signature
 from .common import call_extern, data_pointer
 from .tensor_numba import AccumulatorType
@@ -173,16 +175,21 @@ def _template(owner, name, typer):
 _TEMPLATES = {t: {n: _template(t.__name__[:-4], n, f) for n, f in m.items()} for t, m in _METHODS.items()}
 
 
+_ATTRS = ("buffer_alignment", "buffer_size", "storage_bytes", "storage_alignment")
+
+
+@infer_getattr
 class _DevicePipelineAttrs(AttributeTemplate):
     key = DevicePipelineType
 
     def generic_resolve(self, ty, attr):
-        if attr in ("buffer_alignment", "buffer_size", "storage_bytes", "storage_alignment"):
-            return types.IntegerLiteral(_attr_value(ty, attr))
+        if attr in _ATTRS:
+            return types.IntegerLiteral(attribute_values(ty.spec)[attr])
         t = _TEMPLATES[DevicePipelineType].get(attr)
         return types.BoundFunction(t, ty) if t else None
 
 
+@infer_getattr
 class _TilePipelineAttrs(AttributeTemplate):
     key = TilePipelineType
 
@@ -191,46 +198,27 @@ class _TilePipelineAttrs(AttributeTemplate):
         return types.BoundFunction(t, ty) if t else None
 
 
-def _attr_value(ty: DevicePipelineType, attr: str) -> int:
-    from .._build.pipeline_codegen import STAGE_ALIGNMENT
-
-    return {"buffer_alignment": STAGE_ALIGNMENT, "buffer_size": ty.spec.buffer_bytes, "storage_bytes": 0,
-            "storage_alignment": 1}[attr]
-
-
-def _register_attrs():
-    from numba.cuda.extending import infer_getattr
-
-    infer_getattr(_DevicePipelineAttrs)
-    infer_getattr(_TilePipelineAttrs)
-    for attr in ("buffer_alignment", "buffer_size", "storage_bytes", "storage_alignment"):
-        lower_getattr(DevicePipelineType, attr)(
-            lambda context, builder, ty, val, _a=attr: context.get_constant(types.intp, _attr_value(ty, _a)))
-
-
-_register_attrs()
+for _attr in _ATTRS:
+    lower_getattr(DevicePipelineType, _attr)(
+        lambda context, builder, ty, val, _a=_attr: context.get_constant(types.intp, attribute_values(ty.spec)[_a]))
 
 
 # ---------------------------------------------------------------------------- lowering
 def _origin(context, builder, ptype: DevicePipelineType, base, operand: int, ity, ival):
-    """Address (uint64 value) of the tile ``ival`` of operand 0 (A: row tile) or 1 (B: column
-    tile): base + tile * tile extent * stride [+ batch * batch stride]."""
+    """Address (uint64 value) of the tile ``ival`` (an index, or (index, batch)) of operand 0 (A)
+    or 1 (B): ``base`` plus :func:`nvmath_device._pipeline.tile_steps` bytes."""
     strides = ptype.a_strides if operand == 0 else ptype.b_strides
-    tile = ptype.mm.size[operand]  # m for A's rows, n for B's columns
-    axis = 0 if operand == 0 else 1
-    itemsize = (ptype.mm.a_value_type, ptype.mm.b_value_type)[operand]
-    import numpy as np
-
-    size = np.dtype(itemsize).itemsize
+    size = np.dtype((ptype.mm.a_value_type, ptype.mm.b_value_type)[operand]).itemsize
+    tile_step, batch_step = tile_steps(ptype.mm, strides, operand)
     i64 = ir.IntType(64)
     if isinstance(ity, types.BaseTuple):
         t = context.cast(builder, builder.extract_value(ival, 0), ity[0], types.int64)
         bat = context.cast(builder, builder.extract_value(ival, 1), ity[1], types.int64)
     else:
         t, bat = context.cast(builder, ival, ity, types.int64), None
-    off = builder.mul(t, ir.Constant(i64, tile * strides[axis] * size))
+    off = builder.mul(t, ir.Constant(i64, tile_step * size))
     if bat is not None:
-        off = builder.add(off, builder.mul(bat, ir.Constant(i64, strides[2] * size)))
+        off = builder.add(off, builder.mul(bat, ir.Constant(i64, batch_step * size)))
     return builder.add(base, off)
 
 

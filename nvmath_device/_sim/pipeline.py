@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from .._pipeline import DevicePipeline, TilePipeline
+from .._pipeline import DevicePipeline, TilePipeline, tile_steps
 from ._compat import unwrap
-from .tensor import SimTensor, _sync, copy, sim_tensor_execute
+from .tensor import SimTensor, _extent, _sync, copy, sim_tensor_execute
 
 
 class SimTilePipeline(TilePipeline):
@@ -50,11 +50,9 @@ def _origins(dp: DevicePipeline, fn, idx, idy):
         if not (0 <= tile < ntiles and 0 <= batch < nbatch):
             raise IndexError(f"{fn}: {what} = {v!r} is outside the arrays' {ntiles} tiles"
                              + (f" x {nbatch} batches" if len(op.shape) == 3 else ""))
-        arr = op.host
-        start = (tile * dp.mm.size[axis] * op.strides[axis] + batch * (op.strides[2] if len(op.shape) == 3 else 0))
-        extent = 1 + sum((n - 1) * s for n, s in zip(arr.shape, op.strides))  # elements the array spans
-        base = as_strided(arr, shape=(extent,), strides=(arr.itemsize,))  # its memory, element by element
-        out.append(base[start:])
+        tile_step, batch_step = tile_steps(dp.mm, op.strides, axis)
+        base = as_strided(op.host, shape=(_extent(op.host),), strides=(op.host.itemsize,))  # its memory, element by element
+        out.append(base[tile * tile_step + batch * batch_step:])
     return out
 
 
