@@ -41,3 +41,33 @@ def test_gpu_suite_skips_under_the_simulator(monkeypatch):
     monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")
     reason = _gpu_conftest().no_gpu_reason()
     assert reason and "NUMBA_ENABLE_CUDASIM" in reason
+
+
+def _report(when, outcome, nodeid="tests/gpu/test_x.py::test_a", message=None):
+    from types import SimpleNamespace
+
+    crash = SimpleNamespace(message=message) if message else None
+    return SimpleNamespace(when=when, outcome=outcome, nodeid=nodeid, duration=1.25,
+                           passed=outcome == "passed", failed=outcome == "failed", skipped=outcome == "skipped",
+                           longrepr=SimpleNamespace(reprcrash=crash) if crash else None)
+
+
+def test_live_test_log_names_each_outcome(tmp_path, monkeypatch):
+    """NMDX_TEST_LOG gets one line per test as it ends (what a time-limited sanitizer run keeps)."""
+    hook = _gpu_conftest().pytest_runtest_logreport
+    log = tmp_path / "tests.txt"
+    hook(_report("call", "passed"))  # no NMDX_TEST_LOG: nothing written
+    assert not log.exists()
+    monkeypatch.setenv("NMDX_TEST_LOG", str(log))
+    hook(_report("setup", "passed"))
+    hook(_report("call", "passed"))
+    hook(_report("teardown", "passed"))
+    hook(_report("call", "failed", "tests/gpu/test_x.py::test_b", "AssertionError: 3 != 4\nmore"))
+    hook(_report("setup", "failed", "tests/gpu/test_x.py::test_c", "RuntimeError: no context"))
+    hook(_report("setup", "skipped", "tests/gpu/test_x.py::test_d"))
+    assert log.read_text().splitlines() == [
+        "PASSED tests/gpu/test_x.py::test_a 1.2s",
+        "FAILED tests/gpu/test_x.py::test_b 1.2s :: AssertionError: 3 != 4",
+        "ERROR tests/gpu/test_x.py::test_c 1.2s :: RuntimeError: no context",
+        "SKIPPED tests/gpu/test_x.py::test_d 1.2s",
+    ]

@@ -19,6 +19,8 @@
 # the same machine session: then memcheck -j 8 over the suite less the soak ran ~99 % of its 1028
 # tests in 560 s (2026-12-02), and racecheck -j 8 over the nine modules with our shared-memory kernels
 # (473 tests) took 437 s.
+# Each test's outcome is written to LOGDIR/TOOL.tests.txt as it ends (tests/gpu/conftest.py, NMDX_TEST_LOG),
+# so a run cut by -T still names what passed and what failed; failures are printed after the counts.
 # Every process the tool starts (pytest-xdist workers, notebook subprocesses) is checked. Exit
 # status 1 when any tool reported an error. CuPy's memory pool hands out parts of larger
 # allocations, so memcheck cannot see an overrun that stays inside a pool block; the suite's own
@@ -38,15 +40,18 @@ sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-san
 mkdir -p "$logdir"
 status=0
 for tool in $tools; do
-  rm -f "$logdir/$tool".*.log
+  rm -f "$logdir/$tool".*.log "$logdir/$tool.tests.txt"
   start=$(date +%s)
-  timeout --signal=INT --kill-after=30 "$limit" "$sanitizer" --tool "$tool" --target-processes all --print-limit 50 \
+  NMDX_TEST_LOG="$logdir/$tool.tests.txt" timeout --signal=INT --kill-after=30 "$limit" "$sanitizer" --tool "$tool" --target-processes all --print-limit 50 \
       --log-file "$logdir/$tool.%p.log" \
       python3 -m pytest -q -m gpu -p no:cacheprovider -n "$workers" --dist loadgroup "$@" \
       > "$logdir/$tool.pytest.txt" 2>&1
   rc=$?
   summary=$(tail -n 1 "$logdir/$tool.pytest.txt")
   python3 "$(dirname "$0")/sanitizer_counts.py" "$tool" "$logdir/$tool".*.log; counted=$?
+  touch "$logdir/$tool.tests.txt"
+  echo "$tool: tests ended: $(cut -d' ' -f1 "$logdir/$tool.tests.txt" | sort | uniq -c | xargs) (each with its outcome in $logdir/$tool.tests.txt)"
+  grep -E '^(FAILED|ERROR) ' "$logdir/$tool.tests.txt" | head -20
   echo "$tool: pytest: $summary (exit $rc$([[ $rc -eq 124 ]] && echo ', stopped at the -T limit'), $(( $(date +%s) - start )) s)"
   [[ $counted -ne 0 || $rc -ne 0 ]] && status=1
 done
