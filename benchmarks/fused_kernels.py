@@ -366,43 +366,6 @@ def _rfft_flops(n: int) -> float:
     return 2.5 * n * math.log2(n)
 
 
-def measure_fp32_fma_rate() -> float:
-    """FLOP/s of fp32 FMAs on this GPU: 8 independent ``cuda.fma`` chains per thread, 8 blocks of
-    256 threads per SM, 4096 steps; the best of 5 event-timed launches (2 FLOP per FMA)."""
-    from numba import cuda, float32
-
-    @cuda.jit
-    def fma_chains(out, steps):
-        t = cuda.grid(1)
-        y, z = float32(0.999999), float32(1e-7)
-        x0 = x1 = x2 = x3 = x4 = x5 = x6 = x7 = float32(t % 7)
-        for _ in range(steps):
-            x0 = cuda.fma(x0, y, z)
-            x1 = cuda.fma(x1, y, z)
-            x2 = cuda.fma(x2, y, z)
-            x3 = cuda.fma(x3, y, z)
-            x4 = cuda.fma(x4, y, z)
-            x5 = cuda.fma(x5, y, z)
-            x6 = cuda.fma(x6, y, z)
-            x7 = cuda.fma(x7, y, z)
-        out[t] = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7
-
-    sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
-    blocks, threads, steps = 8 * sms, 256, 4096
-    out = cuda.device_array(blocks * threads, np.float32)
-    fma_chains[blocks, threads](out, steps)
-    cuda.synchronize()
-    best = float("inf")
-    for _ in range(5):
-        e0, e1 = cuda.event(), cuda.event()
-        e0.record()
-        fma_chains[blocks, threads](out, steps)
-        e1.record()
-        e1.synchronize()
-        best = min(best, cuda.event_elapsed_time(e0, e1) / 1e3)
-    return 2.0 * 8 * steps * blocks * threads / best
-
-
 # ----------------------------------------------------------------------------------------------
 # bookkeeping (no GPU needed: tested on the CPU)
 
@@ -497,6 +460,9 @@ def main(argv=None):
     meta = dict(device=cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode(),
                 mbytes=args.mbytes, peak_bps=PEAK_BPS, ref_rows=REF_ROWS, cupy=cp.__version__,
                 command="python benchmarks/fused_kernels.py " + " ".join(sys.argv[1:] if argv is None else argv))
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/ceilings.py
+    from ceilings import measure_fp32_fma_rate
+
     meta["fp32_flops"] = measure_fp32_fma_rate()
     print(f"# fp32 FMA rate: {meta['fp32_flops'] / 1e12:.1f} TFLOP/s", flush=True)
     rows = run_cases(args.cases, RUNNERS, K, args.mbytes, flop_rate=meta["fp32_flops"])

@@ -18,7 +18,15 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from nvmath_device import FFT, float16x2, float16x2_type, float32x2, float32x2_type, float32x4, float64x2_type
+from nvmath_device import (
+    FFT,
+    float16x2,
+    float16x2_type,
+    float32x2,
+    float32x2_type,
+    float32x4,
+    float64x2_type,
+)
 
 THREADS = 32
 

@@ -1,0 +1,125 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Instruction ceilings of the GPU in use, measured (not taken from a datasheet): what a kernel
+built from one kind of arithmetic instruction can reach at most on this machine.
+
+    python benchmarks/ceilings.py            # prints them (needs a GPU)
+
+- ``fp32_fma``: FLOP/s of fp32 FMAs (8 independent ``cuda.fma`` chains per thread, 8 blocks of
+  256 threads per SM; 2 FLOP per FMA). The bound of the fp32 FFT kernels and of cuBLASDx's fp32
+  GEMM (FFMA: no tensor cores for fp32 operands).
+- ``mma_sync_f16`` / ``mma_sync_bf16``: FLOP/s of the warp-level tensor-core instruction
+  ``mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32`` (4 independent accumulator
+  chains per warp, 8 warps per block, 4 blocks per SM; 2 x 16 x 8 x 16 FLOP per instruction).
+  This is the instruction cuBLASDx 0.4 (nvidia-mathdx 25.6) uses for half-precision GEMMs on
+  sm_90: its database (``cublasdx/database/cute_tensor_configs.hpp``) maps sm_90 to SM80 MMA
+  atoms, never to the Hopper warpgroup instructions (``wgmma``) that cuBLAS uses, so a GEMM made
+  with it cannot be faster than this ceiling however well it is pipelined.
+
+Each figure is the best of 5 CUDA-event-timed launches after one warm-up.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_MMA_SRC = r"""
+extern "C" __global__ void mma_chains(float* out, int steps) {
+    unsigned a0 = threadIdx.x * 0x00010001u, a1 = a0 ^ 0x00100010u, a2 = a0 ^ 0x00200020u, a3 = a0 ^ 0x00300030u;
+    unsigned b0 = a0 ^ 0x00400040u, b1 = a0 ^ 0x00500050u;
+    float c[4][4];
+    for (int j = 0; j < 4; ++j) for (int i = 0; i < 4; ++i) c[j][i] = 0.f;
+    for (int s = 0; s < steps; ++s) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.TYPE.TYPE.f32 "
+                         "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                         : "+f"(c[j][0]), "+f"(c[j][1]), "+f"(c[j][2]), "+f"(c[j][3])
+                         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+        }
+    }
+    float t = 0.f;
+    for (int j = 0; j < 4; ++j) for (int i = 0; i < 4; ++i) t += c[j][i];
+    out[blockIdx.x * blockDim.x + threadIdx.x] = t;
+}
+"""
+MMA_TYPES = {"f16": "f16", "bf16": "bf16"}
+
+
+def mma_source(kind: str) -> str:
+    """CUDA C++ of the mma.sync chain kernel for ``kind`` ('f16' or 'bf16')."""
+    if kind not in MMA_TYPES:
+        raise ValueError(f"kind must be one of {sorted(MMA_TYPES)}, got {kind!r}")
+    return _MMA_SRC.replace("TYPE", MMA_TYPES[kind])
+
+
+def _best_seconds(launch, reps=5) -> float:
+    from numba import cuda
+
+    launch()
+    cuda.synchronize()
+    best = float("inf")
+    for _ in range(reps):
+        e0, e1 = cuda.event(), cuda.event()
+        e0.record()
+        launch()
+        e1.record()
+        e1.synchronize()
+        best = min(best, cuda.event_elapsed_time(e0, e1) / 1e3)
+    return best
+
+
+def measure_fp32_fma_rate() -> float:
+    """FLOP/s of fp32 FMAs on this GPU (see the module)."""
+    from numba import cuda, float32
+
+    @cuda.jit
+    def fma_chains(out, steps):
+        t = cuda.grid(1)
+        y, z = float32(0.999999), float32(1e-7)
+        x0 = x1 = x2 = x3 = x4 = x5 = x6 = x7 = float32(t % 7)
+        for _ in range(steps):
+            x0 = cuda.fma(x0, y, z)
+            x1 = cuda.fma(x1, y, z)
+            x2 = cuda.fma(x2, y, z)
+            x3 = cuda.fma(x3, y, z)
+            x4 = cuda.fma(x4, y, z)
+            x5 = cuda.fma(x5, y, z)
+            x6 = cuda.fma(x6, y, z)
+            x7 = cuda.fma(x7, y, z)
+        out[t] = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7
+
+    sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
+    blocks, threads, steps = 8 * sms, 256, 4096
+    out = cuda.device_array(blocks * threads, np.float32)
+    return 2.0 * 8 * steps * blocks * threads / _best_seconds(lambda: fma_chains[blocks, threads](out, steps))
+
+
+def measure_mma_sync_rate(kind: str) -> float:
+    """FLOP/s of ``mma.sync`` m16n8k16 with fp32 accumulation for ``kind`` inputs (see the module)."""
+    import cupy as cp
+    from numba import cuda
+
+    kernel = cp.RawKernel(mma_source(kind), "mma_chains")  # NVRTC, for this GPU's architecture
+    sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
+    blocks, threads, steps, chains = 4 * sms, 256, 4096, 4
+    out = cp.empty(blocks * threads, cp.float32)
+    seconds = _best_seconds(lambda: kernel((blocks,), (threads,), (out, np.int32(steps))))
+    warps = blocks * threads // 32
+    return 2.0 * 16 * 8 * 16 * chains * steps * warps / seconds
+
+
+def measure_all() -> dict:
+    """{name: FLOP/s} of every ceiling above; a ceiling that cannot be measured maps to its error."""
+    out: dict = {}
+    for name, fn in (("fp32_fma", measure_fp32_fma_rate), ("mma_sync_f16", lambda: measure_mma_sync_rate("f16")),
+                     ("mma_sync_bf16", lambda: measure_mma_sync_rate("bf16"))):
+        try:
+            out[name] = fn()
+        except Exception as e:  # noqa: BLE001  (recorded, e.g. no cupy)
+            out[name] = f"{type(e).__name__}: {str(e)[:200]}"
+    return out
+
+
+if __name__ == "__main__":
+    for k, v in measure_all().items():
+        print(f"{k}: {v / 1e12:.1f} TFLOP/s" if isinstance(v, float) else f"{k}: {v}")

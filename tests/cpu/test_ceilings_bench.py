@@ -1,0 +1,55 @@
+# SPDX-License-Identifier: Apache-2.0
+"""benchmarks/ceilings.py and device_gemm.py's table without a GPU: the mma.sync ceiling kernel is
+the instruction cuBLASDx uses (it compiles and links for sm_90), bad kinds are named, and each
+result is reported as a fraction of its case's measured ceiling."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+
+import pytest
+
+from nvmath_device._build import toolchain
+
+_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks")
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", os.path.join(_DIR, f"{name}.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("kind", ["f16", "bf16"])
+def test_mma_kernel_links_for_sm90_with_four_mma_per_step(kind):
+    src = _load("ceilings").mma_source(kind)
+    ptx = toolchain.compile_source(src, 90, "ptx", name=f"mma_{kind}.cu").decode()
+    mmas = re.findall(r"mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.(\w+)\.(\w+)\.f32", ptx)
+    # the 4 independent chains of each step (NVRTC unrolls the step loop a few times as well)
+    assert mmas and len(mmas) % 4 == 0 and set(mmas) == {(kind, kind)}, mmas
+    ltoir = toolchain.compile_source(src, 90, "ltoir", name=f"mma_{kind}.cu")
+    cubin = toolchain.link_cubin([("ltoir", ltoir, f"mma_{kind}.ltoir")], 90)
+    assert cubin[:4] == b"\x7fELF"
+
+
+def test_mma_source_names_a_bad_kind():
+    with pytest.raises(ValueError, match="kind must be one of \\['bf16', 'f16'\\], got 'tf32'"):
+        _load("ceilings").mma_source("tf32")
+
+
+def test_device_gemm_table_gives_each_case_its_ceiling():
+    dg = _load("device_gemm")
+    res = [dict(case="bf16", ours_ms=0.5, ours_config="cfg", ours_tflops=275.0, ours_rel_err=1e-3,
+                peers=[dict(name="torch.matmul (cuBLAS)", ms=0.2, tflops=687.0, rel_err=1e-3)],
+                pct_of_best_cublas_peer=40.0),
+           dict(case="fp32", ours_ms=None, ours_tried=[dict(error="CompileError: x")], peers=[])]
+    md = dg.render(res, 4096, "GPU", {"fp32_fma": 50e12, "mma_sync_f16": 500e12, "mma_sync_bf16": 550e12})
+    assert "| bf16 | ours (DevicePipeline) | cfg | 0.500 | 275 | 50 % of mma_sync_bf16 | 1.0e-03 |" in md
+    assert "| bf16 | torch.matmul (cuBLAS) |  | 0.200 | 687 | 125 % of mma_sync_bf16 | 1.0e-03 |" in md
+    assert "**40 %**" in md and "| fp32 | ours | - | - | - | - | CompileError: x |" in md
+    assert "mma_sync_bf16 550 TFLOP/s" in md
+    md = dg.render(res[:1], 4096, "GPU", {"mma_sync_bf16": "ImportError: no cupy"})
+    assert "| 275 | - |" in md and "mma_sync_bf16: ImportError: no cupy" in md
