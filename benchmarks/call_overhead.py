@@ -7,8 +7,11 @@ against the CuPy peer doing the same on the same data.
     python benchmarks/fused_kernels.py ...            # GPU time on large inputs
     python benchmarks/call_overhead.py --out DIR      # host time per call on small inputs
 
-Per case and launch mode: the output of the fast launch must equal numba-cuda's launch's
-bit for bit (the same kernel, the same inputs) before anything is timed. Then, best of
+A third mode times the stateful form, ``kernels.plan(fn, ...)`` made once per case and then
+called on the same inputs (its recorded launches replayed). Per case: the output of the fast
+launch must equal numba-cuda's launch's, and the plan's the function's, bit for bit (the same
+kernels, the same inputs) before anything is timed. ``--profile`` also writes a cProfile of
+each case's function and plan calls (OUT/profile/CASE.{function,plan}.txt). Then, best of
 ``--rounds`` rounds: ``enqueue`` = wall time of ``--calls`` back-to-back calls / calls (no sync in
 between: what a pipeline of calls costs the host), ``call+sync`` = one call followed by a stream
 synchronize, averaged. Writes call_overhead.json and call_overhead.md. Exits with status 2 and
@@ -35,6 +38,8 @@ def parse_args(argv=None):
     ap.add_argument("--calls", type=int, default=200, help="calls per round")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--cases", nargs="+", default=list(CASES), choices=CASES)
+    ap.add_argument("--profile", action="store_true",
+                    help="also write a cProfile of each case's function and plan calls into OUT/profile")
     return ap.parse_args(argv)
 
 
@@ -61,7 +66,14 @@ def build_cases(K, cp):
     T = cp.asarray(np.conj(np.fft.fft(t, 1024)).astype(np.complex64))
     W = cp.asarray(w)
     win_d = cp.asarray(win.astype(np.float32))
-    return {
+    P = {name: K.plan(fn, *args) for name, (fn, *args) in {
+        "conv_real": (K.fft_convolve, xr, h), "conv_complex": (K.fft_convolve, xc, h), "fir": (K.fir_filter, xl, h),
+        "matched": (K.matched_filter, xm, t), "stft": (K.stft_power, xl, win, 256), "gemm": (K.batched_gemm, a, b),
+        "beamform": (K.beamform_spectra, xb, w)}.items()}
+    planned = {"conv_real": lambda: P["conv_real"](xr), "conv_complex": lambda: P["conv_complex"](xc),
+               "fir": lambda: P["fir"](xl), "matched": lambda: P["matched"](xm), "stft": lambda: P["stft"](xl),
+               "gemm": lambda: P["gemm"](a, b), "beamform": lambda: P["beamform"](xb)}
+    return {name: (ours, peer, planned[name]) for name, (ours, peer) in {
         "conv_real": (lambda: K.fft_convolve(xr, h), lambda: cp.fft.irfft(cp.fft.rfft(xr, axis=-1) * Hr, n=4096)),
         "conv_complex": (lambda: K.fft_convolve(xc, h), lambda: cp.fft.ifft(cp.fft.fft(xc, axis=-1) * Hc)),
         "fir": (lambda: K.fir_filter(xl, h), lambda: cp.fft.irfft(cp.fft.rfft(xl, n=131072) * cp.fft.rfft(
@@ -72,7 +84,7 @@ def build_cases(K, cp):
             xl, (2, 255, 512), (xl.strides[0], 256 * 4, 4)) * win_d)) ** 2),
         "gemm": (lambda: K.batched_gemm(a, b), lambda: cp.matmul(a, b)),
         "beamform": (lambda: K.beamform_spectra(xb, w), lambda: cp.fft.fft(cp.matmul(W, xb))),
-    }
+    }.items()}
 
 
 def _as_tuple(out):
@@ -105,7 +117,27 @@ def time_calls(fn, calls, rounds, sync):
     return min(enq), min(cs)
 
 
-def run(K, cp, names, calls, rounds):
+def profile(fn, calls, path, sync) -> None:
+    """cProfile of ``calls`` calls of ``fn`` (then one sync) into ``path``: the 30 most expensive
+    functions by cumulative and by own time (where the host time per call goes)."""
+    import cProfile
+    import io
+    import pstats
+
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(calls):
+        fn()
+    sync()
+    pr.disable()
+    buf = io.StringIO()
+    for key in ("cumulative", "tottime"):
+        pstats.Stats(pr, stream=buf).sort_stats(key).print_stats(30)
+    with open(path, "w") as f:
+        f.write(buf.getvalue())
+
+
+def run(K, cp, names, calls, rounds, profile_dir=None):
     from kernels import _launch
 
     sync = cp.cuda.get_current_stream().synchronize
@@ -113,7 +145,7 @@ def run(K, cp, names, calls, rounds):
     cases = build_cases(K, cp)
     rows = []
     for name in names:
-        ours, peer = cases[name]
+        ours, peer, planned = cases[name]
         row = dict(case=name)
         try:
             outs = {}
@@ -121,13 +153,25 @@ def run(K, cp, names, calls, rounds):
                 _launch.FAST = mode == "fast"
                 outs[mode] = ours()
                 sync()
+            _launch.FAST = default
+            outs["plan"] = planned()
+            sync()
             row["fast_equals_numba"] = _bitwise_equal(outs["fast"], outs["numba"], cp)
+            row["plan_equals_fast"] = _bitwise_equal(outs["plan"], outs["fast"], cp)
             if not row["fast_equals_numba"]:
                 raise AssertionError("the fast launch's output differs from numba-cuda's launch")
+            if not row["plan_equals_fast"]:
+                raise AssertionError("the plan's output differs from the function's")
             for mode in MODES:
                 _launch.FAST = mode == "fast"
                 row[f"{mode}_enqueue_us"], row[f"{mode}_sync_us"] = time_calls(ours, calls, rounds, sync)
+            _launch.FAST = default
+            row["plan_enqueue_us"], row["plan_sync_us"] = time_calls(planned, calls, rounds, sync)
             row["peer_enqueue_us"], row["peer_sync_us"] = time_calls(peer, calls, rounds, sync)
+            if profile_dir:
+                os.makedirs(profile_dir, exist_ok=True)
+                profile(ours, calls, os.path.join(profile_dir, f"{name}.function.txt"), sync)
+                profile(planned, calls, os.path.join(profile_dir, f"{name}.plan.txt"), sync)
         except Exception as e:  # report, keep going
             row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
         finally:
@@ -141,14 +185,15 @@ def format_table(rows, meta) -> str:
     lines = [f"Host time per call, small inputs, {meta['device']}; best of {meta['rounds']} rounds of "
              f"{meta['calls']} calls; `{meta['command']}`", "",
              "| case | numba launch: enqueue / call+sync us | fast launch: enqueue / call+sync us | "
-             "CuPy peer: enqueue / call+sync us | fast == numba |",
-             "|---|---:|---:|---:|---|"]
+             "kernels.plan: enqueue / call+sync us | CuPy peer: enqueue / call+sync us | fast == numba, plan == fast |",
+             "|---|---:|---:|---:|---:|---|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['case']} | failed: {r['error'][:150]} | | | |")
+            lines.append(f"| {r['case']} | failed: {r['error'][:150]} | | | | |")
             continue
-        cell = [f"{r[f'{m}_enqueue_us']:.1f} / {r[f'{m}_sync_us']:.1f}" for m in ("numba", "fast", "peer")]
-        lines.append(f"| {r['case']} | {cell[0]} | {cell[1]} | {cell[2]} | {r['fast_equals_numba']} |")
+        cell = [f"{r[f'{m}_enqueue_us']:.1f} / {r[f'{m}_sync_us']:.1f}" for m in ("numba", "fast", "plan", "peer")]
+        lines.append(f"| {r['case']} | {cell[0]} | {cell[1]} | {cell[2]} | {cell[3]} | "
+                     f"{r['fast_equals_numba']}, {r['plan_equals_fast']} |")
     return "\n".join(lines) + "\n"
 
 
@@ -168,7 +213,8 @@ def main(argv=None):
     meta = dict(device=cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode(),
                 calls=args.calls, rounds=args.rounds,
                 command="python benchmarks/call_overhead.py " + " ".join(sys.argv[1:] if argv is None else argv))
-    rows = run(K, cp, args.cases, args.calls, args.rounds)
+    rows = run(K, cp, args.cases, args.calls, args.rounds,
+               os.path.join(args.out, "profile") if args.profile else None)
     print(write_results(args.out, rows, meta, "call_overhead", format_table))
     return 0
 

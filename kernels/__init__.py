@@ -12,6 +12,7 @@ with Dask", gives the chunking rules). ``import kernels`` does not import dask.
 """
 
 from ._dask import dask_aware
+from ._plan import Plan, plan
 from .convolution import fft_convolve, fir_filter
 from .gemm import batched_gemm, beamform_spectra
 from .noise import add_noise
@@ -28,4 +29,5 @@ add_noise = dask_aware(add_noise)
 
 __all__ = [
     "fft_convolve", "fir_filter", "matched_filter", "stft_power", "batched_gemm", "beamform_spectra", "add_noise",
+    "plan", "Plan",
 ]

@@ -18,6 +18,8 @@ from mathdx_operands import (
     simulator,
 )
 
+from ._launch import recorder
+
 
 def host_numbers(name, obj, kinds="biufc", what="numbers") -> np.ndarray:
     """``obj`` as a NumPy array whose dtype kind is one of ``kinds``; TypeError naming ``name``
@@ -156,6 +158,9 @@ class Output:
 
     def __init__(self, shape, dtype, like: Operand, stream: Stream):
         self.like = like
+        rec = getattr(recorder, "active", None)
+        if rec is not None:  # kernels.plan is recording this call
+            rec.outputs.append(self)
         if simulator():
             self.obj = np.full(shape, np.nan, dtype=dtype) if np.dtype(dtype).kind in "fc" else np.zeros(shape, dtype)
             self.dev = self.obj

@@ -34,6 +34,9 @@ _SCALAR = {types.int64: "q", types.int32: "i", types.uint64: "Q", types.uint32: 
            types.float32: "f", types.float64: "d"}
 _COMPLEX = {types.complex64: "f", types.complex128: "d"}
 stats = {"fast_launches": 0}  # launches that took the fast path (tests read it)
+# While kernels.plan makes a plan on this thread, ``recorder.active`` collects every launch and
+# every Output allocation (kernels._plan reads them; None otherwise).
+recorder = threading.local()
 
 
 # launch with cuLaunchKernel (tests switch it to compare both paths)
@@ -99,13 +102,16 @@ class _Launcher:
         self.driver = driver  # kept: no import statement on the per-launch path
 
     def __call__(self, grid, block, stream: int, smem: int, args):
-        driver = self.driver
-        grid = (grid, 1, 1) if isinstance(grid, int) else tuple(grid) + (1,) * (3 - len(grid))
-        block = (block, 1, 1) if isinstance(block, int) else tuple(block) + (1,) * (3 - len(block))
         values = param_values(self.argtypes, args)
         with self.lock:
-            self.params.pack(values)
-            (err,) = driver.cuLaunchKernel(self.handle, *grid, *block, smem, stream, self.params.params, 0)
+            self.launch_packed(dim3(grid), dim3(block), stream, smem, values, self.params)
+
+    def launch_packed(self, grid: tuple, block: tuple, stream: int, smem: int, values, params: Params) -> None:
+        """Pack ``values`` (:func:`param_values`) into ``params`` and launch (the caller holds
+        ``params`` exclusively; the driver copies them at launch)."""
+        driver = self.driver
+        params.pack(values)
+        (err,) = driver.cuLaunchKernel(self.handle, *grid, *block, smem, stream, params.params, 0)
         stats["fast_launches"] += 1
         if err != driver.CUresult.CUDA_SUCCESS:
             raise RuntimeError(f"cuLaunchKernel failed: {err.name} (grid {grid}, block {block}, "
@@ -113,6 +119,11 @@ class _Launcher:
 
 
 _LAUNCHERS: dict = {}
+
+
+def dim3(d) -> tuple:
+    """A grid or block size (int or 1-3 ints) as 3 ints."""
+    return (d, 1, 1) if isinstance(d, int) else tuple(d) + (1,) * (3 - len(d))
 
 
 _PYTYPES = {int: types.int64, float: types.float64, complex: types.complex128, bool: types.boolean,
@@ -136,8 +147,11 @@ def _argtype(a):
 def launch(kernel, grid, block, stream: Stream, smem: int, *args) -> None:
     """The fast launch (see the module), else ``kernel[grid, block, stream, smem](*args)``."""
     ctx = current_context() if FAST else 0
+    rec = getattr(recorder, "active", None)
     if not ctx:  # numba's launch (it also makes the context when this thread has none)
         kernel[grid, block, stream.numba, smem](*args)
+        if rec is not None:
+            rec.launches.append((None, grid, block, stream.handle, smem, args))  # not replayable
         return
     argtypes = tuple(_argtype(a) for a in args)
     key = (kernel, argtypes, ctx)
@@ -145,6 +159,8 @@ def launch(kernel, grid, block, stream: Stream, smem: int, *args) -> None:
     if launcher is None:
         launcher = _LAUNCHERS[key] = _Launcher(kernel, argtypes)
     launcher(grid, block, stream.handle, int(smem), args)
+    if rec is not None:
+        rec.launches.append((launcher, dim3(grid), dim3(block), stream.handle, int(smem), args))
 
 
 _RESIDENT: dict = {}

@@ -172,13 +172,14 @@ def co():
 def test_call_overhead_table_and_check(co):
     """The table has one row per case (a failed case says why), and the fast-vs-numba check
     compares every output array bit for bit (NaN equal to NaN), so a changed value fails it."""
-    a = co.parse_args(["--cases", "gemm", "stft", "--calls", "10"])
-    assert a.cases == ["gemm", "stft"] and a.calls == 10 and a.rounds == 5
+    a = co.parse_args(["--cases", "gemm", "stft", "--calls", "10", "--profile"])
+    assert a.cases == ["gemm", "stft"] and a.calls == 10 and a.rounds == 5 and a.profile
     rows = [dict(case="gemm", numba_enqueue_us=300.0, numba_sync_us=320.5, fast_enqueue_us=60.0,
-                 fast_sync_us=75.25, peer_enqueue_us=40.0, peer_sync_us=55.0, fast_equals_numba=True),
+                 fast_sync_us=75.25, plan_enqueue_us=9.5, plan_sync_us=18.0, peer_enqueue_us=40.0,
+                 peer_sync_us=55.0, fast_equals_numba=True, plan_equals_fast=False),
             dict(case="stft", error="AssertionError: differs")]
     text = co.format_table(rows, dict(device="D", rounds=5, calls=10, command="c"))
-    assert "| gemm | 300.0 / 320.5 | 60.0 / 75.2 | 40.0 / 55.0 | True |" in text
+    assert "| gemm | 300.0 / 320.5 | 60.0 / 75.2 | 9.5 / 18.0 | 40.0 / 55.0 | True, False |" in text
     assert "| stft | failed: AssertionError: differs" in text
     import numpy as np
 
@@ -187,3 +188,15 @@ def test_call_overhead_table_and_check(co):
     y = x.copy()
     y[2] = np.nextafter(np.float32(3.0), np.float32(4.0))
     assert not co._bitwise_equal(x, y, np)
+
+
+def test_call_overhead_profile_names_the_functions_called(co, tmp_path):
+    synced = []
+
+    def work():
+        return sorted(range(50))
+
+    co.profile(work, 7, str(tmp_path / "p.txt"), lambda: synced.append(1))
+    text = (tmp_path / "p.txt").read_text()
+    assert synced == [1] and "work" in text and "cumulative" in text and "internal time" in text
+    assert "7    " in text or " 7 " in text  # work's call count

@@ -1,0 +1,281 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Stateful plans: a ``kernels`` call prepared once, then replayed on new arrays of the same
+shapes (what :func:`kernels.plan` returns).
+
+Making a plan runs the function once, for real, while :mod:`kernels._launch` records every
+kernel launch and :class:`kernels._arrays.Output` every allocation. Each recorded kernel argument
+is then an input (a device array the caller passes again at each call, at an offset into it), a
+result (allocated anew at each call) or a constant of the plan (filter spectra, windows,
+intermediate buffers: kept alive by the plan and reused, in the plan's stream order). A call
+checks each new array against the planned one (package, shape, dtype, C order, address
+alignment mod 16, the CUDA context), allocates the results and relaunches the recorded kernels
+with their pointers patched: no argument parsing, descriptor lookup, typing or spectrum work.
+Where launches cannot be replayed (the simulator, ``NUMBA_MATHDX_FAST_LAUNCH=0``) the plan
+still checks its arguments the same way and then calls the function.
+"""
+
+from __future__ import annotations
+
+import threading
+from types import SimpleNamespace
+
+from mathdx_operands import caller_kind, current_context, on_device, resolve_stream, simulator
+
+from . import _launch
+from ._arrays import DevArray, Output
+
+
+class _Recording:
+    def __init__(self):
+        self.launches: list = []  # (launcher or None, grid, block, stream handle, smem, args)
+        self.outputs: list = []  # Output objects, in allocation order
+
+
+def _region(dev: DevArray) -> tuple[int, int]:
+    return dev.ptr, dev.ptr + dev.size * dev.dtype.itemsize
+
+
+def _locate(ptr: int, nbytes: int, regions) -> tuple[int, int] | None:
+    """(index, offset) of the region of ``regions`` that holds [ptr, ptr + nbytes), or None."""
+    for i, (lo, hi) in enumerate(regions):
+        if lo <= ptr and ptr + nbytes <= max(hi, lo + 1):
+            return i, ptr - lo
+    return None
+
+
+def _probe(name, obj) -> tuple[tuple, int]:
+    """(fingerprint, address) of a call's array. The fingerprint is what it must share with the
+    planned one: package type, device, shape, dtype, C order (DevArray.of refuses other orders)
+    and address mod 16 (the kernels' vector accesses depend on it)."""
+    if not hasattr(obj, "__cuda_array_interface__"):  # the simulator's device array
+        if not obj.is_c_contiguous():
+            raise ValueError(f"{name} must be C-contiguous")
+        ptr = obj._ary.ctypes.data
+        return (type(obj), None, tuple(obj.shape), obj._ary.dtype, ptr % 16), ptr
+    dev = DevArray.of(obj, name)
+    return (type(obj), _device(obj), dev.shape, dev.dtype, dev.ptr % 16), dev.ptr
+
+
+def _device(obj):
+    """The GPU a CuPy array or torch tensor is on (None for other kinds: the context check)."""
+    d = getattr(obj, "device", None)
+    return getattr(d, "id", None) if getattr(d, "index", None) is None else d.index
+
+
+def _aliasing(ptrs) -> tuple:
+    """Which arrays start at the same address (in place: ``add_noise(x, out=x)``)."""
+    return tuple(ptrs.index(p) for p in ptrs)
+
+
+class Plan:
+    """``fn(*args, **kwargs)`` prepared for repeated calls on new arrays of the same kind.
+
+    Made by :func:`kernels.plan` (see there); call it with one device array per name in
+    :attr:`names`.
+
+    Parameters
+    ----------
+    fn : callable
+        The ``kernels`` function.
+    args : sequence
+        Its positional arguments for the planning call.
+    kwargs : dict
+        Its keyword arguments for the planning call (``stream`` excluded).
+    stream : None, int or stream object
+        The stream of every call (None: the current stream of the first device array's package).
+
+    Attributes
+    ----------
+    fn : callable
+        The function.
+    names : list of str
+        The arguments a call takes, in order: those given as device arrays when the plan was
+        made (parameter names, keyword arguments by their keyword).
+    replayed : bool
+        True when calls relaunch the recorded kernels; False under the simulator or with
+        ``NUMBA_MATHDX_FAST_LAUNCH=0``, where each call checks its arrays and then runs ``fn``.
+    stream : mathdx_operands.Stream
+        The stream every call runs on, resolved when the plan was made.
+    """
+
+    def __init__(self, fn, args, kwargs, stream):
+        self.fn, self._args, self._kwargs = fn, list(args), dict(kwargs)
+        # the variable arguments: every device array among args (by position) and kwargs (by name)
+        self._slots = [i for i, a in enumerate(args) if on_device(a)]
+        self._keys = [k for k, v in kwargs.items() if on_device(v)]
+        pos = [n for n, prm in _signature(fn).items() if prm.kind in (prm.POSITIONAL_ONLY, prm.POSITIONAL_OR_KEYWORD)]
+        self.names = [pos[i] if i < len(pos) else f"args[{i}]" for i in self._slots] + list(self._keys)
+        if not self.names:
+            raise TypeError(f"plan({fn.__name__}, ...) needs at least one device array argument (CuPy, PyTorch or "
+                            "Numba): NumPy inputs are copied at every call, call the function instead")
+        given = [args[i] for i in self._slots] + [kwargs[k] for k in self._keys]
+        probes = [_probe(n, a) for n, a in zip(self.names, given)]
+        self._fp = [fp for fp, _ in probes]
+        self._alias = _aliasing([ptr for _, ptr in probes])
+        self._lock = threading.Lock()
+        # the plan's stream, fixed now (None: the current stream of the first array's package)
+        self.stream = resolve_stream(stream, SimpleNamespace(package=caller_kind(given[0], self.names[0])))
+        if "stream" in _signature(fn):
+            self._kwargs["stream"] = self.stream.handle
+        rec = _Recording()
+        _launch.recorder.active = rec
+        try:
+            result = fn(*args, **self._kwargs)
+        finally:
+            _launch.recorder.active = None
+        self.replayed = not simulator() and all(launch[0] is not None for launch in rec.launches)
+        if self.replayed:
+            self._build(rec, given, result)
+
+    def _build(self, rec, given, result):
+        self._ctx = current_context()
+        inputs = [DevArray.of(a, n) for n, a in zip(self.names, given)]
+        in_regions = [_region(d) for d in inputs]
+        outs = rec.outputs
+        out_regions = [_region(o.dev) for o in outs]
+        single = not isinstance(result, tuple)
+        returned = [result] if single else list(result)
+        # each returned array: an input passed back (``out=``) or one of the recorded outputs
+        self._returns = []
+        for r in returned:
+            hit = next((("in", j) for j, a in enumerate(given) if r is a), None)
+            if hit is None:
+                if not on_device(r):
+                    raise TypeError(f"plan({self.fn.__name__}, ...): the function returned a "
+                                    f"{type(r).__name__}, not a device array: only calls on device arrays can be planned")
+                loc = _locate(DevArray.of(r, "result").ptr, 0, out_regions)
+                if loc is None or loc[1] != 0:
+                    raise RuntimeError(f"plan({self.fn.__name__}, ...): a result is not an array the call allocated")
+                hit = ("out", loc[0], tuple(r.shape))
+            self._returns.append(hit)
+        self._single = single
+        fresh = {h[1] for h in self._returns if h[0] == "out"}
+        self._allocs = [(j, outs[j]) for j in sorted(fresh)]  # outputs allocated anew at each call
+        self._keep = [outs[j] for j in range(len(outs)) if j not in fresh]  # constants of the plan
+        self._launches = []
+        for launcher, grid, block, stream, smem, args in rec.launches:
+            values = _launch.param_values(launcher.argtypes, args)
+            patches, slot = [], 0
+            for t, a in zip(launcher.argtypes, args):
+                if isinstance(t, _launch.types.Array):
+                    nbytes = a.size * a.dtype.itemsize
+                    loc = _locate(a.ptr, nbytes, in_regions)
+                    if loc is not None:
+                        patches.append((slot + 4, "in", loc[0], loc[1]))
+                    else:
+                        loc = _locate(a.ptr, nbytes, out_regions)
+                        if loc is not None and loc[0] in fresh:
+                            patches.append((slot + 4, "out", loc[0], loc[1]))
+                        else:
+                            self._keep.append(a)  # a constant: kept alive with its owner
+                    slot += 5 + 2 * t.ndim
+                else:
+                    slot += 2 if t in _launch._COMPLEX else 1
+            params = _launch.Params(_launch.param_formats(launcher.argtypes))
+            self._launches.append((launcher, grid, block, stream, int(smem), values, patches, params))
+
+    def __call__(self, *arrays):
+        """Run the planned call on ``arrays`` (one per name in :attr:`names`, in that order);
+        returns what the function returns, new result arrays at each call."""
+        if len(arrays) != len(self.names):
+            raise TypeError(f"this plan of {self.fn.__name__} takes {len(self.names)} array(s) "
+                            f"({', '.join(self.names)}), got {len(arrays)}")
+        ins = []
+        for name, a, fp in zip(self.names, arrays, self._fp):
+            if not on_device(a):
+                raise TypeError(f"{name} must be a device array like the planned one ({fp[0].__name__}), "
+                                f"got {type(a).__name__}")
+            got, ptr = _probe(name, a)
+            if got != fp:
+                raise ValueError(f"{name} must match the planned array: {_describe(fp)}; got {_describe(got)} "
+                                 "(make a new plan for other shapes, dtypes or alignments)")
+            ins.append(ptr)
+        if len(ins) > 1 and _aliasing(ins) != self._alias:
+            raise ValueError(f"the arrays ({', '.join(self.names)}) must share memory as the planned ones did "
+                             f"(same start address: {self._alias}, got {_aliasing(ins)})")
+        if not self.replayed:
+            args, kwargs = list(self._args), dict(self._kwargs)
+            for i, a in zip(self._slots, arrays):
+                args[i] = a
+            for k, a in zip(self._keys, arrays[len(self._slots):]):
+                kwargs[k] = a
+            return self.fn(*args, **kwargs)
+        if current_context() != self._ctx:
+            raise RuntimeError(f"this plan of {self.fn.__name__} was made in another CUDA context (device): "
+                               "call it where it was made, or make a plan there")
+        outs, made = {}, {}
+        for j, o in self._allocs:
+            new = Output(o.dev.shape, o.dev.dtype, o.like, self.stream)
+            made[j], outs[j] = new, new.dev.ptr
+        bases = {"in": ins, "out": outs}
+        with self._lock:
+            for launcher, grid, block, stream, smem, values, patches, params in self._launches:
+                for slot, kind, idx, offset in patches:
+                    values[slot] = bases[kind][idx] + offset
+                launcher.launch_packed(grid, block, stream, smem, values, params)
+        res = []
+        for hit in self._returns:
+            if hit[0] == "in":
+                res.append(arrays[hit[1]])
+            else:
+                obj = made[hit[1]].obj
+                res.append(obj if tuple(obj.shape) == hit[2] else obj.reshape(hit[2]))
+        return res[0] if self._single else tuple(res)
+
+    def __repr__(self) -> str:
+        return (f"Plan({self.fn.__name__}, arrays=({', '.join(self.names)}), "
+                f"{'replayed' if self.replayed else 'calls the function'}, {self.stream!r})")
+
+
+def _describe(fp) -> str:
+    cls, device, shape, dtype, mod = fp
+    where = "" if device is None else f" on device {device}"
+    return f"{cls.__module__.split('.')[0]} {dtype.name} {shape}{where}, address mod 16 = {mod}"
+
+
+def _signature(fn) -> dict:
+    """``fn``'s parameters by name (empty when it has no inspectable signature)."""
+    import inspect
+
+    try:
+        return dict(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return {}
+
+
+def plan(fn, *args, stream=None, **kwargs) -> Plan:
+    """Prepare ``fn(*args, **kwargs)`` (a ``kernels`` function) for repeated calls.
+
+    The call runs once now, for real (its result is discarded). The returned :class:`Plan` is
+    then called with new device arrays in place of the ones given now (every CuPy, PyTorch or
+    Numba device array among ``args`` and ``kwargs``, in that order: ``plan.names``), of the same
+    package, shape and dtype, C-contiguous, at an address with the same remainder mod 16; other
+    arguments (taps given as NumPy arrays, sizes, flags, seeds) stay as given now. Each call
+    allocates new results and relaunches the recorded kernels with no other host work: the
+    stateful form for calls in a loop (``nvmath_host.Matmul`` is its analogue for matmuls).
+
+    Parameters
+    ----------
+    fn : callable
+        One of ``kernels.fft_convolve``, ``fir_filter``, ``matched_filter``, ``stft_power``,
+        ``batched_gemm``, ``beamform_spectra``, ``add_noise``.
+    *args, **kwargs
+        Its arguments for the planning call; at least one must be a device array.
+    stream : optional
+        The stream of every call (None: the current stream of the first device array's package,
+        now). Passed to ``fn`` as its ``stream``.
+
+    Returns
+    -------
+    Plan
+
+    Raises
+    ------
+    TypeError
+        No device array among the arguments, or ``fn`` returned something other than device
+        arrays (NumPy inputs: call the function itself). Calls raise TypeError / ValueError
+        naming the argument whose array differs from the planned one.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be a kernels function, got {type(fn).__name__}")
+    return Plan(fn, args, kwargs, stream)

@@ -1,0 +1,150 @@
+# SPDX-License-Identifier: Apache-2.0
+"""kernels.plan's replay without a GPU: a recorded call (fake launches and allocations) is turned
+into relaunches whose array pointers are patched for each call's inputs and fresh results, while
+constants keep theirs; each way a call's array can differ from the planned one is refused, named."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba.core import types
+
+from kernels import _launch, _plan
+from kernels._arrays import DevArray
+
+
+class Dev:
+    """A device array as a package would expose it (only ``__cuda_array_interface__``)."""
+
+    def __init__(self, ptr, shape, dtype=np.float32):
+        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+        self.__cuda_array_interface__ = {"shape": self.shape, "typestr": self.dtype.str, "data": (ptr, False),
+                                         "strides": None, "version": 3}
+
+    def reshape(self, shape):
+        return Dev(self.__cuda_array_interface__["data"][0], shape, self.dtype)
+
+
+class FakeLauncher:
+    def __init__(self, argtypes):
+        self.argtypes, self.calls = argtypes, []
+
+    def launch_packed(self, grid, block, stream, smem, values, params):
+        params.pack(values)  # the struct accepts them: formats and values agree
+        self.calls.append((grid, block, stream, smem, list(values)))
+
+
+class FakeOutput:
+    """Output's recorded fields; at a call, kernels._plan.Output makes new ones at new addresses."""
+
+    next_ptr = 0x7000000
+
+    def __init__(self, shape, dtype, like, stream, ptr=None):
+        if ptr is None:
+            ptr, FakeOutput.next_ptr = FakeOutput.next_ptr, FakeOutput.next_ptr + 0x100000
+        self.like, self.obj = like, Dev(ptr, shape, dtype)
+        self.dev = DevArray(ptr, shape, dtype, self.obj)
+
+
+A2 = types.Array(types.float32, 2, "C")
+A1 = types.Array(types.complex64, 1, "C")
+
+
+def _recorded_plan(monkeypatch):
+    """A plan of a call on x (0x1000, 4 x 64 float32) that launched two kernels: a copy of x's
+    rows 1.. into a scratch buffer, then a kernel reading the scratch and a constant spectrum and
+    writing the result (allocated by the call, returned reshaped to (256,))."""
+    monkeypatch.setattr(_plan, "current_context", lambda: 42)
+    monkeypatch.setattr(_plan, "simulator", lambda: False)
+    monkeypatch.setattr(_plan, "Output", FakeOutput)
+    x = Dev(0x1000, (4, 64))
+    scratch = FakeOutput((3, 64), np.float32, None, None, ptr=0x5000)
+    result = FakeOutput((4, 64), np.float32, "like-x", None, ptr=0x9000)
+    spec = DevArray(0x3000, (33,), np.complex64, "spectrum owner")
+    copy, main = FakeLauncher((A2, A2)), FakeLauncher((A2, A1, A2, types.int64, types.complex64))
+    rec = _plan._Recording()
+    rec.outputs = [scratch, result]
+    xrows = DevArray(0x1000 + 64 * 4, (3, 64), np.float32, x)  # a view of rows 1..3 of x
+    rec.launches = [(copy, (3, 1, 1), (64, 1, 1), 5, 0, (xrows, scratch.dev)),
+                    (main, (2, 1, 1), (128, 1, 1), 5, 1024, (scratch.dev, spec, result.dev, 7, 1 + 2j))]
+    p = _plan.Plan.__new__(_plan.Plan)
+    p.fn, p.names, p.stream = (lambda: None), ["x"], "stream"
+    p._fp = [_plan._probe("x", x)[0]]
+    p._alias = (0,)
+    p._lock = _plan.threading.Lock()
+    p.replayed = True
+    p._build(rec, [x], result.obj.reshape((256,)))
+    return p, copy, main
+
+
+def test_a_call_patches_inputs_and_results_and_keeps_constants(monkeypatch):
+    p, copy, main = _recorded_plan(monkeypatch)
+    x2 = Dev(0x20000, (4, 64))
+    y = p(x2)
+    assert y.shape == (256,)
+    new_result = y.__cuda_array_interface__["data"][0]
+    assert new_result not in (0x9000, 0x5000)
+    (grid, block, stream, smem, v), = copy.calls
+    assert (grid, block, stream, smem) == ((3, 1, 1), (64, 1, 1), 5, 0)
+    # array slots: meminfo, parent, size, itemsize, data, shape..., strides...
+    assert v[:9] == [0, 0, 192, 4, 0x20000 + 256, 3, 64, 256, 4]  # x's rows 1.. at the new x
+    assert v[9:14] == [0, 0, 192, 4, 0x5000]  # the scratch buffer: a constant of the plan
+    (grid, block, stream, smem, v), = main.calls
+    assert (grid, smem) == ((2, 1, 1), 1024)
+    assert v[4] == 0x5000 and v[13] == 0x3000 and v[20] == new_result
+    assert v[-3:] == [7, 1.0, 2.0]  # scalars as recorded
+    y2 = p(Dev(0x40000, (4, 64)))
+    assert y2.__cuda_array_interface__["data"][0] != new_result  # a fresh result per call
+    assert copy.calls[-1][4][4] == 0x40000 + 256
+
+
+@pytest.mark.parametrize("bad, err, msg", [
+    (Dev(0x20000, (4, 32)), ValueError, r"x must match the planned array: .*\(4, 64\).*got .*\(4, 32\)"),
+    (Dev(0x20000, (4, 64), np.float64), ValueError, "x must match the planned array: .*float32.*got .*float64"),
+    (Dev(0x20004, (4, 64)), ValueError, "address mod 16 = 0; got .* address mod 16 = 4"),
+    (np.zeros((4, 64), np.float32), TypeError, "x must be a device array like the planned one"),
+])
+def test_a_call_refuses_an_array_unlike_the_planned_one(monkeypatch, bad, err, msg):
+    p, copy, _ = _recorded_plan(monkeypatch)
+    with pytest.raises(err, match=msg):
+        p(bad)
+    assert not copy.calls
+
+
+def test_a_call_refuses_another_context_and_a_wrong_count(monkeypatch):
+    p, copy, _ = _recorded_plan(monkeypatch)
+    with pytest.raises(TypeError, match=r"takes 1 array\(s\) \(x\), got 2"):
+        p(Dev(0x20000, (4, 64)), Dev(0x30000, (4, 64)))
+    monkeypatch.setattr(_plan, "current_context", lambda: 43)
+    with pytest.raises(RuntimeError, match="made in another CUDA context"):
+        p(Dev(0x20000, (4, 64)))
+    assert not copy.calls
+
+
+def test_aliasing_pattern_and_regions():
+    assert _plan._aliasing([5, 9, 5]) == (0, 1, 0)
+    assert _plan._locate(0x1010, 16, [(0x2000, 0x3000), (0x1000, 0x1020)]) == (1, 0x10)
+    assert _plan._locate(0x1010, 32, [(0x1000, 0x1020)]) is None  # runs past the region's end
+    assert _plan._locate(0x1000, 0, [(0x1000, 0x1000)]) == (0, 0)  # an empty array's own address
+
+
+def test_launch_records_only_while_a_plan_is_made(monkeypatch):
+    """_launch.launch appends to the recorder of its own thread only (numba's launch path here:
+    no CUDA context on this machine), marked not replayable."""
+    calls = []
+
+    class K:
+        def __getitem__(self, cfg):
+            return lambda *args: calls.append((cfg, args))
+
+    monkeypatch.setattr(_launch, "current_context", lambda: 0)
+    stream = _launch.Stream(0)
+    monkeypatch.setattr(_launch.Stream, "numba", property(lambda self: "numba-stream"))
+    _launch.launch(K(), 2, 32, stream, 0, 1.0)
+    rec = _plan._Recording()
+    _launch.recorder.active = rec
+    try:
+        _launch.launch(K(), 3, 64, stream, 16, 2.0)
+    finally:
+        _launch.recorder.active = None
+    assert len(calls) == 2 and rec.launches == [(None, 3, 64, 0, 16, (2.0,))]

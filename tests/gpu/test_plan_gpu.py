@@ -1,0 +1,121 @@
+# SPDX-License-Identifier: Apache-2.0
+"""kernels.plan on the GPU: a plan replays its recorded launches (no call of the function) and
+gives, on new arrays, exactly the bits the function gives on them, for every kernels function,
+CuPy and PyTorch arrays, several device inputs, ``out=`` in place, an input at an address the
+vector accesses refuse (the recorded copy is replayed too), and on its own stream."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kernels
+from kernels import _launch
+
+pytestmark = pytest.mark.gpu
+cp = pytest.importorskip("cupy")
+rng = np.random.default_rng(21)
+
+
+def _sig(shape, dtype):
+    x = rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * rng.standard_normal(shape)
+    return cp.asarray(x.astype(dtype))
+
+
+CASES = {
+    "fft_convolve_real": (kernels.fft_convolve, lambda: ((_sig((16, 4096), np.float32), np.hanning(63)), {})),
+    "fft_convolve_c128": (kernels.fft_convolve, lambda: ((_sig((8, 512), np.complex128), np.hanning(17)), {})),
+    "fir_device_taps": (kernels.fir_filter, lambda: ((_sig((4, 70000), np.float32), _sig(127, np.float32)), {})),
+    "matched_filter": (kernels.matched_filter, lambda: ((_sig((32, 1024), np.complex64), _sig(128, np.complex64)),
+                                                        {"return_correlation": True})),
+    "matched_real": (kernels.matched_filter, lambda: ((_sig((8, 1024), np.float32), np.hanning(64)), {})),
+    "stft_power": (kernels.stft_power, lambda: ((_sig((4, 65536), np.float32), np.hanning(512), 256), {})),
+    "batched_gemm": (kernels.batched_gemm, lambda: ((_sig((64, 32, 32), np.float32), _sig((64, 32, 32), np.float32)),
+                                                    {})),
+    "beamform_spectra": (kernels.beamform_spectra, lambda: ((_sig((16, 16, 256), np.complex64),
+                                                             _sig((8, 16), np.complex64)), {})),
+    "add_noise": (kernels.add_noise, lambda: ((_sig((8, 4096), np.complex64), 6.0), {"seed": 3})),
+}
+
+
+def _arrays(args, kwargs):
+    return [a for a in args if isinstance(a, cp.ndarray)] + [v for v in kwargs.values() if isinstance(v, cp.ndarray)]
+
+
+def _renew(args, kwargs):
+    new = tuple(_sig(a.shape, a.dtype) if isinstance(a, cp.ndarray) else a for a in args)
+    return new, {k: (_sig(v.shape, v.dtype) if isinstance(v, cp.ndarray) else v) for k, v in kwargs.items()}
+
+
+def _bits(r):
+    return [cp.asnumpy(a).tobytes() for a in (r if isinstance(r, tuple) else (r,))]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_plan_replays_the_functions_bits_on_new_arrays(case, monkeypatch):
+    fn, make = CASES[case]
+    args, kwargs = make()
+    p = kernels.plan(fn, *args, **kwargs)
+    assert p.replayed, p
+    nlaunch = len(p._launches)
+    assert nlaunch >= 1
+    for _ in range(3):
+        new, newk = _renew(args, kwargs)
+        before = _launch.stats["fast_launches"]
+        with monkeypatch.context() as m:  # a call must not run the function
+            m.setattr(p, "fn", None)
+            got = p(*_arrays(new, newk))
+        assert _launch.stats["fast_launches"] - before == nlaunch
+        want = fn(*new, **newk)
+        assert _bits(got) == _bits(want)
+        assert all(not np.isnan(cp.asnumpy(a).astype(np.complex128)).any() for a in (got if isinstance(got, tuple) else (got,)))
+
+
+def test_torch_tensors_and_in_place_noise():
+    torch = pytest.importorskip("torch")
+    x = torch.randn(8, 2048, device="cuda")
+    p = kernels.plan(kernels.add_noise, x, 10.0, seed=9, out=x.clone())
+    assert p.names == ["x", "out"]
+    x2, o2 = torch.randn(8, 2048, device="cuda"), torch.empty(8, 2048, device="cuda")
+    assert p(x2, o2) is o2
+    want = kernels.add_noise(x2, 10.0, seed=9)
+    assert torch.equal(o2, want)
+    # planned with distinct x and out: an in-place call (x is out) would change what the kernels see
+    with pytest.raises(ValueError, match="must share memory as the planned ones did"):
+        p(x2, x2)
+    q = kernels.plan(kernels.add_noise, x, 10.0, seed=9, out=x)
+    y = x2.clone()
+    assert q(y, y) is y and torch.equal(y, want)
+
+
+def test_an_input_at_an_odd_address_replays_its_copy():
+    base = _sig(1 + 8 * 1024, np.complex64)
+    x = base[1:].reshape(8, 1024)  # 8-byte aligned, not 16: the kernel's loads need a copy
+    assert x.data.ptr % 16 == 8
+    p = kernels.plan(kernels.fft_convolve, x, np.hanning(33))
+    assert len(p._launches) == 2  # the copy, then the convolution
+    base2 = _sig(1 + 8 * 1024, np.complex64)
+    x2 = base2[1:].reshape(8, 1024)
+    assert _bits(p(x2)) == _bits(kernels.fft_convolve(x2, np.hanning(33)))
+    with pytest.raises(ValueError, match="address mod 16 = 8; got .*address mod 16 = 0"):
+        p(cp.ascontiguousarray(x2))
+
+
+def test_a_plan_runs_on_its_stream():
+    s = cp.cuda.Stream(non_blocking=True)
+    x = _sig((16, 4096), np.float32)
+    p = kernels.plan(kernels.fft_convolve, x, np.hanning(63), stream=s)
+    assert p.stream.handle == s.ptr
+    x2 = _sig((16, 4096), np.float32)
+    y = p(x2)
+    s.synchronize()
+    assert _bits(y) == _bits(kernels.fft_convolve(x2, np.hanning(63)))
+
+
+def test_numpy_results_cannot_be_planned():
+    with pytest.raises(TypeError, match="needs at least one device array"):
+        kernels.plan(kernels.fft_convolve, np.ones((2, 64), np.float32), np.ones(3))
+    with pytest.raises(TypeError, match="returned a ndarray, not a device array"):
+        kernels.plan(kernels.fft_convolve, np.ones((2, 64), np.float32), cp.ones(3))
