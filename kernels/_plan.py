@@ -99,7 +99,7 @@ class Plan:
     """
 
     def __init__(self, fn, args, kwargs, stream):
-        self.fn, self._args, self._kwargs = fn, list(args), dict(kwargs)
+        self.fn = fn
         # the variable arguments: every device array among args (by position) and kwargs (by name)
         self._slots = [i for i, a in enumerate(args) if on_device(a)]
         self._keys = [k for k, v in kwargs.items() if on_device(v)]
@@ -109,6 +109,9 @@ class Plan:
             raise TypeError(f"plan({fn.__name__}, ...) needs at least one device array argument (CuPy, PyTorch or "
                             "Numba): NumPy inputs are copied at every call, call the function instead")
         given = [args[i] for i in self._slots] + [kwargs[k] for k in self._keys]
+        # the fixed arguments (the device arrays' places left empty: the plan keeps no input alive)
+        self._args = [None if i in self._slots else a for i, a in enumerate(args)]
+        self._kwargs = {k: None if k in self._keys else v for k, v in kwargs.items()}
         probes = [_probe(n, a) for n, a in zip(self.names, given)]
         self._fp = [fp for fp, _ in probes]
         self._alias = _aliasing([ptr for _, ptr in probes])
@@ -116,11 +119,11 @@ class Plan:
         # the plan's stream, fixed now (None: the current stream of the first array's package)
         self.stream = resolve_stream(stream, SimpleNamespace(package=caller_kind(given[0], self.names[0])))
         if "stream" in _signature(fn):
-            self._kwargs["stream"] = self.stream.handle
+            self._kwargs["stream"] = kwargs["stream"] = self.stream.handle
         rec = _Recording()
         _launch.recorder.active = rec
         try:
-            result = fn(*args, **self._kwargs)
+            result = fn(*args, **kwargs)
         finally:
             _launch.recorder.active = None
         self.replayed = not simulator() and all(launch[0] is not None for launch in rec.launches)
@@ -150,8 +153,11 @@ class Plan:
             self._returns.append(hit)
         self._single = single
         fresh = {h[1] for h in self._returns if h[0] == "out"}
-        self._allocs = [(j, outs[j]) for j in sorted(fresh)]  # outputs allocated anew at each call
-        self._keep = [outs[j] for j in range(len(outs)) if j not in fresh]  # constants of the plan
+        # outputs allocated anew at each call: shape, dtype and the caller's package (not the
+        # planning call's operands, which would keep its arrays alive)
+        self._allocs = [(j, outs[j].dev.shape, outs[j].dev.dtype, SimpleNamespace(package=outs[j].like.package))
+                        for j in sorted(fresh)]
+        self._keep = [outs[j].dev for j in range(len(outs)) if j not in fresh]  # scratch: kept, reused
         self._launches = []
         for launcher, grid, block, stream, smem, args in rec.launches:
             values = _launch.param_values(launcher.argtypes, args)
@@ -204,8 +210,8 @@ class Plan:
             raise RuntimeError(f"this plan of {self.fn.__name__} was made in another CUDA context (device): "
                                "call it where it was made, or make a plan there")
         outs, made = {}, {}
-        for j, o in self._allocs:
-            new = Output(o.dev.shape, o.dev.dtype, o.like, self.stream)
+        for j, shape, dtype, like in self._allocs:
+            new = Output(shape, dtype, like, self.stream)
             made[j], outs[j] = new, new.dev.ptr
         bases = {"in": ins, "out": outs}
         with self._lock:

@@ -5,6 +5,8 @@ constants keep theirs; each way a call's array can differ from the planned one i
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from numba.core import types
@@ -58,8 +60,9 @@ def _recorded_plan(monkeypatch):
     monkeypatch.setattr(_plan, "simulator", lambda: False)
     monkeypatch.setattr(_plan, "Output", FakeOutput)
     x = Dev(0x1000, (4, 64))
-    scratch = FakeOutput((3, 64), np.float32, None, None, ptr=0x5000)
-    result = FakeOutput((4, 64), np.float32, "like-x", None, ptr=0x9000)
+    like = SimpleNamespace(package="cupy", obj=x)  # an Operand's fields
+    scratch = FakeOutput((3, 64), np.float32, like, None, ptr=0x5000)
+    result = FakeOutput((4, 64), np.float32, like, None, ptr=0x9000)
     spec = DevArray(0x3000, (33,), np.complex64, "spectrum owner")
     copy, main = FakeLauncher((A2, A2)), FakeLauncher((A2, A1, A2, types.int64, types.complex64))
     rec = _plan._Recording()
@@ -93,6 +96,9 @@ def test_a_call_patches_inputs_and_results_and_keeps_constants(monkeypatch):
     assert (grid, smem) == ((2, 1, 1), 1024)
     assert v[4] == 0x5000 and v[13] == 0x3000 and v[20] == new_result
     assert v[-3:] == [7, 1.0, 2.0]  # scalars as recorded
+    # the plan keeps neither the planning call's arrays nor its operands alive
+    assert all(not hasattr(a.owner, "like") and not hasattr(a, "like") for a in p._keep)
+    assert all(not hasattr(like, "obj") for *_, like in p._allocs)
     y2 = p(Dev(0x40000, (4, 64)))
     assert y2.__cuda_array_interface__["data"][0] != new_result  # a fresh result per call
     assert copy.calls[-1][4][4] == 0x40000 + 256
