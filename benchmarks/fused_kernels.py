@@ -39,7 +39,10 @@ measured at the start of the run (a kernel of independent ``cuda.fma`` chains on
 - matched: rows x (2 x 5 n log2 n + 6 n + 3 n); stft: frames x (2.5 n log2 n + n + 3 (n/2 + 1));
 - gemm: batch x 2 m n k; beamform: batch x (8 beams samples channels + beams x 5 s log2 s).
 
-Writes kernels.json and kernels.md into --out. Exits with status 2 and a message (no traceback)
+Writes kernels.json and kernels.md into --out. With ``--profile-window``, one call of each of our
+functions runs between cudaProfilerStart and cudaProfilerStop, e.g.
+``ncu --profile-from-start off --section SpeedOfLight --section WarpStateStats ... python
+benchmarks/fused_kernels.py --profile-window --cases matched``. Exits with status 2 and a message (no traceback)
 when no GPU is usable.
 """
 
@@ -69,6 +72,10 @@ def parse_args(argv=None):
     ap.add_argument("--mbytes", type=int, default=512, help="MiB of the largest input array per case")
     ap.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES), metavar="CASE",
                     help=f"subset of {', '.join(CASES)} (default: all)")
+    ap.add_argument("--profile-window", action="store_true",
+                    help="run one call of each of our functions between cudaProfilerStart/Stop, after its "
+                         "check and before its timing: under `ncu --profile-from-start off` exactly our "
+                         "kernels of one call per case are profiled")
     a = ap.parse_args(argv)
     if a.mbytes < 1:
         ap.error("--mbytes must be >= 1")
@@ -149,8 +156,12 @@ def _cnoise(rng, shape):
             + 1j * rng.standard_normal(shape, dtype=cp.float32)).astype(cp.complex64)
 
 
+PROFILE_WINDOW = False  # --profile-window (main sets it)
+
+
 def _measure(ours, peer, check):
-    """First calls, correctness (``check(y_ours, y_peer) -> dict``), then median timings."""
+    """First calls, correctness (``check(y_ours, y_peer) -> dict``), then median timings (with
+    --profile-window, one call of ``ours`` inside the profiler window before them)."""
     from triton.testing import do_bench
 
     y_ours, first = _first_call(ours)
@@ -158,6 +169,13 @@ def _measure(ours, peer, check):
     res = dict(first_call_s=round(first, 3), peer_first_call_s=round(peer_first, 3))
     res.update(check(y_ours, y_peer))
     del y_ours, y_peer
+    if PROFILE_WINDOW:
+        import cupy as cp
+
+        cp.cuda.profiler.start()
+        ours()
+        _sync()
+        cp.cuda.profiler.stop()
     res["ms"] = do_bench(ours, return_mode="median")
     res["peer_ms"] = do_bench(peer, return_mode="median")
     return res
@@ -449,7 +467,9 @@ def write_results(out, rows, meta, name="kernels", table=None):
 
 
 def main(argv=None):
+    global PROFILE_WINDOW
     args = parse_args(argv)
+    PROFILE_WINDOW = args.profile_window
     why = no_gpu_reason()
     if why:
         print(f"benchmarks/fused_kernels.py needs a CUDA GPU (with CuPy and triton): {why}", file=sys.stderr)

@@ -36,9 +36,9 @@ def _fake(i):
 
 def test_parse_args(bk):
     a = bk.parse_args([])
-    assert a.out == "bench_out" and a.mbytes == 512 and a.cases == list(bk.CASES)
-    a = bk.parse_args(["--out", "/tmp/x", "--mbytes", "64", "--cases", "fir", "gemm"])
-    assert (a.out, a.mbytes, a.cases) == ("/tmp/x", 64, ["fir", "gemm"])
+    assert a.out == "bench_out" and a.mbytes == 512 and a.cases == list(bk.CASES) and not a.profile_window
+    a = bk.parse_args(["--out", "/tmp/x", "--mbytes", "64", "--cases", "fir", "gemm", "--profile-window"])
+    assert (a.out, a.mbytes, a.cases, a.profile_window) == ("/tmp/x", 64, ["fir", "gemm"], True)
     for bad in (["--cases", "nope"], ["--mbytes", "0"]):
         with pytest.raises(SystemExit):
             bk.parse_args(bad)
