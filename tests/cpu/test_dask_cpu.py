@@ -38,7 +38,7 @@ def test_import_kernels_imports_no_dask():
 
 
 def test_public_functions_keep_signature_doc_and_pickle():
-    for name in kernels.__all__:
+    for name in sorted(set(kernels.__all__) - {"plan", "Plan"}):  # the signal functions
         f = getattr(kernels, name)
         assert f.__wrapped__.__name__ == name and f.__doc__ == f.__wrapped__.__doc__
         assert inspect.signature(f) == inspect.signature(f.__wrapped__)
