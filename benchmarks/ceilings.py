@@ -8,8 +8,9 @@ built from one kind of arithmetic instruction can reach at most on this machine.
   256 threads per SM; 2 FLOP per FMA). The bound of the fp32 FFT kernels and of cuBLASDx's fp32
   GEMM (FFMA: no tensor cores for fp32 operands).
 - ``mma_sync_f16`` / ``mma_sync_bf16``: FLOP/s of the warp-level tensor-core instruction
-  ``mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32`` (4 independent accumulator
-  chains per warp, 8 warps per block, 4 blocks per SM; 2 x 16 x 8 x 16 FLOP per instruction).
+  ``mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32`` (4 or 8 independent
+  accumulator chains per warp, 8 warps per block, 4 or 8 blocks per SM: the best of the four;
+  2 x 16 x 8 x 16 FLOP per instruction).
   This is the instruction cuBLASDx 0.4 (nvidia-mathdx 25.6) uses for half-precision GEMMs on
   sm_90: its database (``cublasdx/database/cute_tensor_configs.hpp``) maps sm_90 to SM80 MMA
   atoms, never to the Hopper warpgroup instructions (``wgmma``) that cuBLAS uses, so a GEMM made
@@ -26,11 +27,11 @@ _MMA_SRC = r"""
 extern "C" __global__ void mma_chains(float* out, int steps) {
     unsigned a0 = threadIdx.x * 0x00010001u, a1 = a0 ^ 0x00100010u, a2 = a0 ^ 0x00200020u, a3 = a0 ^ 0x00300030u;
     unsigned b0 = a0 ^ 0x00400040u, b1 = a0 ^ 0x00500050u;
-    float c[4][4];
-    for (int j = 0; j < 4; ++j) for (int i = 0; i < 4; ++i) c[j][i] = 0.f;
+    float c[CHAINS][4];
+    for (int j = 0; j < CHAINS; ++j) for (int i = 0; i < 4; ++i) c[j][i] = 0.f;
     for (int s = 0; s < steps; ++s) {
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
+        for (int j = 0; j < CHAINS; ++j) {
             asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.TYPE.TYPE.f32 "
                          "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                          : "+f"(c[j][0]), "+f"(c[j][1]), "+f"(c[j][2]), "+f"(c[j][3])
@@ -38,18 +39,21 @@ extern "C" __global__ void mma_chains(float* out, int steps) {
         }
     }
     float t = 0.f;
-    for (int j = 0; j < 4; ++j) for (int i = 0; i < 4; ++i) t += c[j][i];
+    for (int j = 0; j < CHAINS; ++j) for (int i = 0; i < 4; ++i) t += c[j][i];
     out[blockIdx.x * blockDim.x + threadIdx.x] = t;
 }
 """
 MMA_TYPES = {"f16": "f16", "bf16": "bf16"}
 
 
-def mma_source(kind: str) -> str:
-    """CUDA C++ of the mma.sync chain kernel for ``kind`` ('f16' or 'bf16')."""
+def mma_source(kind: str, chains: int = 4) -> str:
+    """CUDA C++ of the mma.sync kernel for ``kind`` ('f16' or 'bf16'): ``chains`` independent
+    accumulators per warp, each step one ``mma.sync`` on each."""
     if kind not in MMA_TYPES:
         raise ValueError(f"kind must be one of {sorted(MMA_TYPES)}, got {kind!r}")
-    return _MMA_SRC.replace("TYPE", MMA_TYPES[kind])
+    if isinstance(chains, bool) or not isinstance(chains, int) or not 1 <= chains <= 16:
+        raise ValueError(f"chains must be an int from 1 to 16, got {chains!r}")
+    return _MMA_SRC.replace("TYPE", MMA_TYPES[kind]).replace("CHAINS", str(chains))
 
 
 def _best_seconds(launch, reps=5) -> float:
@@ -95,17 +99,22 @@ def measure_fp32_fma_rate() -> float:
 
 
 def measure_mma_sync_rate(kind: str) -> float:
-    """FLOP/s of ``mma.sync`` m16n8k16 with fp32 accumulation for ``kind`` inputs (see the module)."""
+    """FLOP/s of ``mma.sync`` m16n8k16 with fp32 accumulation for ``kind`` inputs: the best of
+    4 or 8 chains per warp and 4 or 8 blocks of 8 warps per SM (see the module)."""
     import cupy as cp
     from numba import cuda
 
-    kernel = cp.RawKernel(mma_source(kind), "mma_chains")  # NVRTC, for this GPU's architecture
     sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
-    blocks, threads, steps, chains = 4 * sms, 256, 4096, 4
-    out = cp.empty(blocks * threads, cp.float32)
-    seconds = _best_seconds(lambda: kernel((blocks,), (threads,), (out, np.int32(steps))))
-    warps = blocks * threads // 32
-    return 2.0 * 16 * 8 * 16 * chains * steps * warps / seconds
+    threads, steps, best = 256, 4096, 0.0
+    for chains in (4, 8):
+        kernel = cp.RawKernel(mma_source(kind, chains), "mma_chains")  # NVRTC, for this GPU
+        for per_sm in (4, 8):
+            blocks = per_sm * sms
+            out = cp.empty(blocks * threads, cp.float32)
+            seconds = _best_seconds(lambda k=kernel, b=blocks, o=out: k((b,), (threads,), (o, np.int32(steps))))
+            warps = blocks * threads // 32
+            best = max(best, 2.0 * 16 * 8 * 16 * chains * steps * warps / seconds)
+    return best
 
 
 def measure_all() -> dict:

@@ -23,21 +23,25 @@ def _load(name):
     return mod
 
 
-@pytest.mark.parametrize("kind", ["f16", "bf16"])
-def test_mma_kernel_links_for_sm90_with_four_mma_per_step(kind):
-    src = _load("ceilings").mma_source(kind)
+@pytest.mark.parametrize("kind, chains", [("f16", 4), ("bf16", 4), ("bf16", 8)])
+def test_mma_kernel_links_for_sm90_with_one_mma_per_chain_and_step(kind, chains):
+    src = _load("ceilings").mma_source(kind, chains)
     ptx = toolchain.compile_source(src, 90, "ptx", name=f"mma_{kind}.cu").decode()
     mmas = re.findall(r"mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.(\w+)\.(\w+)\.f32", ptx)
-    # the 4 independent chains of each step (NVRTC unrolls the step loop a few times as well)
-    assert mmas and len(mmas) % 4 == 0 and set(mmas) == {(kind, kind)}, mmas
+    # the independent chains of each step (NVRTC may unroll the step loop a few times as well)
+    assert mmas and len(mmas) % chains == 0 and set(mmas) == {(kind, kind)}, mmas
     ltoir = toolchain.compile_source(src, 90, "ltoir", name=f"mma_{kind}.cu")
     cubin = toolchain.link_cubin([("ltoir", ltoir, f"mma_{kind}.ltoir")], 90)
     assert cubin[:4] == b"\x7fELF"
 
 
-def test_mma_source_names_a_bad_kind():
+def test_mma_source_names_a_bad_kind_or_chain_count():
+    c = _load("ceilings")
     with pytest.raises(ValueError, match="kind must be one of \\['bf16', 'f16'\\], got 'tf32'"):
-        _load("ceilings").mma_source("tf32")
+        c.mma_source("tf32")
+    for bad in (0, 17, 2.0, True):
+        with pytest.raises(ValueError, match="chains must be an int from 1 to 16"):
+            c.mma_source("f16", bad)
 
 
 def test_device_gemm_table_gives_each_case_its_ceiling():
