@@ -19,10 +19,12 @@ from __future__ import annotations
 import threading
 from types import SimpleNamespace
 
+import numpy as np
+
 from mathdx_operands import caller_kind, current_context, on_device, resolve_stream, simulator
 
 from . import _launch
-from ._arrays import DevArray, Output
+from ._arrays import DevArray, Output, _c_contiguous
 
 
 class _Recording:
@@ -44,16 +46,21 @@ def _locate(ptr: int, nbytes: int, regions) -> tuple[int, int] | None:
 
 
 def _probe(name, obj) -> tuple[tuple, int]:
-    """(fingerprint, address) of a call's array. The fingerprint is what it must share with the
-    planned one: package type, device, shape, dtype, C order (DevArray.of refuses other orders)
-    and address mod 16 (the kernels' vector accesses depend on it)."""
-    if not hasattr(obj, "__cuda_array_interface__"):  # the simulator's device array
+    """(fingerprint, address) of a call's array, from one read of ``__cuda_array_interface__``.
+    The fingerprint is what it must share with the planned one: package type, device, shape,
+    dtype (type string), address mod 16 (the kernels' vector accesses depend on it); ValueError
+    naming ``name`` unless it is C-contiguous."""
+    if not hasattr(type(obj), "__cuda_array_interface__") and simulator():  # the simulator's array
         if not obj.is_c_contiguous():
             raise ValueError(f"{name} must be C-contiguous")
         ptr = obj._ary.ctypes.data
-        return (type(obj), None, tuple(obj.shape), obj._ary.dtype, ptr % 16), ptr
-    dev = DevArray.of(obj, name)
-    return (type(obj), _device(obj), dev.shape, dev.dtype, dev.ptr % 16), dev.ptr
+        return (type(obj), None, tuple(obj.shape), obj._ary.dtype.str, ptr % 16), ptr
+    cai = obj.__cuda_array_interface__
+    shape, typestr, strides = tuple(cai["shape"]), cai["typestr"], cai.get("strides")
+    if strides is not None and not _c_contiguous(shape, strides, np.dtype(typestr).itemsize):
+        raise ValueError(f"{name} must be C-contiguous (got strides {tuple(strides)})")
+    ptr = cai["data"][0] or 0
+    return (type(obj), _device(obj), shape, typestr, ptr % 16), ptr
 
 
 def _device(obj):
@@ -188,7 +195,7 @@ class Plan:
                             f"({', '.join(self.names)}), got {len(arrays)}")
         ins = []
         for name, a, fp in zip(self.names, arrays, self._fp):
-            if not on_device(a):
+            if type(a) is not fp[0]:
                 raise TypeError(f"{name} must be a device array like the planned one ({fp[0].__name__}), "
                                 f"got {type(a).__name__}")
             got, ptr = _probe(name, a)
@@ -234,9 +241,9 @@ class Plan:
 
 
 def _describe(fp) -> str:
-    cls, device, shape, dtype, mod = fp
+    cls, device, shape, typestr, mod = fp
     where = "" if device is None else f" on device {device}"
-    return f"{cls.__module__.split('.')[0]} {dtype.name} {shape}{where}, address mod 16 = {mod}"
+    return f"{cls.__module__.split('.')[0]} {np.dtype(typestr).name} {shape}{where}, address mod 16 = {mod}"
 
 
 def _signature(fn) -> dict:
