@@ -123,3 +123,29 @@ def test_numpy_results_cannot_be_planned():
         kernels.plan(kernels.fft_convolve, np.ones((2, 64), np.float32), np.ones(3))
     with pytest.raises(TypeError, match="returned a ndarray, not a device array"):
         kernels.plan(kernels.fft_convolve, np.ones((2, 64), np.float32), cp.ones(3))
+
+
+def test_threads_share_one_plan_with_a_scratch_buffer():
+    """Each call's launches are enqueued together (the plan's lock), so calls from several threads
+    on one plan never interleave around its reused scratch buffer (the aligned copy)."""
+    import threading
+
+    x = _odd_complex(16, 512)
+    p = kernels.plan(kernels.fft_convolve, x, np.hanning(17))
+    assert len(p._launches) == 2
+    inputs = [[_odd_complex(16, 512) for _ in range(8)] for _ in range(4)]
+    outs = [[None] * 8 for _ in range(4)]
+
+    def work(t):
+        for i, xi in enumerate(inputs[t]):
+            outs[t][i] = p(xi)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    cp.cuda.get_current_stream().synchronize()
+    for t in range(4):
+        for i in range(8):
+            assert _bits(outs[t][i]) == _bits(kernels.fft_convolve(inputs[t][i], np.hanning(17)))
