@@ -136,13 +136,23 @@ def _ours(a, b, c, bias, size, prec, tiles, fused):
     """(best ms, config, all (config, ms)) of our pipeline GEMM over ``tiles``."""
     from numba import cuda
 
-    rows, runs = [], {}
+    from nvmath_device import prepare
+
+    rows, runs, made = [], {}, {}
+    for tile in tiles:  # descriptors and pipelines first: their units compile in parallel
+        try:
+            MM = _descriptor(tile, prec)
+            made[tile] = (MM, MM.suggest_device_pipeline(tile[4], a, b))
+        except Exception as e:  # noqa: BLE001  (recorded below)
+            made[tile] = e
+    prepare(*[dp for v in made.values() if not isinstance(v, Exception) for dp in v[1:]])
     for tile in tiles:
         tm, tn, tk, threads, depth, blocks = tile
         cfg = f"{tm}x{tn}x{tk} {threads}thr depth {depth} {blocks} blocks/SM asked"
         try:
-            MM = _descriptor(tile, prec)
-            dp = MM.suggest_device_pipeline(depth, a, b)
+            if isinstance(made[tile], Exception):
+                raise made[tile]
+            MM, dp = made[tile]
             kern = _kernel(MM, size, fused, blocks)
             grid = (size // tm, size // tn)
 

@@ -14,7 +14,7 @@ import pickle
 import subprocess
 import sys
 
-from . import cache, fft_codegen, gemm_codegen, tensor_codegen
+from . import cache, fft_codegen, gemm_codegen, pipeline_codegen, tensor_codegen
 
 __all__ = ["build_ltoir", "build_tensor_ops"]
 
@@ -22,7 +22,7 @@ __all__ = ["build_ltoir", "build_tensor_ops"]
 def _build_one(item) -> bool:
     kind, desc = item
     if kind == "tensor":
-        desc.ltoir()  # a nvmath_device._tensor_code.TensorOp
+        desc.ltoir()  # a unit with its own ltoir(): TensorOp (_tensor_code) or PipelineOp (_pipeline)
     else:
         (fft_codegen.fft_ltoir if kind == "fft" else gemm_codegen.gemm_ltoir)(desc)
     return True
@@ -75,11 +75,13 @@ def build_tensor_ops(ops, workers: int | None = None) -> None:
         p.wait()
 
 
-def build_ltoir(ffts, mms, workers: int | None = None) -> None:
-    """Compile the LTO-IR of ``ffts`` (with their archs' twiddle tables) and ``mms`` not cached
-    yet, ``workers`` child processes at a time (default: one per core), then the FFT traits."""
+def build_ltoir(ffts, mms, workers: int | None = None, pipelines=()) -> None:
+    """Compile the LTO-IR of ``ffts`` (with their archs' twiddle tables), ``mms`` and
+    ``pipelines`` (PipelineOp: a tile pipeline's K loop) not cached yet, ``workers`` child
+    processes at a time (default: one per core), then the FFT traits."""
     ffts = list(dict.fromkeys(ffts))
     mms = list(dict.fromkeys(mms))
+    pipelines = list(dict.fromkeys(pipelines))
     # a 'suggested' GEMM block shape is part of the shim text: one NVRTC run for their traits
     gemm_codegen.prefetch_traits([mm for mm in mms if mm._key[5] == "suggested"])
     twiddle_sms = sorted({fft.sm for fft in ffts})
@@ -87,6 +89,7 @@ def build_ltoir(ffts, mms, workers: int | None = None) -> None:
         fft_codegen._twiddle_job(sm)
     todo = [("fft", f) for f in ffts if cache.get(fft_codegen.ltoir_key(f)) is None]
     todo += [("gemm", m) for m in mms if cache.get(gemm_codegen._ltoir_key(m)) is None]
+    todo += [("tensor", op) for op in pipelines if cache.get(pipeline_codegen.pipeline_key(op.mm, op.spec)) is None]
     _run(todo, workers)
     for sm in twiddle_sms:
         fft_codegen.twiddle_ltoir(sm)

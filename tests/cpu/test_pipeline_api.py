@@ -185,3 +185,31 @@ def test_device_methods_outside_kernels_say_so():
         dp.get_tile(None, 0, 0)
     with pytest.raises(RuntimeError, match="TilePipeline.execute is a device function"):
         TilePipeline(dp).execute(None)
+
+
+def test_prepare_compiles_pipeline_units_together(tmp_path, monkeypatch):
+    """nvmath_device.prepare takes DevicePipelines: their K-loop units (as a kernel on the suggested
+    accumulator links them) are built in the same parallel batch as the descriptors'."""
+    import nvmath_device
+    from nvmath_device._build import cache, parallel, pipeline_codegen
+    from nvmath_device._pipeline import PipelineOp
+
+    monkeypatch.setenv("NUMBA_MATHDX_CACHE_DIR", str(tmp_path))
+    batches = []
+    real_run = parallel._run
+
+    def run(todo, workers):  # in this process (the test's subject is what is built, not where)
+        batches.append([kind for kind, _ in todo])
+        real_run(todo, 1)
+
+    monkeypatch.setattr(parallel, "_run", run)
+    dps = [_pipeline(depth=2), _pipeline(depth=3), _pipeline(depth=3)]  # two distinct units
+    nvmath_device.prepare(*dps)
+    assert batches == [["tensor", "tensor"]]
+    for dp in dps:
+        op = PipelineOp(dp.mm, dp._spec)
+        assert cache.get(pipeline_codegen.pipeline_key(op.mm, op.spec)) == op.ltoir()
+    nvmath_device.prepare(*dps)  # all cached: nothing to build
+    assert batches[-1] == []
+    with pytest.raises(TypeError, match="argument 1 is a str"):
+        nvmath_device.prepare(dps[0], "pipeline")
