@@ -21,7 +21,14 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from mathdx_operands import caller_kind, current_context, on_device, resolve_stream, simulator
+from mathdx_operands import (
+    caller_kind,
+    current_context,
+    ensure_context,
+    on_device,
+    resolve_stream,
+    simulator,
+)
 
 from . import _launch
 from ._arrays import DevArray, Output, _c_contiguous
@@ -213,7 +220,10 @@ class Plan:
             for k, a in zip(self._keys, arrays[len(self._slots):]):
                 kwargs[k] = a
             return self.fn(*args, **kwargs)
-        if current_context() != self._ctx:
+        ctx = current_context()
+        if ctx == 0:  # a thread with no current context (a new thread): numba makes its own current
+            ctx = ensure_context()
+        if ctx != self._ctx:
             raise RuntimeError(f"this plan of {self.fn.__name__} was made in another CUDA context (device): "
                                "call it where it was made, or make a plan there")
         outs, made = {}, {}

@@ -125,6 +125,14 @@ def test_a_call_refuses_another_context_and_a_wrong_count(monkeypatch):
     with pytest.raises(RuntimeError, match="made in another CUDA context"):
         p(Dev(0x20000, (4, 64)))
     assert not copy.calls
+    # a thread with no current context gets numba's made current, then the same check
+    monkeypatch.setattr(_plan, "current_context", lambda: 0)
+    monkeypatch.setattr(_plan, "ensure_context", lambda: 42)
+    p(Dev(0x20000, (4, 64)))
+    monkeypatch.setattr(_plan, "ensure_context", lambda: 44)
+    with pytest.raises(RuntimeError, match="made in another CUDA context"):
+        p(Dev(0x20000, (4, 64)))
+    assert len(copy.calls) == 1
 
 
 def test_aliasing_pattern_and_regions():
