@@ -173,7 +173,7 @@ def resident_blocks(kernel, block, smem: int, *args) -> int | None:
     if simulator():
         return None
     argtypes = tuple(_argtype(a) for a in args)
-    block = (block, 1, 1) if isinstance(block, int) else tuple(block) + (1,) * (3 - len(block))
+    block = dim3(block)
     key = (kernel, argtypes, block, int(smem), current_context())
     n = _RESIDENT.get(key)
     if n is None:
