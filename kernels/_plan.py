@@ -7,9 +7,9 @@ kernel launch and :class:`kernels._arrays.Output` every allocation. Each recorde
 is then an input (a device array the caller passes again at each call, at an offset into it), a
 result (allocated anew at each call) or a constant of the plan (filter spectra, windows,
 intermediate buffers: kept alive by the plan and reused, in the plan's stream order). A call
-checks each new array against the planned one (package, shape, dtype, C order, address
-alignment mod 16, the CUDA context), allocates the results and relaunches the recorded kernels
-with their pointers patched: no argument parsing, descriptor lookup, typing or spectrum work.
+checks each new array against the planned one (package, device, shape, dtype, C order, address
+mod 16, which arrays share memory, the CUDA context), allocates the results and relaunches the
+recorded kernels with their pointers patched: no argument parsing, descriptor lookup, typing or spectrum work.
 Where launches cannot be replayed (the simulator, ``NUMBA_MATHDX_FAST_LAUNCH=0``) the plan
 still checks its arguments the same way and then calls the function.
 """
