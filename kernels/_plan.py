@@ -9,8 +9,8 @@ result (allocated anew at each call) or a constant of the plan (filter spectra, 
 intermediate buffers: kept alive by the plan and reused, in the plan's stream order). A call
 checks each new array against the planned one (package, device, shape, dtype, C order, address
 mod 16, which arrays share memory, the CUDA context), allocates the results and relaunches the
-recorded kernels with their pointers patched: no argument parsing, descriptor lookup, typing or spectrum work.
-Where launches cannot be replayed (the simulator, ``NUMBA_MATHDX_FAST_LAUNCH=0``) the plan
+recorded kernels with their pointers patched: no argument parsing, descriptor lookup, typing
+or host-side spectrum work (a device-taps spectrum kernel is one of the replayed launches). Where launches cannot be replayed (the simulator, ``NUMBA_MATHDX_FAST_LAUNCH=0``) the plan
 still checks its arguments the same way and then calls the function.
 """
 
