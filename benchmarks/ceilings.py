@@ -16,12 +16,20 @@ built from one kind of arithmetic instruction can reach at most on this machine.
   atoms, never to the Hopper warpgroup instructions (``wgmma``) that cuBLAS uses, so a GEMM made
   with it cannot be faster than this ceiling however well it is pipelined.
 
+- FFT throughput (``measure_fft_rate(fwd, inv)``): FFTs per second of cuFFTDx Block FFT
+  descriptors run back to back on data that never leaves registers and shared memory (each
+  block chains ``reps`` forward [+ inverse] FFTs, rescaling between them): the arithmetic,
+  shared-memory exchanges and synchronisation of the FFTs themselves, without loads or stores
+  of the signal. The FFT kernels of ``kernels`` cannot run faster than their FFT work at this
+  rate, whatever their memory traffic: ``fused_kernels.py`` reports that bound per case.
+
 Each figure is the best of 5 CUDA-event-timed launches after one warm-up.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from numba import cuda  # a module global: the simulator swaps it inside kernels
 
 _MMA_SRC = r"""
 extern "C" __global__ void mma_chains(float* out, int steps) {
@@ -57,8 +65,6 @@ def mma_source(kind: str, chains: int = 4) -> str:
 
 
 def _best_seconds(launch, reps=5) -> float:
-    from numba import cuda
-
     launch()
     cuda.synchronize()
     best = float("inf")
@@ -74,7 +80,7 @@ def _best_seconds(launch, reps=5) -> float:
 
 def measure_fp32_fma_rate() -> float:
     """FLOP/s of fp32 FMAs on this GPU (see the module)."""
-    from numba import cuda, float32
+    from numba import float32
 
     @cuda.jit
     def fma_chains(out, steps):
@@ -102,7 +108,6 @@ def measure_mma_sync_rate(kind: str) -> float:
     """FLOP/s of ``mma.sync`` m16n8k16 with fp32 accumulation for ``kind`` inputs: the best of
     4 or 8 chains per warp and 4 or 8 blocks of 8 warps per SM (see the module)."""
     import cupy as cp
-    from numba import cuda
 
     sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
     threads, steps, best = 256, 4096, 0.0
@@ -115,6 +120,72 @@ def measure_mma_sync_rate(kind: str) -> float:
             warps = blocks * threads // 32
             best = max(best, 2.0 * 16 * 8 * 16 * chains * steps * warps / seconds)
     return best
+
+
+def fft_chain_kernel(fwd, inv=None):
+    """A kernel ``(out, reps)`` chaining ``reps`` times ``fwd`` (then ``inv``) on each block's
+    registers, rescaled after each step so that the values stay bounded (by 1/n after a forward
+    + inverse pair, which returns the input; by 1/sqrt(n) after a forward FFT alone); each thread
+    then writes the sum of its input registers to ``out[thread]``. Launch with ``fwd.block_dim``
+    threads and ``fwd.shared_memory_size`` bytes of dynamic shared memory."""
+    import math
+
+    prec = fwd.precision_type
+    s2 = 2 * max(fwd.storage_size, inv.storage_size if inv is not None else 0)
+    real = fwd.fft_type == "r2c"
+    folded = real and fwd.real_fft_options["real_mode"] == "folded"
+    nin = fwd.input_ept if real and not folded else 2 * fwd.input_ept  # input registers (floats)
+    fpb, bdx = fwd.ffts_per_block_value, fwd.block_dim[0]
+    scale = np.dtype(prec).type(1.0 / fwd.size if inv is not None else 1.0 / math.sqrt(fwd.size))
+    step, zero = np.dtype(prec).type(1.0 / 64), np.dtype(prec).type(0)
+    nthreads = fwd.block_dim[0] * fwd.block_dim[1] * fwd.block_dim[2]
+
+    pair = inv is not None
+    second = inv if pair else fwd  # typed in both variants; run only in the pair (a constant branch)
+
+    @cuda.jit(launch_bounds=nthreads)
+    def fft_chain(out, reps):
+        r = cuda.local.array(s2, dtype=prec, alignment=16)
+        smem = cuda.shared.array(0, dtype=prec)
+        t = (cuda.blockIdx.x * fpb + cuda.threadIdx.y) * bdx + cuda.threadIdx.x
+        for i in range(s2):
+            r[i] = ((t * 7 + i * 3) % 13 - 6) * step if i < nin else zero
+        for _ in range(reps):
+            fwd.execute(r, smem)
+            if pair:
+                cuda.syncthreads()
+                second.execute(r, smem)
+            for i in range(s2):
+                r[i] *= scale
+            cuda.syncthreads()
+        acc = zero
+        for i in range(nin):
+            acc += r[i]
+        out[t] = acc
+
+    return fft_chain
+
+
+def fft_chain_sums(fwd, blocks: int) -> np.ndarray:
+    """What :func:`fft_chain_kernel`'s forward + inverse chain writes for ``blocks`` blocks: each
+    thread's sum of its input registers, the pair returning its input (a round trip)."""
+    prec = fwd.precision_type
+    real = fwd.fft_type == "r2c"
+    folded = real and fwd.real_fft_options["real_mode"] == "folded"
+    nin = fwd.input_ept if real and not folded else 2 * fwd.input_ept
+    t = np.arange(blocks * fwd.ffts_per_block_value * fwd.block_dim[0])[:, None]
+    i = np.arange(nin)[None, :]
+    return (((t * 7 + i * 3) % 13 - 6) / 64).sum(axis=1).astype(prec)
+
+
+def measure_fft_rate(fwd, inv=None, reps: int = 32) -> float:
+    """Forward (+ inverse) FFTs per second of these Block descriptors on this GPU (see the
+    module): 8 blocks per SM, ``reps`` chained steps per block, the best of 5 launches."""
+    kernel = fft_chain_kernel(fwd, inv)
+    blocks = 8 * cuda.get_current_device().MULTIPROCESSOR_COUNT
+    out = cuda.device_array(blocks * fwd.ffts_per_block_value * fwd.block_dim[0], fwd.precision_type)
+    cfg = kernel[blocks, fwd.block_dim, 0, fwd.shared_memory_size]
+    return blocks * fwd.ffts_per_block_value * reps / _best_seconds(lambda: cfg(out, reps))
 
 
 def measure_all() -> dict:

@@ -9,6 +9,7 @@ import importlib.util
 import os
 import re
 
+import numpy as np
 import pytest
 
 from nvmath_device._build import toolchain
@@ -57,3 +58,18 @@ def test_device_gemm_table_gives_each_case_its_ceiling():
     assert "mma_sync_bf16 550 TFLOP/s" in md
     md = dg.render(res[:1], 4096, "GPU", {"mma_sync_bf16": "ImportError: no cupy"})
     assert "| 275 | - |" in md and "mma_sync_bf16: ImportError: no cupy" in md
+
+
+@pytest.mark.parametrize("n, real, pair", [(4096, True, True), (512, False, True), (512, True, False)])
+def test_fft_chain_kernels_link_for_sm90(n, real, pair):
+    """The FFT-throughput kernels of the fused kernels' own descriptor pairs link for sm_90 with no
+    local-memory frame (a spill would make the ceiling the spills')."""
+    from numba import types
+
+    from kernels._fused import _pair_descriptors, can_fold
+    from nvmath_device import aot
+
+    fwd, inv = _pair_descriptors(n, np.float32, real, "suggested", "suggested", sm=90, folded=real and can_fold(n))
+    kern = _load("ceilings").fft_chain_kernel(fwd, inv if pair else None)
+    out = aot.compile_kernel(kern.py_func, (types.float32[::1], types.int64), sm=90)
+    assert out.frame_bytes == 0, out.frame_bytes

@@ -1,0 +1,48 @@
+# SPDX-License-Identifier: Apache-2.0
+"""benchmarks/ceilings.py's FFT-throughput kernel under the simulator: its forward + inverse chain
+really runs the FFTs (after rescaling, each step returns its input, so every thread's sum is the
+known one; a chain that skipped or broke an FFT would not), for the fused kernels' own c2c and
+folded real descriptor pairs; the forward-only chain stays finite."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import numpy as np
+import pytest
+from numba import cuda
+
+from kernels._fused import can_fold, fft_pair
+
+_PATH = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "ceilings.py")
+
+
+def _ceilings():
+    spec = importlib.util.spec_from_file_location("bench_ceilings", _PATH)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("n, real, reps", [(64, False, 2), (64, True, 2), (128, True, 1)])
+def test_fft_chain_pair_returns_its_input(n, real, reps):
+    c = _ceilings()
+    fwd, inv = fft_pair(n, np.float32, real, folded=real and can_fold(n))
+    kern = c.fft_chain_kernel(fwd, inv)
+    blocks = 2
+    out = cuda.to_device(np.full(blocks * fwd.ffts_per_block_value * fwd.block_dim[0], np.nan, np.float32))
+    kern[blocks, fwd.block_dim, 0, fwd.shared_memory_size](out, reps)
+    want = c.fft_chain_sums(fwd, blocks)
+    np.testing.assert_allclose(out.copy_to_host(), want, atol=2e-5)
+    assert np.abs(want).max() > 0.05  # a test that zeros would not pass
+
+
+def test_fft_chain_forward_only_stays_finite():
+    c = _ceilings()
+    fwd, _ = fft_pair(64, np.float32, False)
+    kern = c.fft_chain_kernel(fwd)
+    out = cuda.to_device(np.full(fwd.ffts_per_block_value * fwd.block_dim[0], np.nan, np.float32))
+    kern[1, fwd.block_dim, 0, fwd.shared_memory_size](out, 4)
+    got = out.copy_to_host()
+    assert np.isfinite(got).all() and np.abs(got).max() < 10
