@@ -39,6 +39,13 @@ measured at the start of the run (a kernel of independent ``cuda.fma`` chains on
 - matched: rows x (2 x 5 n log2 n + 6 n + 3 n); stft: frames x (2.5 n log2 n + n + 3 (n/2 + 1));
 - gemm: batch x 2 m n k; beamform: batch x (8 beams samples channels + beams x 5 s log2 s).
 
+FFT-work bound (measured, beside the FLOP-count bound above, which 5 n log2 n undercounts for
+cuFFTDx: its shared-memory exchanges, twiddles and synchronisation are not FMAs): each FFT case's
+FFTs at the throughput of the fused kernels' own float32 descriptors (``kernels._fused.fft_pair``;
+forward + inverse pairs, forward only for stft and beamform, whose descriptor is approximated by
+fft_pair's) chained in registers and shared memory (``benchmarks/ceilings.py``); the table gives
+ours against max(floor, FFT work).
+
 Writes kernels.json and kernels.md into --out. With ``--profile-window``, one call of each of our
 functions runs between cudaProfilerStart and cudaProfilerStop, e.g.
 ``ncu --profile-from-start off --section SpeedOfLight --section WarpStateStats ... python
@@ -205,7 +212,8 @@ def case_conv_real(K, mbytes):
 
     res = _measure(lambda: K.fft_convolve(x, h), peer, check)
     return dict(shape=f"{rows}x{n} f32, {ntaps} taps", peer="CuPy rfft * H -> irfft",
-                bytes=2 * x.nbytes, flops=rows * (2 * _rfft_flops(n) + 6 * (n // 2 + 1)), **res)
+                bytes=2 * x.nbytes, flops=rows * (2 * _rfft_flops(n) + 6 * (n // 2 + 1)),
+                fft=(n, True, rows, True), **res)
 
 
 def case_conv_complex(K, mbytes):
@@ -229,7 +237,7 @@ def case_conv_complex(K, mbytes):
 
     res = _measure(lambda: K.fft_convolve(x, h), peer, check)
     return dict(shape=f"{rows}x{n} c64, {ntaps} taps", peer="CuPy fft * H -> ifft",
-                bytes=2 * x.nbytes, flops=rows * (2 * _cfft_flops(n) + 6 * n), **res)
+                bytes=2 * x.nbytes, flops=rows * (2 * _cfft_flops(n) + 6 * n), fft=(n, False, rows, True), **res)
 
 
 def case_fir(K, mbytes):
@@ -258,7 +266,8 @@ def case_fir(K, mbytes):
     nfft = 512  # fir_filter's default segment FFT for 127 taps: the smallest power of 2 >= 4 * 127
     segments = rows * -(-length // (nfft - ntaps + 1))
     return dict(shape=f"{rows}x{length} f32, {ntaps} taps", peer="cupyx oaconvolve(axes=-1)[:, :L]",
-                bytes=2 * x.nbytes, flops=segments * (2 * _rfft_flops(nfft) + 6 * (nfft // 2 + 1)), **res)
+                bytes=2 * x.nbytes, flops=segments * (2 * _rfft_flops(nfft) + 6 * (nfft // 2 + 1)),
+                fft=(nfft, True, segments, True), **res)
 
 
 def case_matched(K, mbytes):
@@ -299,7 +308,8 @@ def case_matched(K, mbytes):
 
     res = _measure(lambda: K.matched_filter(x, t), peer, check)
     return dict(shape=f"{rows}x{n} c64, {m}-sample template", peer="CuPy fft * conj(T) -> ifft -> abs^2 -> argmax",
-                bytes=x.nbytes + rows * (4 + 4), flops=rows * (2 * _cfft_flops(n) + 6 * n + 3 * n), **res)
+                bytes=x.nbytes + rows * (4 + 4), flops=rows * (2 * _cfft_flops(n) + 6 * n + 3 * n),
+                fft=(n, False, rows, True), **res)
 
 
 def case_stft(K, mbytes):
@@ -328,7 +338,8 @@ def case_stft(K, mbytes):
     res = _measure(lambda: K.stft_power(x, w, hop), peer, check)
     return dict(shape=f"{batch}x{length} f32, nfft {nfft}, hop {hop}", peer="CuPy strided frames * w -> rfft -> abs^2",
                 bytes=x.nbytes + batch * nfr * (nfft // 2 + 1) * 4,
-                flops=batch * nfr * (_rfft_flops(nfft) + nfft + 3 * (nfft // 2 + 1)), **res)
+                flops=batch * nfr * (_rfft_flops(nfft) + nfft + 3 * (nfft // 2 + 1)),
+                fft=(nfft, True, batch * nfr, False), **res)
 
 
 def case_gemm(K, mbytes):
@@ -370,7 +381,8 @@ def case_beamform(K, mbytes):
     res = _measure(lambda: K.beamform_spectra(x, w), peer, check)
     return dict(shape=f"{batch}x{channels}x{nsamp} c64, {beams} beams", peer="cupy.matmul(W, x) -> cupy.fft.fft",
                 bytes=x.nbytes + batch * beams * nsamp * 8,
-                flops=batch * (8 * beams * nsamp * channels + beams * _cfft_flops(nsamp)), **res)
+                flops=batch * (8 * beams * nsamp * channels + beams * _cfft_flops(nsamp)),
+                fft=(nsamp, False, batch * beams, False), **res)
 
 
 RUNNERS = {name: globals()[f"case_{name}"] for name in CASES}
@@ -388,10 +400,13 @@ def _rfft_flops(n: int) -> float:
 # bookkeeping (no GPU needed: tested on the CPU)
 
 
-def finish_row(case, res, flop_rate=None):
+def finish_row(case, res, flop_rate=None, fft_rate=None):
     """Add floor, bound and verdict fields to one successful case's result dict (``flop_rate``:
     the measured fp32 FLOP/s; without it, or without the case's ``flops``, the bound is the
-    memory floor)."""
+    memory floor). ``fft_rate(n, real, pair)``: FFTs (pairs) per second measured for the
+    case's descriptors; with it and the case's ``fft`` (n, real, count, pair) the row also gets
+    ``fft_ms`` (the FFT work alone at that rate) and ``pct_fft_bound`` (ours against
+    max(floor, fft_ms))."""
     row = dict(case=case, **res)
     row["floor_ms"] = row["bytes"] / PEAK_BPS * 1e3
     row["pct_floor"] = 100 * row["floor_ms"] / row["ms"]
@@ -399,6 +414,11 @@ def finish_row(case, res, flop_rate=None):
     row["bound_ms"] = max(row["floor_ms"], row["arith_ms"] or 0.0)
     row["bound_by"] = "arithmetic" if row["arith_ms"] and row["arith_ms"] > row["floor_ms"] else "memory"
     row["pct_bound"] = 100 * row["bound_ms"] / row["ms"]
+    row["fft_ms"] = row["pct_fft_bound"] = None
+    if fft_rate is not None and row.get("fft"):
+        n, real, count, pair = row["fft"]
+        row["fft_ms"] = count / fft_rate(n, real, pair) * 1e3
+        row["pct_fft_bound"] = 100 * max(row["floor_ms"], row["fft_ms"]) / row["ms"]
     row["peer_pct_floor"] = 100 * row["floor_ms"] / row["peer_ms"]
     row["speedup"] = row["peer_ms"] / row["ms"]
     if "ok" not in row:
@@ -406,12 +426,12 @@ def finish_row(case, res, flop_rate=None):
     return row
 
 
-def run_cases(names, runner_for, K, mbytes, log=print, flop_rate=None):
+def run_cases(names, runner_for, K, mbytes, log=print, flop_rate=None, fft_rate=None):
     """Run each case; a failing case becomes a row with its error string, the next one runs."""
     rows = []
     for name in names:
         try:
-            row = finish_row(name, runner_for[name](K, mbytes), flop_rate)
+            row = finish_row(name, runner_for[name](K, mbytes), flop_rate, fft_rate)
         except Exception as e:  # report, don't hide; go on with the next case
             row = dict(case=name, error=f"{type(e).__name__}: {str(e)[:300]}")
         rows.append(row)
@@ -429,18 +449,29 @@ def _e(v):
     return f"{v:.1e}" if v is not None else "-"
 
 
+def _ms(v):
+    return f"{v:.3f}" if v is not None else "-"
+
+
+def _pct(v):
+    return f"{v:.0f}%" if v is not None else "-"
+
+
 def format_table(rows, meta):
     lines = [f"Fused kernels (`kernels/`) vs CuPy, {meta.get('device', '?')}, largest input "
              f"{meta.get('mbytes')} MiB per case; median ms (`triton.testing.do_bench`); floor = bytes "
              f"read + written / 4.3e12 B/s; bound = max(floor, FLOP / measured fp32 FMA rate"
              + (f" {meta['fp32_flops'] / 1e12:.1f} TFLOP/s" if meta.get("fp32_flops") else "") + ")", "",
+             "; FFT work ms = the case's FFTs at the cuFFTDx throughput measured for its own descriptors "
+             "(benchmarks/ceilings.py: FFTs chained in registers and shared memory, no signal traffic)", "",
              "| case | data | ours ms | peer | peer ms | speedup | ours % of floor | bound ms | ours % of bound | "
+             "FFT work ms | ours % of max(floor, FFT work) | "
              "peer % of floor | rel. err vs peer | ours vs fp64 | peer vs fp64 | first call s | check |",
-             "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         if "error" in r:
             err = r["error"].replace("|", "/").replace("\n", " ")[:200]
-            lines.append(f"| {r['case']} | | failed: {err} | | | | | | | | | | | | FAILED |")
+            lines.append(f"| {r['case']} | | failed: {err} | | | | | | | | | | | | | | FAILED |")
             continue
         verdict = "ok" if r["ok"] else "MISMATCH"
         if r.get("check"):
@@ -448,7 +479,8 @@ def format_table(rows, meta):
         lines.append(
             f"| {r['case']} | {r['shape']} | {r['ms']:.3f} | {r['peer']} | {r['peer_ms']:.3f} | "
             f"{r['speedup']:.2f}x | {r['pct_floor']:.0f}% | {r['bound_ms']:.3f} ({r['bound_by']}) | "
-            f"{r['pct_bound']:.0f}% | {r['peer_pct_floor']:.0f}% | "
+            f"{r['pct_bound']:.0f}% | {_ms(r.get('fft_ms'))} | {_pct(r.get('pct_fft_bound'))} | "
+            f"{r['peer_pct_floor']:.0f}% | "
             f"{_e(r['rel_err'])} | {_e(r.get('ours_ref_err'))} | {_e(r.get('peer_ref_err'))} | "
             f"{r['first_call_s']:.2f} | {verdict} |")
     return "\n".join(lines) + "\n"
@@ -464,6 +496,27 @@ def write_results(out, rows, meta, name="kernels", table=None):
     with open(os.path.join(out, f"{name}.md"), "w") as f:
         f.write(text)
     return text
+
+
+def fft_rate_meter(meta):
+    """``fft_rate(n, real, pair)`` for finish_row: FFTs (or forward + inverse pairs) per second of
+    the float32 descriptor pair the fused kernels use for length ``n`` (``kernels._fused.fft_pair``,
+    folded where real), measured once each (benchmarks/ceilings.py) and recorded in ``meta``."""
+    from ceilings import measure_fft_rate
+
+    from kernels._fused import can_fold, fft_pair
+
+    rates = meta.setdefault("fft_rates", {})
+
+    def rate(n, real, pair):
+        key = f"{n} {'real' if real else 'c2c'} {'pair' if pair else 'forward'}"
+        if key not in rates:
+            fwd, inv = fft_pair(n, np.float32, real, folded=real and can_fold(n))
+            rates[key] = measure_fft_rate(fwd, inv if pair else None)
+            print(f"# cuFFTDx throughput, {key}: {rates[key] / 1e6:.1f} M FFTs/s", flush=True)
+        return rates[key]
+
+    return rate
 
 
 def main(argv=None):
@@ -485,7 +538,8 @@ def main(argv=None):
 
     meta["fp32_flops"] = measure_fp32_fma_rate()
     print(f"# fp32 FMA rate: {meta['fp32_flops'] / 1e12:.1f} TFLOP/s", flush=True)
-    rows = run_cases(args.cases, RUNNERS, K, args.mbytes, flop_rate=meta["fp32_flops"])
+    rows = run_cases(args.cases, RUNNERS, K, args.mbytes, flop_rate=meta["fp32_flops"],
+                     fft_rate=fft_rate_meter(meta))
     print(write_results(args.out, rows, meta))
     return 0
 

@@ -72,6 +72,24 @@ def test_bound_is_the_larger_of_memory_and_arithmetic(bk):
     assert bk._cfft_flops(1024) == 5 * 1024 * 10 and bk._rfft_flops(512) == 2.5 * 512 * 9
 
 
+def test_fft_work_bound(bk):
+    """10^6 FFT pairs at a measured 5e8 pairs/s take 2 ms: against max(1 ms floor, 2 ms) a 2 ms
+    run is at 100 %; the rate is asked for the case's own (n, real, pair)."""
+    asked = []
+
+    def rate(n, real, pair):
+        asked.append((n, real, pair))
+        return 5e8
+
+    r = bk.finish_row("x", dict(_fake(0), fft=(512, True, 10**6, True)), fft_rate=rate)
+    assert asked == [(512, True, True)]
+    assert r["fft_ms"] == pytest.approx(2.0) and r["pct_fft_bound"] == pytest.approx(100.0)
+    r = bk.finish_row("x", dict(_fake(0), fft=(512, True, 10**5, False)), fft_rate=rate)
+    assert r["fft_ms"] == pytest.approx(0.2) and r["pct_fft_bound"] == pytest.approx(50.0)  # the floor wins
+    r = bk.finish_row("x", _fake(0), fft_rate=rate)  # a case without FFTs (gemm)
+    assert r["fft_ms"] is None and r["pct_fft_bound"] is None
+
+
 def test_run_cases_records_errors_and_continues(bk):
     def boom(K, mbytes):
         raise RuntimeError("no | luck\nsecond line")
@@ -107,9 +125,10 @@ def test_table_one_row_per_case_with_the_numbers(bk):
         assert cells[5] == f"{(4.0 + 2 * i) / (2.0 + i):.2f}x"
         assert cells[6] == f"{100 * (i + 1) / (2.0 + i):.0f}%"  # floor (i+1) ms / ours
         assert cells[7] == f"{float(i + 1):.3f} (memory)" and cells[8] == cells[6]  # no FLOP rate: bound = floor
-        assert cells[9] == f"{100 * (i + 1) / (4.0 + 2 * i):.0f}%"
-        assert cells[10] == f"{1.5e-7 * (i + 1):.1e}" and cells[11] == "2.5e-08" and cells[12] == "3.5e-08"
-        assert cells[13] == f"{10.0 + i:.2f}" and cells[14] == "ok"
+        assert cells[9] == "-" and cells[10] == "-"  # no FFT rate measured: no FFT-work bound
+        assert cells[11] == f"{100 * (i + 1) / (4.0 + 2 * i):.0f}%"
+        assert cells[12] == f"{1.5e-7 * (i + 1):.1e}" and cells[13] == "2.5e-08" and cells[14] == "3.5e-08"
+        assert cells[15] == f"{10.0 + i:.2f}" and cells[16] == "ok"
 
 
 def test_error_with_pipes_keeps_the_table_shape(bk):
