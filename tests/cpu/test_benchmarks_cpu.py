@@ -2,7 +2,6 @@
 """benchmarks/fused_kernels.py without a GPU: argument parsing, the rows it builds from (fake) case
 results, the markdown table, the files it writes, and its exit status 2 when no GPU is usable."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -10,21 +9,17 @@ import sys
 
 import pytest
 
+from tests.benchmark_script import load
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "benchmarks", "fused_kernels.py")
 
 
-def _load(path, name):
-    """A benchmark script as a module (its folder is not a package)."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.fixture(scope="module")
 def bk():
-    return _load(SCRIPT, "bench_kernels")
+    return load("fused_kernels")
 
 
 def _fake(i):
@@ -185,7 +180,7 @@ def test_exits_2_without_a_gpu(env, script, tmp_path):
 
 @pytest.fixture(scope="module")
 def co():
-    return _load(OVERHEAD, "bench_call_overhead")
+    return load("call_overhead")
 
 
 def test_call_overhead_table_and_check(co):

@@ -5,23 +5,13 @@ result is reported as a fraction of its case's measured ceiling."""
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import re
 
 import numpy as np
 import pytest
 
 from nvmath_device._build import toolchain
-
-_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks")
-
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", os.path.join(_DIR, f"{name}.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from tests.benchmark_script import load as _load
 
 
 @pytest.mark.parametrize("kind, chains", [("f16", 4), ("bf16", 4), ("bf16", 8)])

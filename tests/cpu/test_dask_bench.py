@@ -2,7 +2,6 @@
 """benchmarks/dask_scaling.py without a GPU: arguments, GPU counts, case shapes, the table it
 writes from (fake) rows, and its exit status 2 with a message when no GPU is usable."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -10,16 +9,15 @@ import sys
 
 import pytest
 
+from tests.benchmark_script import load
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "benchmarks", "dask_scaling.py")
 
 
 @pytest.fixture(scope="module")
 def bd():
-    spec = importlib.util.spec_from_file_location("bench_dask_scaling", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load("dask_scaling")
 
 
 def test_arguments_and_counts(bd):

@@ -5,24 +5,17 @@ coordinates) link for sm_90."""
 
 from __future__ import annotations
 
-import importlib.util
-import os
-
 import numpy as np
 import pytest
 from numba import types
 from numba.cuda.typing.typeof import typeof
 
 from nvmath_device import Matmul, aot
-
-_PATH = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "device_gemm.py")
+from tests.benchmark_script import load
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("device_gemm_bench", _PATH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load("device_gemm")
 
 
 class Dev:

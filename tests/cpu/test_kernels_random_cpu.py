@@ -10,6 +10,7 @@ from numba import types
 import kernels
 from kernels import noise
 from nvmath_device.aot import compile_kernel
+from tests.benchmark_script import load
 
 X32 = np.zeros((2, 8), np.float32)
 
@@ -153,14 +154,7 @@ def test_noise_scale_definition():
 # ------------------------------------------------------------------ benchmarks/random_fused.py
 
 def _bench():
-    import importlib.util
-    import os
-
-    path = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "random_fused.py")
-    spec = importlib.util.spec_from_file_location("bench_random_fused", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load("random_fused")
 
 
 def test_benchmark_arguments():

@@ -4,7 +4,6 @@ curand_kernel.h, cuRANDDx) compiles with NVRTC to a cubin for sm_90 with the opt
 get; the argument parser's validation; the NumPy Philox4x32-10 reference against Random123's
 known answers; the cross-check's comparisons; the files it writes; exit status 2 without a GPU."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -12,6 +11,8 @@ import sys
 
 import numpy as np
 import pytest
+
+from tests.benchmark_script import load
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "benchmarks", "random_backends.py")
@@ -22,10 +23,7 @@ CUPY_EXTRA = ["-arch=sm_90", "--device-as-default-execution-space", "-ftz=true"]
 
 @pytest.fixture(scope="module")
 def rb():
-    spec = importlib.util.spec_from_file_location("bench_random_backends", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load("random_backends")
 
 
 def nvrtc_cubin(src: str, opts, name="bench.cu") -> bytes:

@@ -6,23 +6,16 @@ folded real descriptor pairs; the forward-only chain stays finite."""
 
 from __future__ import annotations
 
-import importlib.util
-import os
-
 import numpy as np
 import pytest
 from numba import cuda
 
 from kernels._fused import can_fold, fft_pair
-
-_PATH = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "ceilings.py")
+from tests.benchmark_script import load
 
 
 def _ceilings():
-    spec = importlib.util.spec_from_file_location("bench_ceilings", _PATH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load("ceilings")
 
 
 @pytest.mark.parametrize("n, real, reps", [(64, False, 2), (64, True, 2), (128, True, 1)])
