@@ -195,6 +195,7 @@ def test_prepare_compiles_pipeline_units_together(tmp_path, monkeypatch):
     from nvmath_device._pipeline import PipelineOp
 
     monkeypatch.setenv("NUMBA_MATHDX_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cache, "_memory", {})  # units other tests built in this process: forgotten
     batches = []
     real_run = parallel._run
 
