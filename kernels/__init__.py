@@ -9,6 +9,9 @@ Each also takes a Dask array of CuPy (or NumPy) chunks as its signal (``x``; ``a
 of ``batched_gemm``) and then returns Dask array(s), lazily: every block is one call on one
 block, on the worker that computes it (``pip install "numba-mathdx[dask]"``; README, "Many GPUs
 with Dask", gives the chunking rules). ``import kernels`` does not import dask.
+
+``kernels.plan(fn, *args, **kwargs)`` prepares one of them for repeated calls on new device
+arrays of the same shapes (the recorded kernel launches replayed; see :mod:`kernels._plan`).
 """
 
 from ._dask import dask_aware
