@@ -122,6 +122,14 @@ def measure_mma_sync_rate(kind: str) -> float:
     return best
 
 
+def _input_floats(fwd) -> int:
+    """How many of a thread's registers (precision floats) hold its input: ``input_ept`` reals for
+    an unfolded r2c FFT, twice ``input_ept`` (complex values or folded real pairs) otherwise."""
+    real = fwd.fft_type == "r2c"
+    folded = real and fwd.real_fft_options["real_mode"] == "folded"
+    return fwd.input_ept if real and not folded else 2 * fwd.input_ept
+
+
 def fft_chain_kernel(fwd, inv=None):
     """A kernel ``(out, reps)`` chaining ``reps`` times ``fwd`` (then ``inv``) on each block's
     registers, rescaled after each step so that the values stay bounded (by 1/n after a forward
@@ -132,9 +140,7 @@ def fft_chain_kernel(fwd, inv=None):
 
     prec = fwd.precision_type
     s2 = 2 * max(fwd.storage_size, inv.storage_size if inv is not None else 0)
-    real = fwd.fft_type == "r2c"
-    folded = real and fwd.real_fft_options["real_mode"] == "folded"
-    nin = fwd.input_ept if real and not folded else 2 * fwd.input_ept  # input registers (floats)
+    nin = _input_floats(fwd)
     fpb, bdx = fwd.ffts_per_block_value, fwd.block_dim[0]
     scale = np.dtype(prec).type(1.0 / fwd.size if inv is not None else 1.0 / math.sqrt(fwd.size))
     step, zero = np.dtype(prec).type(1.0 / 64), np.dtype(prec).type(0)
@@ -170,9 +176,7 @@ def fft_chain_sums(fwd, blocks: int) -> np.ndarray:
     """What :func:`fft_chain_kernel`'s forward + inverse chain writes for ``blocks`` blocks: each
     thread's sum of its input registers, the pair returning its input (a round trip)."""
     prec = fwd.precision_type
-    real = fwd.fft_type == "r2c"
-    folded = real and fwd.real_fft_options["real_mode"] == "folded"
-    nin = fwd.input_ept if real and not folded else 2 * fwd.input_ept
+    nin = _input_floats(fwd)
     t = np.arange(blocks * fwd.ffts_per_block_value * fwd.block_dim[0])[:, None]
     i = np.arange(nin)[None, :]
     return (((t * 7 + i * 3) % 13 - 6) / 64).sum(axis=1).astype(prec)

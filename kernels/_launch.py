@@ -58,6 +58,19 @@ def param_formats(argtypes) -> list[str]:
     return out
 
 
+def pointer_slots(argtypes) -> dict[int, int]:
+    """{argument index: parameter slot of its data pointer} for the array arguments, in the
+    layout :func:`param_formats` describes (what kernels.plan patches at each call)."""
+    out, slot = {}, 0
+    for i, t in enumerate(argtypes):
+        if isinstance(t, types.Array):
+            out[i] = slot + 4  # after meminfo, parent, size, itemsize
+            slot += 5 + 2 * t.ndim
+        else:
+            slot += 2 if t in _COMPLEX else 1
+    return out
+
+
 def param_values(argtypes, args) -> list:
     """The kernel parameters' values for ``args`` (DevArrays and scalars)."""
     out: list = []

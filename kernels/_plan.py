@@ -117,7 +117,8 @@ class Plan:
         # the variable arguments: every device array among args (by position) and kwargs (by name)
         self._slots = [i for i, a in enumerate(args) if on_device(a)]
         self._keys = [k for k, v in kwargs.items() if on_device(v)]
-        pos = [n for n, prm in _signature(fn).items() if prm.kind in (prm.POSITIONAL_ONLY, prm.POSITIONAL_OR_KEYWORD)]
+        params = _signature(fn)
+        pos = [n for n, prm in params.items() if prm.kind in (prm.POSITIONAL_ONLY, prm.POSITIONAL_OR_KEYWORD)]
         self.names = [pos[i] if i < len(pos) else f"args[{i}]" for i in self._slots] + list(self._keys)
         if not self.names:
             raise TypeError(f"plan({fn.__name__}, ...) needs at least one device array argument (CuPy, PyTorch or "
@@ -132,7 +133,7 @@ class Plan:
         self._lock = threading.Lock()
         # the plan's stream, fixed now (None: the current stream of the first array's package)
         self.stream = resolve_stream(stream, SimpleNamespace(package=caller_kind(given[0], self.names[0])))
-        if "stream" in _signature(fn):
+        if "stream" in params:
             self._kwargs["stream"] = kwargs["stream"] = self.stream.handle
         rec = _Recording()
         _launch.recorder.active = rec
@@ -175,22 +176,19 @@ class Plan:
         self._launches = []
         for launcher, grid, block, stream, smem, args in rec.launches:
             values = _launch.param_values(launcher.argtypes, args)
-            patches, slot = [], 0
-            for t, a in zip(launcher.argtypes, args):
-                if isinstance(t, _launch.types.Array):
-                    nbytes = a.size * a.dtype.itemsize
-                    loc = _locate(a.ptr, nbytes, in_regions)
-                    if loc is not None:
-                        patches.append((slot + 4, "in", loc[0], loc[1]))
-                    else:
-                        loc = _locate(a.ptr, nbytes, out_regions)
-                        if loc is not None and loc[0] in fresh:
-                            patches.append((slot + 4, "out", loc[0], loc[1]))
-                        else:
-                            self._keep.append(a)  # a constant: kept alive with its owner
-                    slot += 5 + 2 * t.ndim
+            patches = []
+            for i, slot in _launch.pointer_slots(launcher.argtypes).items():
+                a = args[i]
+                nbytes = a.size * a.dtype.itemsize
+                loc = _locate(a.ptr, nbytes, in_regions)
+                if loc is not None:
+                    patches.append((slot, "in", loc[0], loc[1]))
+                    continue
+                loc = _locate(a.ptr, nbytes, out_regions)
+                if loc is not None and loc[0] in fresh:
+                    patches.append((slot, "out", loc[0], loc[1]))
                 else:
-                    slot += 2 if t in _launch._COMPLEX else 1
+                    self._keep.append(a)  # a constant: kept alive with its owner
             params = _launch.Params(_launch.param_formats(launcher.argtypes))
             self._launches.append((launcher, grid, block, stream, int(smem), values, patches, params))
 
