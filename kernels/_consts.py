@@ -4,6 +4,8 @@ content and CUDA context, ordered on the caller's stream, freed after their read
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import threading
 
 import numpy as np
@@ -58,11 +60,43 @@ class _Driver:
         driver.cuEventDestroy(event)
 
     def synchronize(self) -> None:
-        """The current context's work, all of it (only where a stream is gone, see _retire)."""
+        """The current context's work, all of it (where a reader stream's life is unknown, see
+        _retire)."""
         from cuda.bindings import driver
 
         (err,) = driver.cuCtxSynchronize()
         self._check(err, "cuCtxSynchronize")
+
+    @contextlib.contextmanager
+    def in_context(self, ctx: int):
+        """``ctx`` current for the block (pushed only when another one is)."""
+        from cuda.bindings import driver
+
+        err, cur = driver.cuCtxGetCurrent()
+        if err == driver.CUresult.CUDA_SUCCESS and int(cur) == ctx:
+            yield
+            return
+        (err,) = driver.cuCtxPushCurrent(driver.CUcontext(ctx))
+        self._check(err, "cuCtxPushCurrent")
+        try:
+            yield
+        finally:
+            driver.cuCtxPopCurrent()
+
+    @staticmethod
+    def owner(handle: int):
+        """The stream object behind ``handle`` when it is CuPy's or PyTorch's current stream
+        (holding it keeps the handle valid), else None."""
+        cp, torch = sys.modules.get("cupy"), sys.modules.get("torch")
+        if cp is not None:
+            st = cp.cuda.get_current_stream()
+            if st.ptr == handle:
+                return st
+        if torch is not None and torch.cuda.is_initialized():
+            st = torch.cuda.current_stream()
+            if st.cuda_stream == handle:
+                return st
+        return None
 
 
 _drv = _Driver()
@@ -75,20 +109,39 @@ def _upload(value: np.ndarray, stream: Stream):
     return _from_numba(cuda.to_device(value, stream=stream.numba))
 
 
+# cudaStreamLegacy / cudaStreamPerThread and the legacy default stream: never destroyed
+_LASTING = (0, 1, 2)
+_READERS_MAX = 16  # reader streams kept per entry; one more retires the entry (a fresh upload)
+
+
+def _reader(stream: Stream):
+    """What keeps ``stream``'s handle valid while an entry may record an event on it: the stream
+    object (the caller's, or CuPy's/PyTorch's current one), ``True`` for a handle that lives
+    forever, ``None`` when nothing is known (a raw handle): such an entry is freed after a
+    context synchronisation instead."""
+    if stream.handle in _LASTING:
+        return True
+    if stream.owner is not None:
+        return stream.owner
+    return _drv.owner(stream.handle)
+
+
 class _Const:
     """A cached device constant: ``dev`` and the stream it was uploaded on (``stream``), with
     ``event`` recorded there after the upload until the upload is known to be complete (then
-    None); ``streams``: every stream that has read it (they must pass it before it is freed)."""
+    None); ``streams``: handle -> :func:`_reader` of every stream that has read it (they must pass
+    it before it is freed); ``ctx``: its CUDA context."""
 
-    __slots__ = ("dev", "stream", "event", "streams")
+    __slots__ = ("dev", "stream", "event", "streams", "ctx")
 
-    def __init__(self, dev, stream: int, event):
-        self.dev, self.stream, self.event, self.streams = dev, stream, event, {stream}
+    def __init__(self, dev, stream: Stream, event, ctx: int):
+        self.dev, self.stream, self.event, self.ctx = dev, stream.handle, event, ctx
+        self.streams = {stream.handle: _reader(stream)}
 
 
 _CONST_MAX = 32
 _consts: dict = {}  # key -> _Const, least recently used first
-_retired: list = []  # [(device memory owner, [events])]: evicted, freed once every event is done
+_retired: list = []  # [(device memory owner, [events], context)]: evicted, freed once every event is done
 _consts_lock = threading.Lock()
 
 
@@ -102,7 +155,10 @@ def to_device_const(arr, stream: Stream, make=None):
     the stream of the call that missed, an event is recorded after it, and a call on another
     stream makes its stream wait for that event (``cuStreamWaitEvent``) until the upload is
     seen complete. An evicted entry is freed only after every stream that read it has passed
-    the point of eviction (an event per stream, polled on later misses). Thread-safe.
+    the point of eviction (an event per stream, polled on later misses). To record that event
+    the entry keeps each reader stream alive (the caller's stream object, or CuPy's/PyTorch's
+    current one) until then; a reader known only by a raw handle, which may be destroyed,
+    makes the eviction synchronise the context instead. Thread-safe.
 
     A miss copies from pageable host memory, which CUDA starts only after the work already
     queued on ``stream`` (the host waits for it, on a miss only); a hit makes no copy."""
@@ -111,6 +167,9 @@ def to_device_const(arr, stream: Stream, make=None):
     h = stream.handle
     with _consts_lock:
         c = _consts.pop(key, None)
+        if c is not None and h not in c.streams and len(c.streams) >= _READERS_MAX:
+            _retire(c)  # it would keep too many streams alive: start again
+            c = None
         if c is None:
             c = _new_const(key, arr, stream, make)
         elif c.event is not None and h != c.stream:  # upload maybe in flight on another stream
@@ -120,7 +179,7 @@ def to_device_const(arr, stream: Stream, make=None):
             else:
                 _drv.wait(h, c.event)
         if h not in c.streams:
-            c.streams.add(h)
+            c.streams[h] = _reader(stream)
         _consts[key] = c
     return c.dev
 
@@ -133,36 +192,42 @@ def _new_const(key, arr, stream: Stream, make):
         _retire(_consts.pop(next(iter(_consts))))
     value = np.ascontiguousarray(make(arr)) if make is not None else arr
     if simulator():
-        return _Const(value, 0, None)
+        return _Const(value, Stream(), None, 0)
     dev = _upload(value, stream)
-    return _Const(dev, stream.handle, _drv.record(stream.handle))
+    return _Const(dev, stream, _drv.record(stream.handle), key[-1])
 
 
 def _retire(c: _Const) -> None:
-    """Keep ``c``'s memory until every stream that read it passes an event recorded now."""
-    if c.event is not None:
-        _drv.destroy(c.event)
+    """Keep ``c``'s memory until every stream that read it passes an event recorded now (in
+    ``c``'s context; a reader whose handle may be gone: the context's work, all of it)."""
     if simulator():
         return
-    events = []
-    for h in c.streams:
+    with _drv.in_context(c.ctx):
+        if c.event is not None:
+            _drv.destroy(c.event)
+        events = []
         try:
-            events.append(_drv.record(h))
-        except RuntimeError:  # the stream was destroyed: its work may still run; wait for all
+            if any(r is None for r in c.streams.values()):
+                raise LookupError  # no event on a handle that may be destroyed
+            for h in c.streams:
+                events.append(_drv.record(h))
+        except (LookupError, RuntimeError):
             for ev in events:
                 _drv.destroy(ev)
             _drv.synchronize()
             return
-    _retired.append((c.dev, events))
+    c.streams = {}  # the reader streams are no longer held
+    _retired.append((c.dev, events, c.ctx))
 
 
 def _reap() -> None:
     """Free the retired entries whose streams have passed their events."""
     keep = []
-    for dev, events in _retired:
-        if all(_drv.done(ev) for ev in events):
-            for ev in events:
-                _drv.destroy(ev)
-        else:
-            keep.append((dev, events))
+    for dev, events, ctx in _retired:
+        with _drv.in_context(ctx):
+            if all(_drv.done(ev) for ev in events):
+                for ev in events:
+                    _drv.destroy(ev)
+                continue
+        keep.append((dev, events, ctx))
     _retired[:] = keep

@@ -46,8 +46,8 @@ def _region(dev: DevArray) -> tuple[int, int]:
 
 def _locate(ptr: int, nbytes: int, regions) -> tuple[int, int] | None:
     """(index, offset) of the region of ``regions`` that holds [ptr, ptr + nbytes), or None."""
-    for i, (lo, hi) in enumerate(regions):
-        if lo <= ptr and ptr + nbytes <= max(hi, lo + 1):
+    for i, (lo, hi) in enumerate(regions):  # half-open: an array that starts where one ends is not in it
+        if lo <= ptr and ptr + max(nbytes, 1) <= max(hi, lo + 1):
             return i, ptr - lo
     return None
 
@@ -161,7 +161,8 @@ class Plan:
                 if not on_device(r):
                     raise TypeError(f"plan({self.fn.__name__}, ...): the function returned a "
                                     f"{type(r).__name__}, not a device array: only calls on device arrays can be planned")
-                loc = _locate(DevArray.of(r, "result").ptr, 0, out_regions)
+                rd = DevArray.of(r, "result")
+                loc = _locate(rd.ptr, rd.size * rd.dtype.itemsize, out_regions)
                 if loc is None or loc[1] != 0:
                     raise RuntimeError(f"plan({self.fn.__name__}, ...): a result is not an array the call allocated")
                 hit = ("out", loc[0], tuple(r.shape))

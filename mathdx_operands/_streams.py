@@ -20,12 +20,15 @@ class Stream:
     numba_stream : numba stream, optional
         The Numba stream object for ``handle`` when the caller gave one; otherwise it is made
         on first use of :attr:`numba` (copies and numba-cuda's launch need one).
+    owner : object, optional
+        The caller's stream object ``handle`` came from: whoever holds it keeps the handle
+        valid (``kernels``' constant cache records events on its readers' streams later).
     """
 
-    __slots__ = ("handle", "_numba")
+    __slots__ = ("handle", "_numba", "owner")
 
-    def __init__(self, handle: int = 0, numba_stream=None):
-        self.handle, self._numba = int(handle), numba_stream
+    def __init__(self, handle: int = 0, numba_stream=None, owner=None):
+        self.handle, self._numba, self.owner = int(handle), numba_stream, owner
 
     @property
     def numba(self):
@@ -101,6 +104,8 @@ def resolve_stream(stream, like=None, what: str = "stream") -> Stream:
         handle = stream_handle(stream, what)
     except TypeError:
         raise _stream_error(stream, what) from None
+    if isinstance(stream, int):
+        return Stream(handle)
     if not hasattr(stream, "__cuda_stream__") and type(stream).__module__.startswith("numba"):
-        return Stream(handle, stream)
-    return Stream(handle)
+        return Stream(handle, stream, stream)
+    return Stream(handle, owner=stream)

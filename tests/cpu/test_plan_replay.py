@@ -140,6 +140,10 @@ def test_aliasing_pattern_and_regions():
     assert _plan._locate(0x1010, 16, [(0x2000, 0x3000), (0x1000, 0x1020)]) == (1, 0x10)
     assert _plan._locate(0x1010, 32, [(0x1000, 0x1020)]) is None  # runs past the region's end
     assert _plan._locate(0x1000, 0, [(0x1000, 0x1000)]) == (0, 0)  # an empty array's own address
+    # regions are half-open: an array that starts where another ends (CuPy's pool packs 512-byte
+    # multiples back to back) belongs to the next one, found on the GPU by matched_filter's results
+    assert _plan._locate(0x1020, 16, [(0x1000, 0x1020), (0x1020, 0x1040)]) == (1, 0)
+    assert _plan._locate(0x1020, 0, [(0x1000, 0x1020)]) is None
 
 
 def test_launch_records_only_while_a_plan_is_made(monkeypatch):

@@ -2,6 +2,7 @@
 """On the GPU: device inputs (taps, template, window, weights) cause no host synchronisation,
 and cached device constants are shared correctly between streams and threads."""
 
+import gc
 import threading
 import time
 
@@ -125,6 +126,32 @@ def test_same_host_taps_from_two_threads_with_evictions():
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_a_reader_stream_gone_before_the_eviction():
+    """Threads read a cached spectrum on their own streams and end (their CuPy streams are
+    destroyed with them); later misses evict the entry, whose eviction records an event on each
+    reader's stream: the cache must have kept those streams alive (before: a crash in
+    cuEventRecord on a dangling handle, seen once in the whole suite at -n 15)."""
+    x = rng.standard_normal((16, 256)).astype(np.float32)
+    dx = cp.asarray(x)
+    h0 = rng.standard_normal(7)
+
+    def reader():
+        s = cp.cuda.Stream(non_blocking=True)
+        kernels.fft_convolve(dx, h0, stream=s)
+        s.synchronize()
+
+    for _ in range(4):
+        t = threading.Thread(target=reader)
+        t.start()
+        t.join()
+    gc.collect()
+    for i in range(40):  # more new taps than the cache keeps: h0's entry is evicted
+        h = rng.standard_normal(7)
+        y = kernels.fft_convolve(dx, h)
+        ref = np.fft.irfft(np.fft.rfft(x, axis=-1) * np.fft.rfft(h, 256), 256, axis=-1)
+        assert _rel(cp.asnumpy(y), ref) < 1e-5, i
 
 
 def test_same_taps_on_two_gpus():
