@@ -4,9 +4,12 @@ built from one kind of arithmetic instruction can reach at most on this machine.
 
     python benchmarks/ceilings.py            # prints them (needs a GPU)
 
-- ``fp32_fma``: FLOP/s of fp32 FMAs (8 independent ``cuda.fma`` chains per thread, 8 blocks of
-  256 threads per SM; 2 FLOP per FMA). The bound of the fp32 FFT kernels and of cuBLASDx's fp32
-  GEMM (FFMA: no tensor cores for fp32 operands).
+- ``fp32_fma``: FLOP/s of fp32 FMAs (8 independent ``fmaf`` chains per thread, the step loop
+  unrolled 16 times: 128 FFMA per loop branch; 8 blocks of 256 threads per SM; 2 FLOP per FMA).
+  The bound of the fp32 FFT kernels and of cuBLASDx's fp32 GEMM (FFMA: no tensor cores for fp32
+  operands). Until 2026-12-02 this was a Numba kernel whose ``range`` loop spent 5 integer
+  instructions per 8 FMAs (its sm_90 SASS: 64-bit trip-count compares and selects), which
+  measured 32.0 TFLOP/s on the H200: an arithmetic bound about 1.5x too slow.
 - ``mma_sync_f16`` / ``mma_sync_bf16``: FLOP/s of the warp-level tensor-core instruction
   ``mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32`` (4 or 8 independent
   accumulator chains per warp, 8 warps per block, 4 or 8 blocks per SM: the best of the four;
@@ -30,6 +33,27 @@ from __future__ import annotations
 
 import numpy as np
 from numba import cuda  # a module global: the simulator swaps it inside kernels
+
+FMA_UNROLL = 16
+_FMA_SRC = r"""
+extern "C" __global__ void fma_chains(float* out, int steps) {
+    const float y = 0.999999f, z = 1e-7f;
+    float x[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) x[j] = (float)((threadIdx.x + j) % 7);
+    for (int s = 0; s < steps; s += UNROLL) {
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+#pragma unroll
+            for (int j = 0; j < 8; ++j) x[j] = fmaf(x[j], y, z);
+        }
+    }
+    float t = 0.f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) t += x[j];
+    out[blockIdx.x * blockDim.x + threadIdx.x] = t;
+}
+""".replace("UNROLL", str(FMA_UNROLL))
 
 _MMA_SRC = r"""
 extern "C" __global__ void mma_chains(float* out, int steps) {
@@ -78,30 +102,22 @@ def _best_seconds(launch, reps=5) -> float:
     return best
 
 
+def fma_source() -> str:
+    """CUDA C++ of the fp32 FMA kernel ``fma_chains(out, steps)`` (steps: a multiple of
+    ``FMA_UNROLL``)."""
+    return _FMA_SRC
+
+
 def measure_fp32_fma_rate() -> float:
     """FLOP/s of fp32 FMAs on this GPU (see the module)."""
-    from numba import float32
-
-    @cuda.jit
-    def fma_chains(out, steps):
-        t = cuda.grid(1)
-        y, z = float32(0.999999), float32(1e-7)
-        x0 = x1 = x2 = x3 = x4 = x5 = x6 = x7 = float32(t % 7)
-        for _ in range(steps):
-            x0 = cuda.fma(x0, y, z)
-            x1 = cuda.fma(x1, y, z)
-            x2 = cuda.fma(x2, y, z)
-            x3 = cuda.fma(x3, y, z)
-            x4 = cuda.fma(x4, y, z)
-            x5 = cuda.fma(x5, y, z)
-            x6 = cuda.fma(x6, y, z)
-            x7 = cuda.fma(x7, y, z)
-        out[t] = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7
+    import cupy as cp
 
     sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
     blocks, threads, steps = 8 * sms, 256, 4096
-    out = cuda.device_array(blocks * threads, np.float32)
-    return 2.0 * 8 * steps * blocks * threads / _best_seconds(lambda: fma_chains[blocks, threads](out, steps))
+    kernel = cp.RawKernel(fma_source(), "fma_chains")  # NVRTC, for this GPU
+    out = cp.empty(blocks * threads, cp.float32)
+    seconds = _best_seconds(lambda: kernel((blocks,), (threads,), (out, np.int32(steps))))
+    return 2.0 * 8 * steps * blocks * threads / seconds
 
 
 def measure_mma_sync_rate(kind: str) -> float:
