@@ -29,8 +29,8 @@ must read + write (inputs once, outputs once; filters, windows and weights not c
 code generation or disk-cache load, plus one run.
 
 Roofline bound: the larger of the memory floor and the arithmetic at the machine's fp32 FMA rate,
-measured at the start of the run (a kernel of independent ``cuda.fma`` chains on every SM; FLOP =
-2 per FMA). FLOP counts used (the usual ones; n = FFT length, radix-2 count): a complex FFT
+measured at the start of the run (``benchmarks/ceilings.py``: independent FMA chains on every SM;
+FLOP = 2 per FMA). FLOP counts used (the usual ones; n = FFT length, radix-2 count): a complex FFT
 5 n log2 n, a real FFT 2.5 n log2 n, a complex multiply 6, |z|^2 3, a complex multiply-add 8:
 
 - conv_real: rows x (2 x 2.5 n log2 n + 6 (n/2 + 1)); conv_complex: rows x (2 x 5 n log2 n + 6 n);
@@ -45,6 +45,14 @@ FFTs at the throughput of the fused kernels' own float32 descriptors (``kernels.
 forward + inverse pairs, forward only for stft and beamform, whose descriptor is approximated by
 fft_pair's) chained in registers and shared memory (``benchmarks/ceilings.py``); the table gives
 ours against max(floor, FFT work).
+
+With ``--fft-configs``, each FFT case (conv_real, conv_complex, fir, matched, stft) runs once with
+cuFFTDx's suggested configuration and then once per other valid ``(elements_per_thread,
+ffts_per_block)`` of its FFT (``FFT.valid``, plus twice the suggested rows per block) set in
+``kernels._fused.FFT_CONFIGS``: the same function, data, checks and peer, one row per
+configuration with its block size, registers and local memory per thread, its own FFT-work
+figure, and the fastest per case marked; written to fft_configs.json / fft_configs.md. This is
+how an entry of ``FFT_CONFIGS`` is chosen.
 
 Writes kernels.json and kernels.md into --out. With ``--profile-window``, one call of each of our
 functions runs between cudaProfilerStart and cudaProfilerStop, e.g.
@@ -83,6 +91,8 @@ def parse_args(argv=None):
                     help="run one call of each of our functions between cudaProfilerStart/Stop, after its "
                          "check and before its timing: under `ncu --profile-from-start off` exactly our "
                          "kernels of one call per case are profiled")
+    ap.add_argument("--fft-configs", action="store_true",
+                    help="time every valid FFT configuration of each FFT case (fft_configs.md)")
     a = ap.parse_args(argv)
     if a.mbytes < 1:
         ap.error("--mbytes must be >= 1")
@@ -509,14 +519,137 @@ def fft_rate_meter(meta):
     rates = meta.setdefault("fft_rates", {})
 
     def rate(n, real, pair):
-        key = f"{n} {'real' if real else 'c2c'} {'pair' if pair else 'forward'}"
+        fwd, inv = fft_pair(n, np.float32, real, folded=real and can_fold(n))
+        key = (f"{n} {'real' if real else 'c2c'} {'pair' if pair else 'forward'} "
+               f"ept {fwd.elements_per_thread_value} fpb {fwd.ffts_per_block_value}")
         if key not in rates:
-            fwd, inv = fft_pair(n, np.float32, real, folded=real and can_fold(n))
             rates[key] = measure_fft_rate(fwd, inv if pair else None)
             print(f"# cuFFTDx throughput, {key}: {rates[key] / 1e6:.1f} M FFTs/s", flush=True)
         return rates[key]
 
     return rate
+
+
+FFT_CASES = {"conv_real": (4096, True), "conv_complex": (512, False), "fir": (512, True),
+             "matched": (1024, False), "stft": (512, True)}  # each case's float32 FFT: (n, real)
+
+
+def prepare_fft_configs(names) -> int:
+    """Build every configuration's descriptor pair of these cases in one parallel NVRTC batch
+    (``nvmath_device.prepare``) before anything is timed; returns how many descriptors."""
+    from kernels import _fused
+    from nvmath_device import prepare
+
+    descs = []
+    for name in names:
+        if name not in FFT_CASES:
+            continue
+        n, real = FFT_CASES[name]
+        folded = real and _fused.can_fold(n)
+        fwd, inv = _fused.fft_pair(n, np.float32, real, folded=folded)
+        used = (fwd.elements_per_thread_value, fwd.ffts_per_block_value)
+        descs += [fwd, inv]
+        for e, f in config_candidates(fwd.valid("elements_per_thread", "ffts_per_block"), used):
+            try:
+                descs += list(_fused._pair_descriptors(n, np.float32, real, e, f, folded=folded))
+            except ValueError as err:  # e.g. too many threads: its row will say so
+                print(f"# {name} ept {e} fpb {f}: {err}", flush=True)
+    prepare(*descs)
+    return len(descs)
+
+
+def config_candidates(valid, suggested) -> list:
+    """The configurations to time after the suggested one: every valid ``(ept, fpb)`` pair
+    (``FFT.valid``) but the suggestion itself, then the suggested ept at twice its rows per
+    block."""
+    out = [tuple(c) for c in valid if tuple(c) != tuple(suggested)]
+    doubled = (suggested[0], 2 * suggested[1])
+    if doubled not in out:
+        out.append(doubled)
+    return out
+
+
+def _new_kernels_resources(before):
+    """(block threads, registers, local bytes) per thread of the kernels compiled since
+    ``before`` (a set of kernels._launch launcher keys), as one string."""
+    from kernels import _launch
+
+    out = []
+    for key in set(_launch._LAUNCHERS) - before:
+        kernel, argtypes, _ = key
+        try:
+            out.append(f"{kernel.get_regs_per_thread(argtypes)} regs, {kernel.get_local_mem_per_thread(argtypes)} B local")
+        except Exception as e:  # the figure is extra: say why it is missing
+            out.append(f"? ({type(e).__name__})")
+    return "; ".join(sorted(out)) or "(compiled earlier)"
+
+
+def sweep_fft_configs(names, K, mbytes, flop_rate, fft_rate, log=print):
+    """Each FFT case at the suggested configuration, then at each of :func:`config_candidates`
+    (set in ``kernels._fused.FFT_CONFIGS`` for the case's run only). Rows as :func:`run_cases`'s,
+    with ``config``, ``block``, ``resources`` and ``best`` (the fastest correct row per case)."""
+    from kernels import _fused, _launch
+
+    rows = []
+    for name in names:
+        if name not in FFT_CASES:
+            continue
+        case_rows, key, todo = [], None, [None]
+        while todo:
+            cfg = todo.pop(0)
+            _fused.FFT_CONFIGS.clear()
+            if cfg is not None:
+                _fused.FFT_CONFIGS[key] = cfg
+            before = set(_launch._LAUNCHERS)
+            try:
+                row = finish_row(name, RUNNERS[name](K, mbytes), flop_rate, fft_rate)
+                n, real = row["fft"][0], row["fft"][1]
+                if (n, real) != FFT_CASES[name]:
+                    raise RuntimeError(f"{name} ran FFTs of ({n}, real={real}); FFT_CASES says {FFT_CASES[name]}")
+                folded = real and _fused.can_fold(n)
+                fwd, _ = _fused.fft_pair(n, np.float32, real, folded=folded)
+                used = (fwd.elements_per_thread_value, fwd.ffts_per_block_value)
+                row.update(config=f"ept {used[0]} fpb {used[1]}" + (" (suggested)" if cfg is None else ""),
+                           block=list(fwd.block_dim), resources=_new_kernels_resources(before))
+                if cfg is None:  # the candidates of this case's FFT
+                    key = (n, "float32", bool(real), bool(folded))
+                    todo = config_candidates(fwd.valid("elements_per_thread", "ffts_per_block"), used)
+            except Exception as e:  # report, don't hide; go on with the next configuration
+                row = dict(case=name, config=str(cfg), error=f"{type(e).__name__}: {str(e)[:300]}")
+                if cfg is None:
+                    todo = []
+            case_rows.append(row)
+            log(json.dumps(row))
+            try:
+                import cupy as cp
+
+                cp.get_default_memory_pool().free_all_blocks()
+            except Exception:
+                pass
+        _fused.FFT_CONFIGS.clear()
+        good = [r for r in case_rows if "error" not in r and r["ok"]]
+        if good:
+            min(good, key=lambda r: r["ms"])["best"] = True
+        rows += case_rows
+    return rows
+
+
+def format_config_table(rows, meta):
+    """fft_configs.md: one row per case and configuration."""
+    lines = [f"FFT configurations of the fused kernels, {meta.get('device', '?')}, largest input "
+             f"{meta.get('mbytes')} MiB per case; median ms (`triton.testing.do_bench`); `{meta.get('command', '')}`", "",
+             "| case | configuration | block | registers, local memory | ours ms | ours % of floor | "
+             "FFT work ms | peer ms | rel. err vs peer | check | fastest |",
+             "|---|---|---|---|---:|---:|---:|---:|---:|---|---|"]
+    for r in rows:
+        if "error" in r:
+            err = r["error"].replace("|", "/").replace("\n", " ")[:200]
+            lines.append(f"| {r['case']} | {r.get('config', '')} | | | failed: {err} | | | | | FAILED | |")
+            continue
+        lines.append(f"| {r['case']} | {r['config']} | {'x'.join(map(str, r['block']))} | {r['resources']} | "
+                     f"{r['ms']:.3f} | {r['pct_floor']:.0f}% | {_ms(r.get('fft_ms'))} | {r['peer_ms']:.3f} | "
+                     f"{_e(r['rel_err'])} | {'ok' if r['ok'] else 'MISMATCH'} | {'**fastest**' if r.get('best') else ''} |")
+    return "\n".join(lines) + "\n"
 
 
 def main(argv=None):
@@ -538,6 +671,13 @@ def main(argv=None):
 
     meta["fp32_flops"] = measure_fp32_fma_rate()
     print(f"# fp32 FMA rate: {meta['fp32_flops'] / 1e12:.1f} TFLOP/s", flush=True)
+    if args.fft_configs:
+        t0 = time.perf_counter()
+        count = prepare_fft_configs(args.cases)
+        print(f"# {count} FFT descriptors of the configurations built in {time.perf_counter() - t0:.0f} s", flush=True)
+        rows = sweep_fft_configs(args.cases, K, args.mbytes, meta["fp32_flops"], fft_rate_meter(meta))
+        print(write_results(args.out, rows, meta, name="fft_configs", table=format_config_table))
+        return 0
     rows = run_cases(args.cases, RUNNERS, K, args.mbytes, flop_rate=meta["fp32_flops"],
                      fft_rate=fft_rate_meter(meta))
     print(write_results(args.out, rows, meta))

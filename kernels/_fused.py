@@ -33,11 +33,29 @@ def _pair_descriptors(n, precision, real, ept, fpb, sm=None, folded=False):
     return FFT(fft_type="c2c", direction="forward", **kw), FFT(fft_type="c2c", direction="inverse", **kw)
 
 
+FFT_CONFIGS: dict = {}
+"""``(elements_per_thread, ffts_per_block)`` of the kernels' FFT pairs, by
+``(n, precision name, real, folded)``, where a measured configuration replaces cuFFTDx's
+suggestion (absent: the suggestion). ``benchmarks/fused_kernels.py --fft-configs`` times every
+valid configuration of each case's FFT in the case's own kernel; an entry goes here only with
+that run's figures in the commit that adds it."""
+
+
+def fft_config(n: int, precision, real: bool, folded: bool) -> tuple:
+    """The ``(elements_per_thread, ffts_per_block)`` the kernels use for this FFT pair: the
+    :data:`FFT_CONFIGS` entry, else ``("suggested", "suggested")``."""
+    key = (n, np.dtype(precision).name, bool(real), bool(folded and real))
+    return FFT_CONFIGS.get(key, ("suggested", "suggested"))
+
+
 def prefetch(shapes) -> None:
     """Build the FFT pairs of ``(n, precision, real)`` shapes now (``nvmath_device.prepare``)."""
     from nvmath_device import prepare
 
-    prepare(*[d for n, p, r in shapes for d in _pair_descriptors(n, p, r, "suggested", "suggested")])
+    descs = []
+    for n, p, r in shapes:
+        descs += _pair_descriptors(n, p, r, *fft_config(n, p, r, False))
+    prepare(*descs)
 
 
 def can_fold(n: int) -> bool:
@@ -45,13 +63,21 @@ def can_fold(n: int) -> bool:
     return n >= 4 and n & (n - 1) == 0
 
 
-@functools.cache  # descriptors are frozen: build and resolve them once per process, not per call
-def fft_pair(n: int, precision, real: bool, ept="suggested", fpb="suggested", folded=False):
+def fft_pair(n: int, precision, real: bool, ept=None, fpb=None, folded=False):
     """Forward and inverse FFT descriptors of size ``n`` sharing one register layout.
 
     ``folded`` (real pairs, power-of-2 ``n``): registers hold the real signal as complex pairs
     ``(x[2k], x[2k + 1])`` at complex index ``k``, the spectrum in natural order.
+    ``ept``/``fpb`` None: :func:`fft_config`'s (the measured table's, else cuFFTDx's suggestion).
     """
+    if ept is None or fpb is None:
+        e, f = fft_config(n, precision, real, folded) if FFT_CONFIGS else ("suggested", "suggested")
+        ept, fpb = e if ept is None else ept, f if fpb is None else fpb
+    return _fft_pair(n, precision, real, ept, fpb, folded)
+
+
+@functools.cache  # descriptors are frozen: build and resolve them once per process, not per call
+def _fft_pair(n: int, precision, real: bool, ept, fpb, folded):
     sm = 90 if simulator() else None
     if n not in FFT.valid_sizes(precision, sm=sm):
         raise ValueError(

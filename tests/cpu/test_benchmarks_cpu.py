@@ -214,3 +214,68 @@ def test_call_overhead_profile_names_the_functions_called(co, tmp_path):
     text = (tmp_path / "p.txt").read_text()
     assert synced == [1] and "work" in text and "cumulative" in text and "internal time" in text
     assert "7    " in text or " 7 " in text  # work's call count
+
+
+def test_config_candidates_skip_the_suggestion_and_add_twice_its_rows(bk):
+    valid = [(4, 1), (8, 1), (8, 3), (16, 1), (16, 2)]
+    assert bk.config_candidates(valid, (8, 3)) == [(4, 1), (8, 1), (16, 1), (16, 2), (8, 6)]
+    assert bk.config_candidates(valid, (8, 1)) == [(4, 1), (8, 3), (16, 1), (16, 2), (8, 2)]
+    assert bk.config_candidates([(32, 1)], (32, 1)) == [(32, 2)]
+
+
+class _FakeFFT:
+    def __init__(self, ept, fpb):
+        self.elements_per_thread_value, self.ffts_per_block_value = ept, fpb
+        self.block_dim = (4096 // ept, fpb, 1)
+
+    def valid(self, *knobs):
+        assert knobs == ("elements_per_thread", "ffts_per_block")
+        return [(16, 1), (32, 1), (64, 1)]
+
+
+def test_sweep_runs_each_configuration_with_the_table_set(bk, monkeypatch):
+    """The case runs first with the suggestion, then with each candidate set in FFT_CONFIGS under
+    its FFT's key; a failing configuration is a row and the sweep goes on; the fastest correct row
+    is marked; cases without FFTs are skipped; the table is left empty."""
+    from kernels import _fused
+
+    monkeypatch.setattr(_fused, "FFT_CONFIGS", {})
+    seen = []
+
+    def fft_pair(n, precision, real, folded=False):
+        assert (n, real, folded) == (4096, True, True)
+        return _FakeFFT(*_fused.FFT_CONFIGS.get((4096, "float32", True, True), (32, 1))), None
+
+    def conv_real(K, mbytes):
+        cfg = dict(_fused.FFT_CONFIGS)
+        seen.append(cfg)
+        ept = cfg.get((4096, "float32", True, True), (32, 1))[0]
+        if ept == 64:
+            raise RuntimeError("too many registers | spilled")
+        return dict(_fake(0), ms={32: 3.0, 16: 2.5, 4: 9.0}.get(ept, 4.0), fft=(4096, True, 8, True))
+
+    monkeypatch.setattr(_fused, "fft_pair", fft_pair)
+    monkeypatch.setitem(bk.RUNNERS, "conv_real", conv_real)
+    monkeypatch.setitem(bk.RUNNERS, "gemm", lambda K, mb: pytest.fail("gemm has no FFT to sweep"))
+    rows = bk.sweep_fft_configs(["conv_real", "gemm"], None, 1, None, None, log=lambda s: None)
+    key = (4096, "float32", True, True)
+    assert seen == [{}, {key: (16, 1)}, {key: (64, 1)}, {key: (32, 2)}]
+    assert [r.get("config") for r in rows] == ["ept 32 fpb 1 (suggested)", "ept 16 fpb 1", "(64, 1)", "ept 32 fpb 2"]
+    assert rows[2]["error"] == "RuntimeError: too many registers | spilled"
+    assert [r.get("best", False) for r in rows] == [False, True, False, False]
+    assert rows[3]["block"] == [128, 2, 1]
+    assert _fused.FFT_CONFIGS == {}
+    md = bk.format_config_table(rows, dict(device="Fake GPU", mbytes=1, command="x"))
+    table = [ln for ln in md.splitlines() if ln.startswith("|")]
+    assert all(ln.count("|") == table[0].count("|") for ln in table), md
+    assert "| conv_real | ept 16 fpb 1 | 256x1x1 |" in md and "**fastest**" in table[3]
+    assert "too many registers / spilled" in table[4]
+
+
+def test_sweep_refuses_a_case_whose_fft_is_not_the_one_it_declares(bk, monkeypatch):
+    from kernels import _fused
+
+    monkeypatch.setattr(_fused, "FFT_CONFIGS", {})
+    monkeypatch.setitem(bk.RUNNERS, "stft", lambda K, mb: dict(_fake(0), fft=(1024, True, 8, False)))
+    (row,) = bk.sweep_fft_configs(["stft"], None, 1, None, None, log=lambda s: None)
+    assert row["error"].startswith("RuntimeError: stft ran FFTs of (1024, real=True); FFT_CASES says (512, True)")
