@@ -445,14 +445,19 @@ def run_cases(names, runner_for, K, mbytes, log=print, flop_rate=None, fft_rate=
         except Exception as e:  # report, don't hide; go on with the next case
             row = dict(case=name, error=f"{type(e).__name__}: {str(e)[:300]}")
         rows.append(row)
-        log(json.dumps(row))
-        try:
-            import cupy as cp
-
-            cp.get_default_memory_pool().free_all_blocks()
-        except Exception:
-            pass
+        _logged(row, log)
     return rows
+
+
+def _logged(row, log) -> None:
+    """Print one result row as JSON, then give the case's arrays back to the GPU."""
+    log(json.dumps(row))
+    try:
+        import cupy as cp
+
+        cp.get_default_memory_pool().free_all_blocks()
+    except Exception:
+        pass
 
 
 def _e(v):
@@ -619,13 +624,7 @@ def sweep_fft_configs(names, K, mbytes, flop_rate, fft_rate, log=print):
                 if cfg is None:
                     todo = []
             case_rows.append(row)
-            log(json.dumps(row))
-            try:
-                import cupy as cp
-
-                cp.get_default_memory_pool().free_all_blocks()
-            except Exception:
-                pass
+            _logged(row, log)
         _fused.FFT_CONFIGS.clear()
         good = [r for r in case_rows if "error" not in r and r["ok"]]
         if good:
