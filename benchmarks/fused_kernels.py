@@ -460,6 +460,11 @@ def _logged(row, log) -> None:
         pass
 
 
+def _cell(text: str) -> str:
+    """An error message as one markdown table cell (no pipes, one line, 200 characters)."""
+    return text.replace("|", "/").replace("\n", " ")[:200]
+
+
 def _e(v):
     return f"{v:.1e}" if v is not None else "-"
 
@@ -485,8 +490,7 @@ def format_table(rows, meta):
              "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         if "error" in r:
-            err = r["error"].replace("|", "/").replace("\n", " ")[:200]
-            lines.append(f"| {r['case']} | | failed: {err} | | | | | | | | | | | | | | FAILED |")
+            lines.append(f"| {r['case']} | | failed: {_cell(r['error'])} | | | | | | | | | | | | | | FAILED |")
             continue
         verdict = "ok" if r["ok"] else "MISMATCH"
         if r.get("check"):
@@ -642,8 +646,7 @@ def format_config_table(rows, meta):
              "|---|---|---|---|---:|---:|---:|---:|---:|---|---|"]
     for r in rows:
         if "error" in r:
-            err = r["error"].replace("|", "/").replace("\n", " ")[:200]
-            lines.append(f"| {r['case']} | {r.get('config', '')} | | | failed: {err} | | | | | FAILED | |")
+            lines.append(f"| {r['case']} | {r.get('config', '')} | | | failed: {_cell(r['error'])} | | | | | FAILED | |")
             continue
         lines.append(f"| {r['case']} | {r['config']} | {'x'.join(map(str, r['block']))} | {r['resources']} | "
                      f"{r['ms']:.3f} | {r['pct_floor']:.0f}% | {_ms(r.get('fft_ms'))} | {r['peer_ms']:.3f} | "
