@@ -11,7 +11,8 @@ A third mode times the stateful form, ``kernels.plan(fn, ...)`` made once per ca
 called on the same inputs (its recorded launches replayed). Per case: the output of the fast
 launch must equal numba-cuda's launch's, and the plan's the function's, bit for bit (the same
 kernels, the same inputs) before anything is timed. ``--profile`` also writes a cProfile of
-each case's function and plan calls (OUT/profile/CASE.{function,plan}.txt). Then, best of
+each case's function and plan calls (OUT/profile/{function,plan}.txt, one section per case: two
+files, which the GPU machine's file count limit lets through). Then, best of
 ``--rounds`` rounds: ``enqueue`` = wall time of ``--calls`` back-to-back calls / calls (no sync in
 between: what a pipeline of calls costs the host), ``call+sync`` = one call followed by a stream
 synchronize, averaged. Writes call_overhead.json and call_overhead.md. Exits with status 2 and
@@ -117,9 +118,10 @@ def time_calls(fn, calls, rounds, sync):
     return min(enq), min(cs)
 
 
-def profile(fn, calls, path, sync) -> None:
-    """cProfile of ``calls`` calls of ``fn`` (then one sync) into ``path``: the 30 most expensive
-    functions by cumulative and by own time (where the host time per call goes)."""
+def profile(fn, calls, path, sync, title="") -> None:
+    """cProfile of ``calls`` calls of ``fn`` (then one sync) appended to ``path`` under a
+    ``# title`` line: the 30 most expensive functions by cumulative and by own time (where the
+    host time per call goes)."""
     import cProfile
     import io
     import pstats
@@ -133,8 +135,8 @@ def profile(fn, calls, path, sync) -> None:
     buf = io.StringIO()
     for key in ("cumulative", "tottime"):
         pstats.Stats(pr, stream=buf).sort_stats(key).print_stats(30)
-    with open(path, "w") as f:
-        f.write(buf.getvalue())
+    with open(path, "a") as f:
+        f.write(f"# {title}\n{buf.getvalue()}\n")
 
 
 def run(K, cp, names, calls, rounds, profile_dir=None):
@@ -143,6 +145,10 @@ def run(K, cp, names, calls, rounds, profile_dir=None):
     sync = cp.cuda.get_current_stream().synchronize
     default = _launch.FAST
     cases = build_cases(K, cp)
+    if profile_dir:  # this run's sections only
+        for stale in ("function.txt", "plan.txt"):
+            if os.path.exists(os.path.join(profile_dir, stale)):
+                os.remove(os.path.join(profile_dir, stale))
     rows = []
     for name in names:
         ours, peer, planned = cases[name]
@@ -170,8 +176,8 @@ def run(K, cp, names, calls, rounds, profile_dir=None):
             row["peer_enqueue_us"], row["peer_sync_us"] = time_calls(peer, calls, rounds, sync)
             if profile_dir:
                 os.makedirs(profile_dir, exist_ok=True)
-                profile(ours, calls, os.path.join(profile_dir, f"{name}.function.txt"), sync)
-                profile(planned, calls, os.path.join(profile_dir, f"{name}.plan.txt"), sync)
+                profile(ours, calls, os.path.join(profile_dir, "function.txt"), sync, f"{name}: function calls")
+                profile(planned, calls, os.path.join(profile_dir, "plan.txt"), sync, f"{name}: plan calls")
         except Exception as e:  # report, keep going
             row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
         finally:

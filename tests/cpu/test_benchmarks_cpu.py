@@ -210,10 +210,14 @@ def test_call_overhead_profile_names_the_functions_called(co, tmp_path):
     def work():
         return sorted(range(50))
 
-    co.profile(work, 7, str(tmp_path / "p.txt"), lambda: synced.append(1))
+    co.profile(work, 7, str(tmp_path / "p.txt"), lambda: synced.append(1), "gemm: function calls")
     text = (tmp_path / "p.txt").read_text()
     assert synced == [1] and "work" in text and "cumulative" in text and "internal time" in text
     assert "7    " in text or " 7 " in text  # work's call count
+    assert text.startswith("# gemm: function calls\n")
+    co.profile(work, 3, str(tmp_path / "p.txt"), lambda: None, "fir: function calls")  # appended
+    text2 = (tmp_path / "p.txt").read_text()
+    assert text2.startswith(text) and "# fir: function calls\n" in text2[len(text):]
 
 
 def test_config_candidates_skip_the_suggestion_and_add_twice_its_rows(bk):
