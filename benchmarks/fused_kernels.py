@@ -543,6 +543,19 @@ FFT_CASES = {"conv_real": (4096, True), "conv_complex": (512, False), "fir": (51
              "matched": (1024, False), "stft": (512, True)}  # each case's float32 FFT: (n, real)
 
 
+def case_configs(name):
+    """``(FFT_CONFIGS key, suggested (ept, fpb), the other configurations to time)`` of the FFT
+    case ``name`` (its FFT as FFT_CASES declares it; cuFFTDx's suggestion, whatever the table
+    holds)."""
+    from kernels import _fused
+
+    n, real = FFT_CASES[name]
+    folded = real and _fused.can_fold(n)
+    fwd, _ = _fused.fft_pair(n, np.float32, real, "suggested", "suggested", folded=folded)
+    used = (fwd.elements_per_thread_value, fwd.ffts_per_block_value)
+    return (n, "float32", real, folded), used, config_candidates(fwd.valid("elements_per_thread", "ffts_per_block"), used)
+
+
 def prepare_fft_configs(names) -> int:
     """Build every configuration's descriptor pair of these cases in one parallel NVRTC batch
     (``nvmath_device.prepare``) before anything is timed; returns how many descriptors."""
@@ -553,12 +566,8 @@ def prepare_fft_configs(names) -> int:
     for name in names:
         if name not in FFT_CASES:
             continue
-        n, real = FFT_CASES[name]
-        folded = real and _fused.can_fold(n)
-        fwd, inv = _fused.fft_pair(n, np.float32, real, folded=folded)
-        used = (fwd.elements_per_thread_value, fwd.ffts_per_block_value)
-        descs += [fwd, inv]
-        for e, f in config_candidates(fwd.valid("elements_per_thread", "ffts_per_block"), used):
+        (n, _, real, folded), used, candidates = case_configs(name)
+        for e, f in [used, *candidates]:
             try:
                 descs += list(_fused._pair_descriptors(n, np.float32, real, e, f, folded=folded))
             except ValueError as err:  # e.g. too many threads: its row will say so
@@ -603,32 +612,29 @@ def sweep_fft_configs(names, K, mbytes, flop_rate, fft_rate, log=print):
     for name in names:
         if name not in FFT_CASES:
             continue
-        case_rows, key, todo = [], None, [None]
-        while todo:
-            cfg = todo.pop(0)
+        key, _, candidates = case_configs(name)
+        n, _, real, folded = key
+        case_rows = []
+        for cfg in [None, *candidates]:
             _fused.FFT_CONFIGS.clear()
             if cfg is not None:
                 _fused.FFT_CONFIGS[key] = cfg
             before = set(_launch._LAUNCHERS)
             try:
                 row = finish_row(name, RUNNERS[name](K, mbytes), flop_rate, fft_rate)
-                n, real = row["fft"][0], row["fft"][1]
-                if (n, real) != FFT_CASES[name]:
-                    raise RuntimeError(f"{name} ran FFTs of ({n}, real={real}); FFT_CASES says {FFT_CASES[name]}")
-                folded = real and _fused.can_fold(n)
-                fwd, _ = _fused.fft_pair(n, np.float32, real, folded=folded)
+                if tuple(row["fft"][:2]) != FFT_CASES[name]:
+                    raise RuntimeError(f"{name} ran FFTs of ({row['fft'][0]}, real={row['fft'][1]}); "
+                                       f"FFT_CASES says {FFT_CASES[name]}")
+                fwd, _ = _fused.fft_pair(n, np.float32, real, folded=folded)  # what the run used
                 used = (fwd.elements_per_thread_value, fwd.ffts_per_block_value)
                 row.update(config=f"ept {used[0]} fpb {used[1]}" + (" (suggested)" if cfg is None else ""),
                            block=list(fwd.block_dim), resources=_new_kernels_resources(before))
-                if cfg is None:  # the candidates of this case's FFT
-                    key = (n, "float32", bool(real), bool(folded))
-                    todo = config_candidates(fwd.valid("elements_per_thread", "ffts_per_block"), used)
             except Exception as e:  # report, don't hide; go on with the next configuration
                 row = dict(case=name, config=str(cfg), error=f"{type(e).__name__}: {str(e)[:300]}")
-                if cfg is None:
-                    todo = []
             case_rows.append(row)
             _logged(row, log)
+            if cfg is None and "error" in row:  # the case itself fails: no configuration will run
+                break
         _fused.FFT_CONFIGS.clear()
         good = [r for r in case_rows if "error" not in r and r["ok"]]
         if good:

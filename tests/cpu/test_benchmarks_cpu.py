@@ -246,8 +246,10 @@ def test_sweep_runs_each_configuration_with_the_table_set(bk, monkeypatch):
     monkeypatch.setattr(_fused, "FFT_CONFIGS", {})
     seen = []
 
-    def fft_pair(n, precision, real, folded=False):
+    def fft_pair(n, precision, real, ept=None, fpb=None, folded=False):
         assert (n, real, folded) == (4096, True, True)
+        if (ept, fpb) == ("suggested", "suggested"):
+            return _FakeFFT(32, 1), None
         return _FakeFFT(*_fused.FFT_CONFIGS.get((4096, "float32", True, True), (32, 1))), None
 
     def conv_real(K, mbytes):
@@ -280,6 +282,7 @@ def test_sweep_refuses_a_case_whose_fft_is_not_the_one_it_declares(bk, monkeypat
     from kernels import _fused
 
     monkeypatch.setattr(_fused, "FFT_CONFIGS", {})
+    monkeypatch.setattr(_fused, "fft_pair", lambda n, p, real, ept=None, fpb=None, folded=False: (_FakeFFT(32, 1), None))
     monkeypatch.setitem(bk.RUNNERS, "stft", lambda K, mb: dict(_fake(0), fft=(1024, True, 8, False)))
     (row,) = bk.sweep_fft_configs(["stft"], None, 1, None, None, log=lambda s: None)
     assert row["error"].startswith("RuntimeError: stft ran FFTs of (1024, real=True); FFT_CASES says (512, True)")
