@@ -205,19 +205,29 @@ def _retire(c: _Const) -> None:
     with _drv.in_context(c.ctx):
         if c.event is not None:
             _drv.destroy(c.event)
-        events = []
-        try:
-            if any(r is None for r in c.streams.values()):
-                raise LookupError  # no event on a handle that may be destroyed
-            for h in c.streams:
-                events.append(_drv.record(h))
-        except (LookupError, RuntimeError):
-            for ev in events:
-                _drv.destroy(ev)
+        events = _reader_events(c)
+        if events is None:
             _drv.synchronize()
             return
     c.streams = {}  # the reader streams are no longer held
     _retired.append((c.dev, events, c.ctx))
+
+
+def _reader_events(c: _Const):
+    """An event recorded now on each of ``c``'s reader streams, or None where that cannot be
+    done: a reader known only by a raw handle (no event on a handle that may be destroyed), or a
+    failing record (the events recorded before it are destroyed)."""
+    if any(r is None for r in c.streams.values()):
+        return None
+    events = []
+    try:
+        for h in c.streams:
+            events.append(_drv.record(h))
+    except RuntimeError:
+        for ev in events:
+            _drv.destroy(ev)
+        return None
+    return events
 
 
 def _reap() -> None:
