@@ -413,8 +413,8 @@ def _rfft_flops(n: int) -> float:
 def finish_row(case, res, flop_rate=None, fft_rate=None):
     """Add floor, bound and verdict fields to one successful case's result dict (``flop_rate``:
     the measured fp32 FLOP/s; without it, or without the case's ``flops``, the bound is the
-    memory floor). ``fft_rate(n, real, pair)``: FFTs (pairs) per second measured for the
-    case's descriptors; with it and the case's ``fft`` (n, real, count, pair) the row also gets
+    memory floor). ``fft_rate(n, real, pair, kernel)``: FFTs (pairs) per second measured for the
+    case's descriptors (``kernel``: the FFT_CASES function whose configuration it uses, or None); with it and the case's ``fft`` (n, real, count, pair) the row also gets
     ``fft_ms`` (the FFT work alone at that rate) and ``pct_fft_bound`` (ours against
     max(floor, fft_ms))."""
     row = dict(case=case, **res)
@@ -427,7 +427,7 @@ def finish_row(case, res, flop_rate=None, fft_rate=None):
     row["fft_ms"] = row["pct_fft_bound"] = None
     if fft_rate is not None and row.get("fft"):
         n, real, count, pair = row["fft"]
-        row["fft_ms"] = count / fft_rate(n, real, pair) * 1e3
+        row["fft_ms"] = count / fft_rate(n, real, pair, FFT_CASES.get(case, (None,))[0]) * 1e3
         row["pct_fft_bound"] = 100 * max(row["floor_ms"], row["fft_ms"]) / row["ms"]
     row["peer_pct_floor"] = 100 * row["floor_ms"] / row["peer_ms"]
     row["speedup"] = row["peer_ms"] / row["ms"]
@@ -518,17 +518,17 @@ def write_results(out, rows, meta, name="kernels", table=None):
 
 
 def fft_rate_meter(meta):
-    """``fft_rate(n, real, pair)`` for finish_row: FFTs (or forward + inverse pairs) per second of
-    the float32 descriptor pair the fused kernels use for length ``n`` (``kernels._fused.fft_pair``,
-    folded where real), measured once each (benchmarks/ceilings.py) and recorded in ``meta``."""
+    """``fft_rate(n, real, pair, kernel)`` for finish_row: FFTs (or forward + inverse pairs) per
+    second of the float32 descriptor pair function ``kernel`` uses for length ``n``
+    (``kernels._fused.fft_pair``, folded where real), measured once each (benchmarks/ceilings.py) and recorded in ``meta``."""
     from ceilings import measure_fft_rate
 
     from kernels._fused import can_fold, fft_pair
 
     rates = meta.setdefault("fft_rates", {})
 
-    def rate(n, real, pair):
-        fwd, inv = fft_pair(n, np.float32, real, folded=real and can_fold(n))
+    def rate(n, real, pair, kernel=None):
+        fwd, inv = fft_pair(n, np.float32, real, folded=real and can_fold(n), kernel=kernel)
         key = (f"{n} {'real' if real else 'c2c'} {'pair' if pair else 'forward'} "
                f"ept {fwd.elements_per_thread_value} fpb {fwd.ffts_per_block_value}")
         if key not in rates:
@@ -539,8 +539,9 @@ def fft_rate_meter(meta):
     return rate
 
 
-FFT_CASES = {"conv_real": (4096, True), "conv_complex": (512, False), "fir": (512, True),
-             "matched": (1024, False), "stft": (512, True)}  # each case's float32 FFT: (n, real)
+FFT_CASES = {"conv_real": ("fft_convolve", 4096, True), "conv_complex": ("fft_convolve", 512, False),
+             "fir": ("fir_filter", 512, True), "matched": ("matched_filter", 1024, False),
+             "stft": ("stft_power", 512, True)}  # each case's kernels function and float32 FFT (n, real)
 
 
 def case_configs(name):
@@ -549,11 +550,11 @@ def case_configs(name):
     holds)."""
     from kernels import _fused
 
-    n, real = FFT_CASES[name]
+    fn, n, real = FFT_CASES[name]
     folded = real and _fused.can_fold(n)
     fwd, _ = _fused.fft_pair(n, np.float32, real, "suggested", "suggested", folded=folded)
     used = (fwd.elements_per_thread_value, fwd.ffts_per_block_value)
-    return (n, "float32", real, folded), used, config_candidates(fwd.valid("elements_per_thread", "ffts_per_block"), used)
+    return (fn, n, "float32", real, folded), used, config_candidates(fwd.valid("elements_per_thread", "ffts_per_block"), used)
 
 
 def prepare_fft_configs(names) -> int:
@@ -566,7 +567,7 @@ def prepare_fft_configs(names) -> int:
     for name in names:
         if name not in FFT_CASES:
             continue
-        (n, _, real, folded), used, candidates = case_configs(name)
+        (_, n, _, real, folded), used, candidates = case_configs(name)
         for e, f in [used, *candidates]:
             try:
                 descs += list(_fused._pair_descriptors(n, np.float32, real, e, f, folded=folded))
@@ -595,37 +596,43 @@ def _new_kernels_resources(before):
     out = []
     for key in set(_launch._LAUNCHERS) - before:
         kernel, argtypes, _ = key
-        try:
-            out.append(f"{kernel.get_regs_per_thread(argtypes)} regs, {kernel.get_local_mem_per_thread(argtypes)} B local")
+        try:  # the dispatcher's compiled overload of these argument types (a tuple, not a signature)
+            compiled = kernel.overloads[argtypes]
+            out.append(f"{compiled.regs_per_thread} regs, {compiled.local_mem_per_thread} B local")
         except Exception as e:  # the figure is extra: say why it is missing
             out.append(f"? ({type(e).__name__})")
     return "; ".join(sorted(out)) or "(compiled earlier)"
 
 
-def sweep_fft_configs(names, K, mbytes, flop_rate, fft_rate, log=print):
+def sweep_fft_configs(names, K, mbytes, flop_rate, fft_rate, log=print, case_done=None):
     """Each FFT case at the suggested configuration, then at each of :func:`config_candidates`
-    (set in ``kernels._fused.FFT_CONFIGS`` for the case's run only). Rows as :func:`run_cases`'s,
-    with ``config``, ``block``, ``resources`` and ``best`` (the fastest correct row per case)."""
+    (set in ``kernels._fused.FFT_CONFIGS`` under the case's key for its run only; the table's
+    other entries stay, and the table is as it was after the sweep). Rows as :func:`run_cases`'s,
+    with ``config``, ``block``, ``resources`` and ``best`` (the fastest correct row per case).
+    ``case_done(rows)``, if given, gets the rows so far after each case (a run cut by a time
+    limit keeps the cases it finished)."""
     from kernels import _fused, _launch
 
     rows = []
+    table = _fused.FFT_CONFIGS
     for name in names:
         if name not in FFT_CASES:
             continue
         key, _, candidates = case_configs(name)
-        n, _, real, folded = key
+        fn, n, _, real, folded = key
+        kept = table.pop(key, None)
         case_rows = []
         for cfg in [None, *candidates]:
-            _fused.FFT_CONFIGS.clear()
+            table.pop(key, None)
             if cfg is not None:
-                _fused.FFT_CONFIGS[key] = cfg
+                table[key] = cfg
             before = set(_launch._LAUNCHERS)
             try:
                 row = finish_row(name, RUNNERS[name](K, mbytes), flop_rate, fft_rate)
-                if tuple(row["fft"][:2]) != FFT_CASES[name]:
+                if tuple(row["fft"][:2]) != (n, real):
                     raise RuntimeError(f"{name} ran FFTs of ({row['fft'][0]}, real={row['fft'][1]}); "
-                                       f"FFT_CASES says {FFT_CASES[name]}")
-                fwd, _ = _fused.fft_pair(n, np.float32, real, folded=folded)  # what the run used
+                                       f"FFT_CASES says {(n, real)}")
+                fwd, _ = _fused.fft_pair(n, np.float32, real, folded=folded, kernel=fn)  # what the run used
                 used = (fwd.elements_per_thread_value, fwd.ffts_per_block_value)
                 row.update(config=f"ept {used[0]} fpb {used[1]}" + (" (suggested)" if cfg is None else ""),
                            block=list(fwd.block_dim), resources=_new_kernels_resources(before))
@@ -635,11 +642,15 @@ def sweep_fft_configs(names, K, mbytes, flop_rate, fft_rate, log=print):
             _logged(row, log)
             if cfg is None and "error" in row:  # the case itself fails: no configuration will run
                 break
-        _fused.FFT_CONFIGS.clear()
+        table.pop(key, None)
+        if kept is not None:
+            table[key] = kept
         good = [r for r in case_rows if "error" not in r and r["ok"]]
         if good:
             min(good, key=lambda r: r["ms"])["best"] = True
         rows += case_rows
+        if case_done is not None:
+            case_done(rows)
     return rows
 
 
@@ -683,8 +694,11 @@ def main(argv=None):
         t0 = time.perf_counter()
         count = prepare_fft_configs(args.cases)
         print(f"# {count} FFT descriptors of the configurations built in {time.perf_counter() - t0:.0f} s", flush=True)
-        rows = sweep_fft_configs(args.cases, K, args.mbytes, meta["fp32_flops"], fft_rate_meter(meta))
-        print(write_results(args.out, rows, meta, name="fft_configs", table=format_config_table))
+        def write(rows):
+            return write_results(args.out, rows, meta, name="fft_configs", table=format_config_table)
+
+        print(write(sweep_fft_configs(args.cases, K, args.mbytes, meta["fp32_flops"], fft_rate_meter(meta),
+                                      case_done=write)))
         return 0
     rows = run_cases(args.cases, RUNNERS, K, args.mbytes, flop_rate=meta["fp32_flops"],
                      fft_rate=fft_rate_meter(meta))

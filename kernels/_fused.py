@@ -33,18 +33,24 @@ def _pair_descriptors(n, precision, real, ept, fpb, sm=None, folded=False):
     return FFT(fft_type="c2c", direction="forward", **kw), FFT(fft_type="c2c", direction="inverse", **kw)
 
 
-FFT_CONFIGS: dict = {}
-"""``(elements_per_thread, ffts_per_block)`` of the kernels' FFT pairs, by
-``(n, precision name, real, folded)``, where a measured configuration replaces cuFFTDx's
-suggestion (absent: the suggestion). ``benchmarks/fused_kernels.py --fft-configs`` times every
-valid configuration of each case's FFT in the case's own kernel; an entry goes here only with
-that run's figures in the commit that adds it."""
+FFT_CONFIGS: dict = {
+    # matched_filter, 65536 rows of 1024 complex64 (H200, fused_kernels.py --fft-configs, 2026-12-02):
+    # 0.381 ms at (16, 1) vs 0.435 ms at the suggested (32, 2); the FFT pair alone is faster at
+    # (32, 2) (161 vs 149 M pairs/s), the kernel around it is not.
+    ("matched_filter", 1024, "float32", False, False): (16, 1),
+}
+"""``(elements_per_thread, ffts_per_block)`` of a kernels function's FFT pair, by
+``(function name, n, precision name, real, folded)``, where a measured configuration replaces
+cuFFTDx's suggestion (absent: the suggestion). ``benchmarks/fused_kernels.py --fft-configs``
+times every valid configuration of each case's FFT in the case's own kernel; an entry goes here
+only with that run's figures in the commit that adds it. Keyed by function: the same FFT's best
+configuration differs between kernels (the work around the FFT changes register pressure)."""
 
 
-def fft_config(n: int, precision, real: bool, folded: bool) -> tuple:
-    """The ``(elements_per_thread, ffts_per_block)`` the kernels use for this FFT pair: the
-    :data:`FFT_CONFIGS` entry, else ``("suggested", "suggested")``."""
-    key = (n, np.dtype(precision).name, bool(real), bool(folded and real))
+def fft_config(n: int, precision, real: bool, folded: bool, kernel: str | None = None) -> tuple:
+    """The ``(elements_per_thread, ffts_per_block)`` function ``kernel`` uses for this FFT pair:
+    the :data:`FFT_CONFIGS` entry, else ``("suggested", "suggested")``."""
+    key = (kernel, n, np.dtype(precision).name, bool(real), bool(folded and real))
     return FFT_CONFIGS.get(key, ("suggested", "suggested"))
 
 
@@ -63,15 +69,16 @@ def can_fold(n: int) -> bool:
     return n >= 4 and n & (n - 1) == 0
 
 
-def fft_pair(n: int, precision, real: bool, ept=None, fpb=None, folded=False):
+def fft_pair(n: int, precision, real: bool, ept=None, fpb=None, folded=False, kernel=None):
     """Forward and inverse FFT descriptors of size ``n`` sharing one register layout.
 
     ``folded`` (real pairs, power-of-2 ``n``): registers hold the real signal as complex pairs
     ``(x[2k], x[2k + 1])`` at complex index ``k``, the spectrum in natural order.
-    ``ept``/``fpb`` None: :func:`fft_config`'s (the measured table's, else cuFFTDx's suggestion).
+    ``ept``/``fpb`` None: :func:`fft_config`'s for function ``kernel`` (the measured table's, else
+    cuFFTDx's suggestion).
     """
     if ept is None or fpb is None:
-        e, f = fft_config(n, precision, real, folded) if FFT_CONFIGS else ("suggested", "suggested")
+        e, f = fft_config(n, precision, real, folded, kernel) if FFT_CONFIGS else ("suggested", "suggested")
         ept, fpb = e if ept is None else ept, f if fpb is None else fpb
     return _fft_pair(n, precision, real, ept, fpb, folded)
 

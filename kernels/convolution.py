@@ -108,7 +108,7 @@ def fft_convolve(x, h, *, stream=None):
     n = xo.shape[-1]
     precision = _precision(xo.dtype)
     taps = _taps("h", h, real, precision, n)
-    return _run(xo, taps, n, real, precision, halo=0, stream=stream, conj=False)
+    return _run(xo, taps, n, real, precision, halo=0, stream=stream, conj=False, fn_name="fft_convolve")
 
 
 def fir_filter(x, taps, *, fft_size=None, stream=None):
@@ -141,14 +141,15 @@ def fir_filter(x, taps, *, fft_size=None, stream=None):
     if fft_size < 2 * m:
         raise ValueError(f"fft_size={fft_size} must be at least 2 * len(taps) = {2 * m}")
     taps = _taps("taps", taps, real, precision, fft_size // 2)
-    return _run(xo, taps, int(fft_size), real, precision, halo=m - 1, stream=stream, conj=False)
+    return _run(xo, taps, int(fft_size), real, precision, halo=m - 1, stream=stream, conj=False,
+                fn_name="fir_filter")
 
 
-def _run(xo, taps, n, real, precision, *, halo, stream, conj):
+def _run(xo, taps, n, real, precision, *, halo, stream, conj, fn_name):
     s = resolve_stream(stream, xo)
     folded = real and can_fold(n)
     try:
-        fwd, inv = fft_pair(n, precision, real, folded=folded)
+        fwd, inv = fft_pair(n, precision, real, folded=folded, kernel=fn_name)
     except ValueError as e:
         raise ValueError(f"x: rows of {n} samples: {e}" if halo == 0 else f"fft_size: {e}") from None
     if isinstance(taps, Operand):  # device taps: the spectrum on the device, on s

@@ -145,7 +145,7 @@ def matched_filter(x, template, *, return_correlation=False, stream=None):
     if xo.dtype in _REAL:  # promote on the device side of the copy: one extra pass, documented
         x2 = _to_complex(x2, cdt, xo, s)
     x2 = aligned(x2, xo, s)  # complex values move as single accesses
-    fwd, inv = _fft_pair("x", n, precision, False)
+    fwd, inv = _fft_pair("x", n, precision, False, kernel="matched_filter")
     if isinstance(t, Operand):  # a device template: its spectrum on the device, on s
         tspec = device_spectrum(fwd, t.dev, xo, s)
     else:
@@ -171,10 +171,11 @@ def _host_or_device(name, obj, dtypes):
     return host_numbers(name, obj, kinds, " or ".join(d.name for d in dtypes) + " values")
 
 
-def _fft_pair(name, n, precision, real, folded=False):
-    """:func:`kernels._fused.fft_pair`, its ValueError naming the argument whose length ``n`` is."""
+def _fft_pair(name, n, precision, real, folded=False, *, kernel):
+    """:func:`kernels._fused.fft_pair` of function ``kernel``, its ValueError naming the argument
+    whose length ``n`` is."""
     try:
-        return fft_pair(n, precision, real, folded=folded)
+        return fft_pair(n, precision, real, folded=folded, kernel=kernel)
     except ValueError as e:
         raise ValueError(f"{name}: {e}") from None
 
@@ -271,7 +272,7 @@ def stft_power(x, window, hop, *, stream=None):
         raise ValueError(f"x has {length} samples, fewer than one frame of len(window) = {nfft}")
     precision = np.float32 if xo.dtype == np.dtype(np.float32) else np.float64
     folded = can_fold(nfft)
-    fft, _ = _fft_pair("window", nfft, precision, True, folded)
+    fft, _ = _fft_pair("window", nfft, precision, True, folded, kernel="stft_power")
     hop = int(hop)
     nframes = 1 + (length - nfft) // hop
     batch = 1 if len(xo.shape) == 1 else xo.shape[0]

@@ -69,15 +69,18 @@ def test_bound_is_the_larger_of_memory_and_arithmetic(bk):
 
 def test_fft_work_bound(bk):
     """10^6 FFT pairs at a measured 5e8 pairs/s take 2 ms: against max(1 ms floor, 2 ms) a 2 ms
-    run is at 100 %; the rate is asked for the case's own (n, real, pair)."""
+    run is at 100 %; the rate is asked for the case's own (n, real, pair) and its kernels
+    function (whose FFT_CONFIGS entry sets the configuration; None for a case without one)."""
     asked = []
 
-    def rate(n, real, pair):
-        asked.append((n, real, pair))
+    def rate(n, real, pair, kernel):
+        asked.append((n, real, pair, kernel))
         return 5e8
 
     r = bk.finish_row("x", dict(_fake(0), fft=(512, True, 10**6, True)), fft_rate=rate)
-    assert asked == [(512, True, True)]
+    assert asked == [(512, True, True, None)]
+    bk.finish_row("matched", dict(_fake(0), fft=(1024, False, 10**6, True)), fft_rate=rate)
+    assert asked[-1] == (1024, False, True, "matched_filter")
     assert r["fft_ms"] == pytest.approx(2.0) and r["pct_fft_bound"] == pytest.approx(100.0)
     r = bk.finish_row("x", dict(_fake(0), fft=(512, True, 10**5, False)), fft_rate=rate)
     assert r["fft_ms"] == pytest.approx(0.2) and r["pct_fft_bound"] == pytest.approx(50.0)  # the floor wins
@@ -243,19 +246,22 @@ def test_sweep_runs_each_configuration_with_the_table_set(bk, monkeypatch):
     is marked; cases without FFTs are skipped; the table is left empty."""
     from kernels import _fused
 
-    monkeypatch.setattr(_fused, "FFT_CONFIGS", {})
+    key = ("fft_convolve", 4096, "float32", True, True)
+    other = ("matched_filter", 1024, "float32", False, False)
+    monkeypatch.setattr(_fused, "FFT_CONFIGS", {key: (4, 1), other: (16, 1)})  # entries already there
     seen = []
 
-    def fft_pair(n, precision, real, ept=None, fpb=None, folded=False):
+    def fft_pair(n, precision, real, ept=None, fpb=None, folded=False, kernel=None):
         assert (n, real, folded) == (4096, True, True)
         if (ept, fpb) == ("suggested", "suggested"):
             return _FakeFFT(32, 1), None
-        return _FakeFFT(*_fused.FFT_CONFIGS.get((4096, "float32", True, True), (32, 1))), None
+        assert kernel == "fft_convolve"
+        return _FakeFFT(*_fused.FFT_CONFIGS.get(key, (32, 1))), None
 
     def conv_real(K, mbytes):
         cfg = dict(_fused.FFT_CONFIGS)
         seen.append(cfg)
-        ept = cfg.get((4096, "float32", True, True), (32, 1))[0]
+        ept = cfg.get(key, (32, 1))[0]
         if ept == 64:
             raise RuntimeError("too many registers | spilled")
         return dict(_fake(0), ms={32: 3.0, 16: 2.5, 4: 9.0}.get(ept, 4.0), fft=(4096, True, 8, True))
@@ -263,14 +269,17 @@ def test_sweep_runs_each_configuration_with_the_table_set(bk, monkeypatch):
     monkeypatch.setattr(_fused, "fft_pair", fft_pair)
     monkeypatch.setitem(bk.RUNNERS, "conv_real", conv_real)
     monkeypatch.setitem(bk.RUNNERS, "gemm", lambda K, mb: pytest.fail("gemm has no FFT to sweep"))
-    rows = bk.sweep_fft_configs(["conv_real", "gemm"], None, 1, None, None, log=lambda s: None)
-    key = (4096, "float32", True, True)
-    assert seen == [{}, {key: (16, 1)}, {key: (64, 1)}, {key: (32, 2)}]
+    written = []
+    rows = bk.sweep_fft_configs(["conv_real", "gemm"], None, 1, None, None, log=lambda s: None,
+                                case_done=lambda rows: written.append(len(rows)))
+    assert written == [4]  # after the one FFT case: its rows, before anything else runs
+    assert seen == [{other: (16, 1)}, {other: (16, 1), key: (16, 1)}, {other: (16, 1), key: (64, 1)},
+                    {other: (16, 1), key: (32, 2)}]
     assert [r.get("config") for r in rows] == ["ept 32 fpb 1 (suggested)", "ept 16 fpb 1", "(64, 1)", "ept 32 fpb 2"]
     assert rows[2]["error"] == "RuntimeError: too many registers | spilled"
     assert [r.get("best", False) for r in rows] == [False, True, False, False]
     assert rows[3]["block"] == [128, 2, 1]
-    assert _fused.FFT_CONFIGS == {}
+    assert _fused.FFT_CONFIGS == {key: (4, 1), other: (16, 1)}  # as it was
     md = bk.format_config_table(rows, dict(device="Fake GPU", mbytes=1, command="x"))
     table = [ln for ln in md.splitlines() if ln.startswith("|")]
     assert all(ln.count("|") == table[0].count("|") for ln in table), md
@@ -282,7 +291,29 @@ def test_sweep_refuses_a_case_whose_fft_is_not_the_one_it_declares(bk, monkeypat
     from kernels import _fused
 
     monkeypatch.setattr(_fused, "FFT_CONFIGS", {})
-    monkeypatch.setattr(_fused, "fft_pair", lambda n, p, real, ept=None, fpb=None, folded=False: (_FakeFFT(32, 1), None))
+    monkeypatch.setattr(_fused, "fft_pair", lambda n, p, real, ept=None, fpb=None, folded=False, kernel=None: (_FakeFFT(32, 1), None))
     monkeypatch.setitem(bk.RUNNERS, "stft", lambda K, mb: dict(_fake(0), fft=(1024, True, 8, False)))
     (row,) = bk.sweep_fft_configs(["stft"], None, 1, None, None, log=lambda s: None)
     assert row["error"].startswith("RuntimeError: stft ran FFTs of (1024, real=True); FFT_CASES says (512, True)")
+
+
+def test_sweep_reports_the_compiled_kernels_registers(bk, monkeypatch):
+    """The resources column reads the dispatcher's overload for the launch's argument types
+    (numba's get_regs_per_thread wants a signature, not the tuple the launcher keys hold)."""
+    from types import SimpleNamespace
+
+    from kernels import _launch
+
+    class Dispatcher:  # hashable, as the launcher keys need
+        def __init__(self, overloads):
+            self.overloads = overloads
+
+    argtypes = ("float32[:, ::1]", "int64")
+    kernel = Dispatcher({argtypes: SimpleNamespace(regs_per_thread=72, local_mem_per_thread=0)})
+    monkeypatch.setattr(_launch, "_LAUNCHERS", {("old", (), 1): None})
+    before = set(_launch._LAUNCHERS)
+    assert bk._new_kernels_resources(before) == "(compiled earlier)"
+    _launch._LAUNCHERS[(kernel, argtypes, 1)] = None
+    assert bk._new_kernels_resources(before) == "72 regs, 0 B local"
+    _launch._LAUNCHERS[(Dispatcher({}), argtypes, 1)] = None
+    assert bk._new_kernels_resources(before) == "72 regs, 0 B local; ? (KeyError)"

@@ -56,9 +56,14 @@ def test_live_test_log_names_each_outcome(tmp_path, monkeypatch):
     """NMDX_TEST_LOG gets one line per test as it ends (what a time-limited sanitizer run keeps)."""
     hook = _gpu_conftest().pytest_runtest_logreport
     log = tmp_path / "tests.txt"
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)  # this suite may itself run under xdist
     hook(_report("call", "passed"))  # no NMDX_TEST_LOG: nothing written
     assert not log.exists()
     monkeypatch.setenv("NMDX_TEST_LOG", str(log))
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
+    hook(_report("call", "passed"))  # an xdist worker: its controller writes the line, not it
+    assert not log.exists()
+    monkeypatch.delenv("PYTEST_XDIST_WORKER")
     hook(_report("setup", "passed"))
     hook(_report("call", "passed"))
     hook(_report("teardown", "passed"))
@@ -71,3 +76,6 @@ def test_live_test_log_names_each_outcome(tmp_path, monkeypatch):
         "ERROR tests/gpu/test_x.py::test_c 1.2s :: RuntimeError: no context",
         "SKIPPED tests/gpu/test_x.py::test_d 1.2s",
     ]
+    details = (tmp_path / "tests.txt.failures").read_text()  # each failure's whole report
+    assert details.count("=== ") == 2
+    assert "=== FAILED tests/gpu/test_x.py::test_b" in details and "=== ERROR tests/gpu/test_x.py::test_c" in details

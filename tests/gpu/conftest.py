@@ -46,15 +46,20 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_runtest_logreport(report):
     """With ``NMDX_TEST_LOG=FILE`` set, append ``OUTCOME nodeid seconds`` for each test as it ends
-    (in the controller under pytest-xdist): a run stopped at a time limit (``sanitize.sh -T``)
-    still names what passed and what failed. Failures add their short error line."""
+    (in the controller only under pytest-xdist, whose workers inherit the variable): a run stopped
+    at a time limit (``sanitize.sh -T``) still names what passed and what failed. Failures add
+    their short error line, and their whole report goes to ``FILE.failures``."""
     path = os.environ.get("NMDX_TEST_LOG")
-    if not path or not (report.when == "call" or report.failed or report.skipped):
+    if not path or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    if not (report.when == "call" or report.failed or report.skipped):
         return
     outcome = "ERROR" if report.failed and report.when != "call" else report.outcome.upper()
     line = f"{outcome} {report.nodeid} {report.duration:.1f}s"
     if report.failed:
         crash = getattr(report.longrepr, "reprcrash", None)
         line += f" :: {crash.message.splitlines()[0] if crash else str(report.longrepr).splitlines()[-1]}"
+        with open(path + ".failures", "a") as f:
+            f.write(f"=== {line}\n{report.longrepr}\n\n")
     with open(path, "a") as f:
         f.write(line + "\n")

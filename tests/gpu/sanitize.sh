@@ -40,7 +40,7 @@ sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-san
 mkdir -p "$logdir"
 status=0
 for tool in $tools; do
-  rm -f "$logdir/$tool".*.log "$logdir/$tool.tests.txt"
+  rm -f "$logdir/$tool".*.log "$logdir/$tool.tests.txt" "$logdir/$tool.tests.txt.failures"
   start=$(date +%s)
   NMDX_TEST_LOG="$logdir/$tool.tests.txt" timeout --signal=INT --kill-after=30 "$limit" "$sanitizer" --tool "$tool" --target-processes all --print-limit 50 \
       --log-file "$logdir/$tool.%p.log" \

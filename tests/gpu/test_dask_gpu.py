@@ -98,7 +98,7 @@ def test_a_worker_prepares_each_shape_once(client):
     def misses():
         from kernels import _fused
 
-        return _fused.fft_pair.cache_info().misses + _fused.filter_kernel.cache_info().misses
+        return _fused._fft_pair.cache_info().misses + _fused.filter_kernel.cache_info().misses
 
     x = da.from_array(cp.random.default_rng(3).standard_normal((512, 1024), dtype=cp.float32),
                       chunks=(128, 1024), asarray=False)
