@@ -414,8 +414,8 @@ def finish_row(case, res, flop_rate=None, fft_rate=None):
     """Add floor, bound and verdict fields to one successful case's result dict (``flop_rate``:
     the measured fp32 FLOP/s; without it, or without the case's ``flops``, the bound is the
     memory floor). ``fft_rate(n, real, pair, kernel)``: FFTs (pairs) per second measured for the
-    case's descriptors (``kernel``: the FFT_CASES function whose configuration it uses, or None); with it and the case's ``fft`` (n, real, count, pair) the row also gets
-    ``fft_ms`` (the FFT work alone at that rate) and ``pct_fft_bound`` (ours against
+    case's descriptors (``kernel``: the FFT_CASES function whose configuration it uses, or None);
+    with it and the case's ``fft`` (n, real, count, pair) the row also gets ``fft_ms`` (the FFT work alone at that rate) and ``pct_fft_bound`` (ours against
     max(floor, fft_ms))."""
     row = dict(case=case, **res)
     row["floor_ms"] = row["bytes"] / PEAK_BPS * 1e3
@@ -520,7 +520,8 @@ def write_results(out, rows, meta, name="kernels", table=None):
 def fft_rate_meter(meta):
     """``fft_rate(n, real, pair, kernel)`` for finish_row: FFTs (or forward + inverse pairs) per
     second of the float32 descriptor pair function ``kernel`` uses for length ``n``
-    (``kernels._fused.fft_pair``, folded where real), measured once each (benchmarks/ceilings.py) and recorded in ``meta``."""
+    (``kernels._fused.fft_pair``, folded where real), measured once each (benchmarks/ceilings.py)
+    and recorded in ``meta``."""
     from ceilings import measure_fft_rate
 
     from kernels._fused import can_fold, fft_pair
