@@ -415,8 +415,8 @@ def finish_row(case, res, flop_rate=None, fft_rate=None):
     the measured fp32 FLOP/s; without it, or without the case's ``flops``, the bound is the
     memory floor). ``fft_rate(n, real, pair, kernel)``: FFTs (pairs) per second measured for the
     case's descriptors (``kernel``: the FFT_CASES function whose configuration it uses, or None);
-    with it and the case's ``fft`` (n, real, count, pair) the row also gets ``fft_ms`` (the FFT work alone at that rate) and ``pct_fft_bound`` (ours against
-    max(floor, fft_ms))."""
+    with it and the case's ``fft`` (n, real, count, pair) the row also gets ``fft_ms`` (the FFT
+    work alone at that rate) and ``pct_fft_bound`` (ours against max(floor, fft_ms))."""
     row = dict(case=case, **res)
     row["floor_ms"] = row["bytes"] / PEAK_BPS * 1e3
     row["pct_floor"] = 100 * row["floor_ms"] / row["ms"]
