@@ -20,8 +20,9 @@ built from one kind of arithmetic instruction can reach at most on this machine.
   with it cannot be faster than this ceiling however well it is pipelined.
 
 - FFT throughput (``measure_fft_rate(fwd, inv)``): FFTs per second of cuFFTDx Block FFT
-  descriptors run back to back on data that never leaves registers and shared memory (each
-  block chains ``reps`` forward [+ inverse] FFTs, rescaling between them): the arithmetic,
+  descriptors run back to back on data that never leaves registers and shared memory (as many
+  blocks as fit on the GPU at once at the kernel's occupancy, each chaining ``reps`` forward
+  [+ inverse] FFTs, rescaling between them): the arithmetic,
   shared-memory exchanges and synchronisation of the FFTs themselves, without loads or stores
   of the signal. The FFT kernels of ``kernels`` cannot run faster than their FFT work at this
   rate, whatever their memory traffic: ``fused_kernels.py`` reports that bound per case.
@@ -198,11 +199,25 @@ def fft_chain_sums(fwd, blocks: int) -> np.ndarray:
     return (((t * 7 + i * 3) % 13 - 6) / 64).sum(axis=1).astype(prec)
 
 
+def chain_blocks(resident, sms: int) -> int:
+    """The FFT chain's grid: every block that fits on the GPU at once at the kernel's own
+    occupancy (``resident``: one full wave, no tail), or 8 per SM where that is unknown (None).
+    A fixed 8 per SM (the rule until 2026-12-02) left a 64-thread block at a quarter of the
+    threads an SM holds, so the meter undercounted small-block configurations: the matched
+    filter's kernel at (ept 16, 1 FFT per block) ran faster than its FFT pair "alone"."""
+    return int(resident) if resident else 8 * sms
+
+
 def measure_fft_rate(fwd, inv=None, reps: int = 32) -> float:
     """Forward (+ inverse) FFTs per second of these Block descriptors on this GPU (see the
-    module): 8 blocks per SM, ``reps`` chained steps per block, the best of 5 launches."""
+    module): :func:`chain_blocks` blocks, ``reps`` chained steps per block, the best of 5
+    launches."""
+    from numba import typeof
+
     kernel = fft_chain_kernel(fwd, inv)
-    blocks = 8 * cuda.get_current_device().MULTIPROCESSOR_COUNT
+    argtypes = (typeof(cuda.device_array(1, fwd.precision_type)), typeof(reps))  # for the occupancy query
+    resident = kernel.compile(argtypes).max_cooperative_grid_blocks(fwd.block_dim, fwd.shared_memory_size)
+    blocks = chain_blocks(resident, cuda.get_current_device().MULTIPROCESSOR_COUNT)
     out = cuda.device_array(blocks * fwd.ffts_per_block_value * fwd.block_dim[0], fwd.precision_type)
     cfg = kernel[blocks, fwd.block_dim, 0, fwd.shared_memory_size]
     return blocks * fwd.ffts_per_block_value * reps / _best_seconds(lambda: cfg(out, reps))

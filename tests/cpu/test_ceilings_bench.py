@@ -82,3 +82,12 @@ def test_fft_chain_kernels_link_for_sm90(n, real, pair):
     kern = _load("ceilings").fft_chain_kernel(fwd, inv if pair else None)
     out = aot.compile_kernel(kern.py_func, (types.float32[::1], types.int64), sm=90)
     assert out.frame_bytes == 0, out.frame_bytes
+
+
+def test_the_fft_chain_fills_the_gpu_at_the_kernels_own_occupancy():
+    """One full wave of the blocks that fit at once (a 64-thread block: 32 per SM on the H200's
+    132 SMs), not a fixed 8 per SM; 8 per SM only where the occupancy is unknown."""
+    c = _load("ceilings")
+    assert c.chain_blocks(32 * 132, 132) == 4224
+    assert c.chain_blocks(2 * 132, 132) == 264  # 1024-thread blocks: 2 fit per SM
+    assert c.chain_blocks(None, 132) == 8 * 132
