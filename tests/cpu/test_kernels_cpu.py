@@ -190,10 +190,33 @@ def test_beamform_kernel_links():
     mm = Matmul(size=(8, 256, 16), precision=np.float32, data_type="complex",
                 arrangement=("row_major",) * 3, block_dim=fft.block_dim, sm=90)
     kern, smem = _beamform_kernel(mm, fft)
-    assert smem >= mm.shared_memory_size + fft.shared_memory_size
+    # the FFT's workspace lies over the GEMM's A and B tiles (dead after the GEMM), before C
+    assert fft.shared_memory_size <= mm.c_shared_memory_offset and smem == mm.shared_memory_size
     out = compile_kernel(kern, (types.complex64[:, ::1], types.complex64[:, :, ::1], types.complex64[:, :, ::1]), sm=90)
     assert out.linked == tuple(sorted([f"{mm.symbol}.ltoir", f"{fft.symbol}.ltoir", TWIDDLES_90]))
     assert out.frame_bytes == 0
+
+
+@pytest.mark.parametrize("beams, nsamp, channels, over_ab", [
+    (16, 256, 16, True), (8, 512, 16, True), (4, 1024, 16, True), (32, 128, 32, True),
+    (8, 64, 3, False),  # 3 channels: A and B (1.7 KiB) end before the FFT's 4 KiB would
+])
+def test_beamform_fft_workspace_reuses_the_gemm_tiles_only_when_it_ends_before_c(beams, nsamp, channels, over_ab):
+    """The beamforming kernel's shared memory: the FFT workspace at 0 when it ends before C's
+    tile, else after the GEMM's buffer; never overlapping C. The main shape: 66 KiB (was 98)."""
+    from kernels.gemm import _beamform_fft_offset
+    from nvmath_device import FFT, Matmul
+
+    fft = FFT(size=nsamp, precision=np.float32, direction="forward", elements_per_thread=8 if nsamp >= 256 else 4,
+              ffts_per_block=beams, sm=90)
+    mm = Matmul(size=(beams, nsamp, channels), precision=np.float32, data_type="complex",
+                arrangement=("row_major",) * 3, block_dim=fft.block_dim, sm=90)
+    off = _beamform_fft_offset(mm, fft)
+    c_lo, c_hi = mm.c_shared_memory_offset, mm.c_shared_memory_offset + mm.c_size * 8
+    assert off + fft.shared_memory_size <= c_lo or off >= c_hi  # never over C
+    assert (off == 0) == over_ab and off % 16 == 0
+    if (beams, nsamp, channels) == (16, 256, 16):
+        assert max(mm.shared_memory_size, off + fft.shared_memory_size) == 67584
 
 
 def _f64_instructions(kernel, argtypes):

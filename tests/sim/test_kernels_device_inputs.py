@@ -108,3 +108,14 @@ def test_beamform_spectra_device_weights():
 def test_bad_device_inputs_are_named(call, exc, match):
     with pytest.raises(exc, match=match):
         call()
+
+
+@pytest.mark.parametrize("batch, beams, channels, nsamp", [(1, 16, 16, 256), (2, 8, 3, 64)])
+def test_beamform_spectra_with_and_without_the_fft_over_the_gemm_tiles(batch, beams, channels, nsamp):
+    """The main shape (the FFT's workspace over the GEMM's A and B tiles) and 3 channels (A and
+    B too small: the workspace after the GEMM's buffer) both equal NumPy."""
+    x = _sig((batch, channels, nsamp), np.complex64)
+    w = _sig((beams, channels), np.complex64)
+    y = kernels.beamform_spectra(x, w)
+    ref = np.fft.fft(np.einsum("bc,ncs->nbs", w.astype(np.complex128), x), axis=-1)
+    assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < 1e-5
