@@ -45,20 +45,23 @@ CASES = ("fp16", "bf16", "fp32", "fused")
 # (CPU, aot.compile_kernel): 128x128x32 depth 3 takes 132 registers (1 block of 256 threads per SM),
 # 123 with 2 blocks asked for, no spills either way; 128x256x32: 201 registers.
 # H200, 2026-12-02, bf16 4096^3 (ms): 0.651 / 0.436 / 0.434 / 0.465 / 0.450 in this order; fp32:
-# 5.49 / 5.10 / 6.48. The default sweep keeps the best two and the 4-warp tile (each configuration
-# costs a compile of ~30 s on that machine, their pipeline units in parallel); --all-tiles: all.
-# Added after that run, not yet timed: 4 warps on 128 x 128 (64 x 64 per warp, as CUTLASS's sm80
-# default; 201 registers with 2 blocks asked, no spills) and 128 x 256 at depth 4 (201, no spills).
-# Why they may win (sm_90 SASS of the K loop, fp16, CPU: cuobjdump -sass): the 8-warp 128 x 128 tile
+# 5.49 / 5.10 / 6.48. Added after that run: 4 warps on 128 x 128 (64 x 64 per warp, as CUTLASS's
+# sm80 default; 201 registers with 2 blocks asked, no spills) and 128 x 256 at depth 4 (201, no
+# spills); timed in the next session's run (bf16, ms): 256 threads depth 3 / depth 4 0.472 / 0.453,
+# **4 warps 0.408** (336 TFLOP/s, 53 % of the mma.sync ceiling), 128 x 256 depth 4 0.469.
+# Why the 64 x 64 warp tiles were expected to win (sm_90 SASS of the K loop, fp16, CPU: cuobjdump -sass): the 8-warp 128 x 128 tile
 # gives each warp 32 x 64 (per K step of 32: 12 LDSM.16.M88.4 for 32 HMMA.16816), the two 64 x 64
 # warp tiles 16 LDSM for 64 HMMA: a third less shared-memory read per FLOP. At mma.sync's rate the
 # 32 x 64 tile's LDSM + LDGSTS traffic is about 150 B/clock/SM against shared memory's 128, which
-# would explain 0.434 ms (317 TFLOP/s); to be measured. Each loop iteration also has one
+# would explain 0.434 ms (317 TFLOP/s); the 4-warp tile did win, by 6 %. Each loop iteration also has one
 # DEPBAR + BAR.SYNC and 4 (8-warp) or 8 (4-warp) LDGSTS.128 per thread.
 TILES_ALL = ((128, 128, 32, 256, 3, 1), (128, 128, 32, 256, 3, 2), (128, 128, 32, 256, 4, 2), (128, 128, 32, 128, 4, 2),
              (128, 128, 64, 256, 3, 1), (128, 256, 32, 256, 3, 1), (128, 256, 32, 256, 4, 1))
 TILES_FP32_ALL = ((128, 128, 16, 256, 3, 1), (128, 128, 16, 256, 3, 2), (64, 64, 16, 128, 4, 4))
-TILES = TILES_ALL[1:4] + TILES_ALL[6:7]
+# the default: the fastest tile of the H200 sweep of 2026-12-02 (bf16: 0.408 ms against 0.453-0.472
+# for the others, benchmarks/RESULTS.md); one tile keeps a run of every case with its peers inside
+# one GPU call (each tile costs a ~30 s compile there); --all-tiles sweeps TILES_ALL
+TILES = TILES_ALL[3:4]
 TILES_FP32 = TILES_FP32_ALL[1:2]
 # the instruction ceiling (benchmarks/ceilings.py) that bounds each case's kernel
 CEILING = {"fp16": "mma_sync_f16", "fused": "mma_sync_f16", "bf16": "mma_sync_bf16", "fp32": "fp32_fma"}
