@@ -437,11 +437,17 @@ def finish_row(case, res, flop_rate=None, fft_rate=None):
 
 
 def run_cases(names, runner_for, K, mbytes, log=print, flop_rate=None, fft_rate=None):
-    """Run each case; a failing case becomes a row with its error string, the next one runs."""
+    """Run each case; a failing case becomes a row with its error string, the next one runs.
+    Each row also gets ``resources``: registers and local memory per thread of the kernels the
+    case compiled (what bounds their occupancy)."""
+    from kernels import _launch
+
     rows = []
     for name in names:
+        before = set(_launch._LAUNCHERS)
         try:
             row = finish_row(name, runner_for[name](K, mbytes), flop_rate, fft_rate)
+            row["resources"] = _new_kernels_resources(before)
         except Exception as e:  # report, don't hide; go on with the next case
             row = dict(case=name, error=f"{type(e).__name__}: {str(e)[:300]}")
         rows.append(row)
@@ -486,11 +492,12 @@ def format_table(rows, meta):
              "(benchmarks/ceilings.py: FFTs chained in registers and shared memory, no signal traffic)", "",
              "| case | data | ours ms | peer | peer ms | speedup | ours % of floor | bound ms | ours % of bound | "
              "FFT work ms | ours % of max(floor, FFT work) | "
-             "peer % of floor | rel. err vs peer | ours vs fp64 | peer vs fp64 | first call s | check |",
-             "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "peer % of floor | rel. err vs peer | ours vs fp64 | peer vs fp64 | first call s | "
+             "registers, local memory per thread | check |",
+             "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['case']} | | failed: {_cell(r['error'])} | | | | | | | | | | | | | | FAILED |")
+            lines.append(f"| {r['case']} | | failed: {_cell(r['error'])} | | | | | | | | | | | | | | | FAILED |")
             continue
         verdict = "ok" if r["ok"] else "MISMATCH"
         if r.get("check"):
@@ -501,7 +508,7 @@ def format_table(rows, meta):
             f"{r['pct_bound']:.0f}% | {_ms(r.get('fft_ms'))} | {_pct(r.get('pct_fft_bound'))} | "
             f"{r['peer_pct_floor']:.0f}% | "
             f"{_e(r['rel_err'])} | {_e(r.get('ours_ref_err'))} | {_e(r.get('peer_ref_err'))} | "
-            f"{r['first_call_s']:.2f} | {verdict} |")
+            f"{r['first_call_s']:.2f} | {r.get('resources', '-')} | {verdict} |")
     return "\n".join(lines) + "\n"
 
 
