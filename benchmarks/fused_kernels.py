@@ -392,7 +392,16 @@ def case_beamform(K, mbytes):
     return dict(shape=f"{batch}x{channels}x{nsamp} c64, {beams} beams", peer="cupy.matmul(W, x) -> cupy.fft.fft",
                 bytes=x.nbytes + batch * beams * nsamp * 8,
                 flops=batch * (8 * beams * nsamp * channels + beams * _cfft_flops(nsamp)),
-                fft=(nsamp, False, batch * beams, False), **res)
+                fft=(nsamp, False, batch * beams, False), fft_config=_beamform_fft_config(beams, nsamp), **res)
+
+
+def _beamform_fft_config(beams, nsamp):
+    """[ept, fpb] of beamform_spectra's own FFT (kernels.gemm._beamform_fft), for the FFT-work
+    meter: not the suggested configuration the other cases' pairs start from."""
+    from kernels.gemm import _beamform_fft
+
+    fft = _beamform_fft(beams, nsamp, np.float32, None)
+    return [fft.elements_per_thread_value, fft.ffts_per_block_value]
 
 
 RUNNERS = {name: globals()[f"case_{name}"] for name in CASES}
@@ -413,8 +422,9 @@ def _rfft_flops(n: int) -> float:
 def finish_row(case, res, flop_rate=None, fft_rate=None):
     """Add floor, bound and verdict fields to one successful case's result dict (``flop_rate``:
     the measured fp32 FLOP/s; without it, or without the case's ``flops``, the bound is the
-    memory floor). ``fft_rate(n, real, pair, kernel)``: FFTs (pairs) per second measured for the
-    case's descriptors (``kernel``: the FFT_CASES function whose configuration it uses, or None);
+    memory floor). ``fft_rate(n, real, pair, kernel, config)``: FFTs (pairs) per second measured
+    for the case's descriptors (``kernel``: the FFT_CASES function whose configuration it uses,
+    or None; ``config``: the case's own ``fft_config`` [ept, fpb], if it has one);
     with it and the case's ``fft`` (n, real, count, pair) the row also gets ``fft_ms`` (the FFT
     work alone at that rate) and ``pct_fft_bound`` (ours against max(floor, fft_ms))."""
     row = dict(case=case, **res)
@@ -427,7 +437,7 @@ def finish_row(case, res, flop_rate=None, fft_rate=None):
     row["fft_ms"] = row["pct_fft_bound"] = None
     if fft_rate is not None and row.get("fft"):
         n, real, count, pair = row["fft"]
-        row["fft_ms"] = count / fft_rate(n, real, pair, FFT_CASES.get(case, (None,))[0]) * 1e3
+        row["fft_ms"] = count / fft_rate(n, real, pair, FFT_CASES.get(case, (None,))[0], row.get("fft_config")) * 1e3
         row["pct_fft_bound"] = 100 * max(row["floor_ms"], row["fft_ms"]) / row["ms"]
     row["peer_pct_floor"] = 100 * row["floor_ms"] / row["peer_ms"]
     row["speedup"] = row["peer_ms"] / row["ms"]
@@ -525,8 +535,9 @@ def write_results(out, rows, meta, name="kernels", table=None):
 
 
 def fft_rate_meter(meta):
-    """``fft_rate(n, real, pair, kernel)`` for finish_row: FFTs (or forward + inverse pairs) per
-    second of the float32 descriptor pair function ``kernel`` uses for length ``n``
+    """``fft_rate(n, real, pair, kernel, config)`` for finish_row: FFTs (or forward + inverse
+    pairs) per second of the float32 descriptor pair function ``kernel`` uses for length ``n``
+    (at ``config`` = [ept, fpb] when given)
     (``kernels._fused.fft_pair``, folded where real), measured once each (benchmarks/ceilings.py)
     and recorded in ``meta``."""
     from ceilings import measure_fft_rate
@@ -535,8 +546,9 @@ def fft_rate_meter(meta):
 
     rates = meta.setdefault("fft_rates", {})
 
-    def rate(n, real, pair, kernel=None):
-        fwd, inv = fft_pair(n, np.float32, real, folded=real and can_fold(n), kernel=kernel)
+    def rate(n, real, pair, kernel=None, config=None):
+        ept, fpb = config if config else (None, None)
+        fwd, inv = fft_pair(n, np.float32, real, ept, fpb, folded=real and can_fold(n), kernel=kernel)
         key = (f"{n} {'real' if real else 'c2c'} {'pair' if pair else 'forward'} "
                f"ept {fwd.elements_per_thread_value} fpb {fwd.ffts_per_block_value}")
         if key not in rates:

@@ -297,12 +297,18 @@ def _batched_gemm(a, b, c, alpha, beta, stream, vector=True, per_block=None, blo
     return out.result(s), "smem"
 
 
+def _beamform_fft(beams, nsamp, prec, sm):
+    """The beamforming kernel's FFT: one forward FFT of ``nsamp`` per beam, all beams in a block
+    (8 elements per thread from 256 samples up, else 4)."""
+    return FFT(size=nsamp, precision=prec, direction="forward", elements_per_thread=8 if nsamp >= 256 else 4,
+               ffts_per_block=beams, sm=sm)
+
+
 @functools.cache
 def _beamform_plan(beams, nsamp, channels, prec, sm):
     """(kernel, shared memory bytes, block) of one beamforming shape: the FFT (one per beam) and
     the GEMM sharing its block."""
-    fft = FFT(size=nsamp, precision=prec, direction="forward", elements_per_thread=8 if nsamp >= 256 else 4,
-              ffts_per_block=beams, sm=sm)
+    fft = _beamform_fft(beams, nsamp, prec, sm)
     mm = Matmul(size=(beams, nsamp, channels), precision=prec, data_type="complex",
                 arrangement=("row_major", "row_major", "row_major"), block_dim=fft.block_dim, sm=sm)
     return (*_beamform_kernel(mm, fft), fft.block_dim)

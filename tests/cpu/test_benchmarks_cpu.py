@@ -73,14 +73,16 @@ def test_fft_work_bound(bk):
     function (whose FFT_CONFIGS entry sets the configuration; None for a case without one)."""
     asked = []
 
-    def rate(n, real, pair, kernel):
-        asked.append((n, real, pair, kernel))
+    def rate(n, real, pair, kernel, config):
+        asked.append((n, real, pair, kernel, config))
         return 5e8
 
     r = bk.finish_row("x", dict(_fake(0), fft=(512, True, 10**6, True)), fft_rate=rate)
-    assert asked == [(512, True, True, None)]
+    assert asked == [(512, True, True, None, None)]
     bk.finish_row("matched", dict(_fake(0), fft=(1024, False, 10**6, True)), fft_rate=rate)
-    assert asked[-1] == (1024, False, True, "matched_filter")
+    assert asked[-1] == (1024, False, True, "matched_filter", None)
+    bk.finish_row("beamform", dict(_fake(0), fft=(256, False, 10**6, False), fft_config=[8, 16]), fft_rate=rate)
+    assert asked[-1] == (256, False, False, None, [8, 16])  # its own descriptor's configuration
     assert r["fft_ms"] == pytest.approx(2.0) and r["pct_fft_bound"] == pytest.approx(100.0)
     r = bk.finish_row("x", dict(_fake(0), fft=(512, True, 10**5, False)), fft_rate=rate)
     assert r["fft_ms"] == pytest.approx(0.2) and r["pct_fft_bound"] == pytest.approx(50.0)  # the floor wins
@@ -318,3 +320,14 @@ def test_sweep_reports_the_compiled_kernels_registers(bk, monkeypatch):
     assert bk._new_kernels_resources(before) == "72 regs, 0 B local"
     _launch._LAUNCHERS[(Dispatcher({}), argtypes, 1)] = None
     assert bk._new_kernels_resources(before) == "72 regs, 0 B local; ? (KeyError)"
+
+
+def test_beamform_fft_config_is_its_kernels_own(bk, monkeypatch):
+    """The FFT-work meter's configuration for beamform is the kernel's FFT descriptor's (built
+    for sm_90 here: no GPU)."""
+    from kernels import gemm
+
+    real_fft = gemm._beamform_fft
+    monkeypatch.setattr(gemm, "_beamform_fft", lambda beams, nsamp, prec, sm: real_fft(beams, nsamp, prec, 90))
+    assert bk._beamform_fft_config(16, 256) == [8, 16]
+    assert bk._beamform_fft_config(4, 64) == [4, 4]
