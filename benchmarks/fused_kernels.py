@@ -537,9 +537,8 @@ def write_results(out, rows, meta, name="kernels", table=None):
 def fft_rate_meter(meta):
     """``fft_rate(n, real, pair, kernel, config)`` for finish_row: FFTs (or forward + inverse
     pairs) per second of the float32 descriptor pair function ``kernel`` uses for length ``n``
-    (at ``config`` = [ept, fpb] when given)
-    (``kernels._fused.fft_pair``, folded where real), measured once each (benchmarks/ceilings.py)
-    and recorded in ``meta``."""
+    (``kernels._fused.fft_pair``, folded where real; at ``config`` = [ept, fpb] when given),
+    measured once each (benchmarks/ceilings.py) and recorded in ``meta``."""
     from ceilings import measure_fft_rate
 
     from kernels._fused import can_fold, fft_pair

@@ -55,13 +55,11 @@ def fft_config(n: int, precision, real: bool, folded: bool, kernel: str | None =
 
 
 def prefetch(shapes) -> None:
-    """Build the FFT pairs of ``(n, precision, real)`` shapes now (``nvmath_device.prepare``)."""
+    """Build the FFT pairs of ``(n, precision, real)`` shapes now (``nvmath_device.prepare``), at
+    cuFFTDx's suggestion: what every function uses where :data:`FFT_CONFIGS` has no entry for it."""
     from nvmath_device import prepare
 
-    descs = []
-    for n, p, r in shapes:
-        descs += _pair_descriptors(n, p, r, *fft_config(n, p, r, False))
-    prepare(*descs)
+    prepare(*[d for n, p, r in shapes for d in _pair_descriptors(n, p, r, "suggested", "suggested")])
 
 
 def can_fold(n: int) -> bool:
@@ -78,7 +76,7 @@ def fft_pair(n: int, precision, real: bool, ept=None, fpb=None, folded=False, ke
     cuFFTDx's suggestion).
     """
     if ept is None or fpb is None:
-        e, f = fft_config(n, precision, real, folded, kernel) if FFT_CONFIGS else ("suggested", "suggested")
+        e, f = fft_config(n, precision, real, folded, kernel)
         ept, fpb = e if ept is None else ept, f if fpb is None else fpb
     return _fft_pair(n, precision, real, ept, fpb, folded)
 
