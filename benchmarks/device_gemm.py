@@ -199,10 +199,13 @@ def _nvmath_peer(a, b, c, size, prec):
     except Exception as e:  # noqa: BLE001
         return None, f"nvmath-python not importable: {type(e).__name__}: {e}"
     try:
-        tm, tn, tk = 128, 128, 32
+        # the form of its example cublasdx_device_gemm_performance_pipeline.py (128 threads, the tile
+        # pipeline ended before the epilogue) at our depth 4. nvmath-python 1.0 needs libmathdx
+        # >= 0.3.1, < 0.4: with 0.4.2 its kernel fails a cuBLASDx static assertion (2026-12-03)
+        tm, tn, tk, depth = 128, 128, 32, 4
         MM = NMatmul(size=(tm, tn, tk), precision=prec, data_type="real",
                      arrangement=("row_major", "col_major", "row_major"), alignment=MAX_ALIGNMENT,
-                     execution="Block", block_size=256, with_pipeline=True, enable_input_streaming=True,
+                     execution="Block", block_size=128, with_pipeline=True, enable_input_streaming=True,
                      static_block_dim=True)
 
         @cuda.jit(extensions=next_, launch_bounds=[MM.block_size, 1])
@@ -213,18 +216,18 @@ def _nvmath_peer(a, b, c, size, prec):
             tile = device_pipeline.get_tile(smem, bx, by)
             acc = MM.suggest_accumulator()
             tile.execute(acc)
+            tile._del()
             if acc.is_thread_active():
                 frag = acc.make_partition_and_copy(gc)
                 naxpby(1.0, acc.get_results(), 0.0, frag)
                 acc.partition_and_copy(frag, gc)
-            tile._del()
 
-        dp = MM.suggest_device_pipeline(3, a, b)
+        dp = MM.suggest_device_pipeline(depth, a, b)
 
         def run():
             kernel[(size // tm, size // tn), dp.block_dim, 0, dp.buffer_size](c, dp)
 
-        return _median_ms(run), "128x128x32 256thr depth 3 (its TMA pipeline)"
+        return _median_ms(run), f"{tm}x{tn}x{tk} {MM.block_size}thr depth {depth} (its TMA pipeline)"
     except Exception as e:  # noqa: BLE001
         return None, f"nvmath-python pipeline failed: {type(e).__name__}: {str(e)[:200]}"
 
