@@ -3,7 +3,7 @@
 plain call on one GPU.
 
     python benchmarks/dask_scaling.py --out bench_out [--gpus 1 2 4] [--cases conv fir fir_time]
-                                      [--gib 4] [--passes 20]
+                                      [--gib 4] [--passes 20] [--tasks]
 
 Cases (float32 signals: two tones plus noise, made on the workers, ``--gib`` GiB of input per GPU):
 
@@ -55,6 +55,9 @@ def parse_args(argv=None):
                     help=f"subset of {', '.join(CASES)} (default: all)")
     ap.add_argument("--gib", type=float, default=4.0, help="GiB of float32 input per GPU (default 4)")
     ap.add_argument("--passes", type=int, default=20, help="chained calls timed as one graph (default 20)")
+    ap.add_argument("--tasks", action="store_true",
+                    help="record the timed graph's task stream: per kind of task (dask's key prefix) the "
+                         "count and the seconds spent computing and transferring, in the JSON and after the table")
     a = ap.parse_args(argv)
     if a.gib <= 0:
         ap.error("--gib must be > 0")
@@ -157,7 +160,37 @@ def _check(client, K, case, x, taps):
     return float(np.linalg.norm(ys - ref) / np.linalg.norm(ref))
 
 
-def run_case(K, case, counts, gib, passes, log=print):
+def task_summary(records) -> list[dict]:
+    """Per kind of task in ``records`` (``distributed``'s task-stream records: ``key`` and
+    ``startstops``, each with ``action``, ``start``, ``stop``): the count and the seconds of its
+    ``compute`` and ``transfer`` actions, most compute first. The kind is dask's key prefix
+    (``dask.utils.key_split``: ``"rechunk-merge-<token>"`` -> ``"rechunk-merge"``)."""
+    from dask.utils import key_split
+
+    agg: dict = {}
+    for r in records:
+        kind = key_split(r["key"])
+        row = agg.setdefault(kind, dict(kind=kind, tasks=0, compute_s=0.0, transfer_s=0.0))
+        row["tasks"] += 1
+        for ss in r.get("startstops", ()):
+            if ss["action"] in ("compute", "transfer"):
+                row[f"{ss['action']}_s"] += ss["stop"] - ss["start"]
+    return sorted(agg.values(), key=lambda row: (-row["compute_s"], row["kind"]))
+
+
+def format_tasks(rows) -> str:
+    """The ``--tasks`` lines after the table: one block per Dask row that recorded them."""
+    out = []
+    for r in rows:
+        if not r.get("tasks"):
+            continue
+        out += ["", f"Task stream, {r['case']} on {r['gpus']} GPU(s), {r['passes']} passes, "
+                f"{r['seconds']:.3f} s timed: kind | tasks | compute s | transfer s"]
+        out += [f"- {t['kind']} | {t['tasks']} | {t['compute_s']:.4f} | {t['transfer_s']:.4f}" for t in r["tasks"]]
+    return "\n".join(out) + ("\n" if out else "")
+
+
+def run_case(K, case, counts, gib, passes, log=print, tasks=False):
     """The plain row and one Dask row per GPU count for ``case``."""
     import cupy as cp
     from distributed import Client
@@ -188,13 +221,22 @@ def run_case(K, case, counts, gib, passes, log=print):
                 t0 = time.perf_counter()
                 err = _check(client, K, case, x, taps)
                 first = time.perf_counter() - t0
-                seconds = _gpus.timed_passes(client, x, step, passes)
+                if tasks:
+                    from distributed import get_task_stream
+
+                    with get_task_stream(client) as stream:
+                        seconds = _gpus.timed_passes(client, x, step, passes)
+                    recorded = task_summary(stream.data)
+                else:
+                    seconds = _gpus.timed_passes(client, x, step, passes)
                 del x
             total = passes * samples * g
             row = dict(case=case, gpus=g, mode="dask", rows=sh["rows"] * g, n=sh["n"], taps=sh["taps"],
                        block=list(sh["block"]), blocks_per_worker=spread, passes=passes, seconds=seconds,
                        check_s=first, gsamples_per_s=total / seconds / 1e9, rel_err=err, ok=bool(err < TOL))
             row["vs_plain"] = row["gsamples_per_s"] / (plain["gsamples_per_s"] * g)
+            if tasks:
+                row["tasks"] = recorded
         except Exception as e:  # report, go on with the next count
             row = dict(case=case, gpus=g, mode="dask", error=f"{type(e).__name__}: {str(e)[:300]}")
         log(json.dumps(row))
@@ -234,7 +276,7 @@ def write_results(out, rows, meta):
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "dask_scaling.json"), "w") as f:
         json.dump(dict(meta=meta, rows=rows), f, indent=1)
-    text = format_table(rows, meta)
+    text = format_table(rows, meta) + format_tasks(rows)
     with open(os.path.join(out, "dask_scaling.md"), "w") as f:
         f.write(text)
     return text
@@ -264,7 +306,7 @@ def main(argv=None):
                 command="python benchmarks/dask_scaling.py " + " ".join(sys.argv[1:] if argv is None else argv))
     rows = []
     for case in args.cases:
-        rows += run_case(K, case, counts, args.gib, args.passes)
+        rows += run_case(K, case, counts, args.gib, args.passes, tasks=args.tasks)
     print(write_results(args.out, rows, meta))
     return 0
 

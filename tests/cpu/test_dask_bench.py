@@ -4,6 +4,7 @@ writes from (fake) rows, and its exit status 2 with a message when no GPU is usa
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -67,3 +68,35 @@ def test_exits_2_without_a_gpu(env, tmp_path):
     assert p.returncode == 2, (p.stdout, p.stderr)
     assert "needs a CUDA GPU" in p.stderr and "Traceback" not in p.stderr
     assert not out.exists()
+
+
+def test_task_summary_groups_by_kind(bd):
+    recs = [dict(key=("rechunk-merge-0123456789abcdef0123456789abcdef", 0, 1),
+                 startstops=[dict(action="transfer", start=0.0, stop=0.25), dict(action="compute", start=1.0, stop=1.5)]),
+            dict(key=("rechunk-merge-0123456789abcdef0123456789abcdef", 0, 2),
+                 startstops=[dict(action="compute", start=2.0, stop=2.25), dict(action="deserialize", start=0, stop=9)]),
+            dict(key=("_fir_block-fedcba9876543210fedcba9876543210", 0, 0),
+                 startstops=[dict(action="compute", start=0.0, stop=2.0)])]
+    out = bd.task_summary(recs)
+    assert out == [dict(kind="fir_block", tasks=1, compute_s=2.0, transfer_s=0.0),
+                   dict(kind="rechunk-merge", tasks=2, compute_s=0.75, transfer_s=0.25)]
+    rows = [dict(case="fir_time", gpus=1, mode="dask", passes=5, seconds=0.5, tasks=out), dict(case="conv", gpus=1)]
+    text = bd.format_tasks(rows)
+    assert "Task stream, fir_time on 1 GPU(s), 5 passes, 0.500 s timed" in text
+    assert "- fir_block | 1 | 2.0000 | 0.0000" in text and "- rechunk-merge | 2 | 0.7500 | 0.2500" in text
+    assert bd.format_tasks(rows[1:]) == ""
+
+
+def test_task_summary_reads_a_real_task_stream(bd):
+    """The records of distributed's own task stream (an in-process cluster, NumPy blocks)."""
+    da = pytest.importorskip("dask.array")
+    distributed = pytest.importorskip("distributed")
+    with distributed.Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None) as client:
+        x = da.ones((8, 8), chunks=(4, 8))
+        with distributed.get_task_stream(client) as stream:
+            (x + 1).sum().compute()
+        out = bd.task_summary(stream.data)
+    kinds = {t["kind"]: t for t in out}
+    assert sum(t["tasks"] for t in out) == len(stream.data) > 0
+    assert not any(re.search(r"[0-9a-f]{16}", k) for k in kinds), kinds  # kinds, not keys with tokens
+    assert all(t["compute_s"] >= 0 and t["transfer_s"] >= 0 for t in out)
