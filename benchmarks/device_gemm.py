@@ -223,6 +223,20 @@ def _nvmath_peer(a, b, c, size, prec):
                 acc.partition_and_copy(frag, gc)
 
         dp = MM.suggest_device_pipeline(depth, a, b)
+        if dp.buffer_size > 48 * 1024:
+            # more than 48 KiB of dynamic shared memory needs the kernel's opt-in; our module
+            # callback (nvmath_device._numba.launch) only reaches kernels that link our device code,
+            # and a launch without it fails with CUDA_ERROR_INVALID_VALUE (as this peer's did,
+            # 2026-12-03: the opt-in below has not run on a GPU yet)
+            import numba
+            from cuda.bindings import driver
+
+            handle = kernel.compile((numba.typeof(c), numba.typeof(dp))).library.get_cufunc().handle
+            (err,) = driver.cuFuncSetAttribute(
+                driver.CUfunction(int(getattr(handle, "value", handle))), driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                int(dp.buffer_size))
+            if err != driver.CUresult.CUDA_SUCCESS:
+                return None, f"nvmath-python pipeline: opting its kernel in to {dp.buffer_size} B of shared memory: {err}"
 
         def run():
             kernel[(size // tm, size // tn), dp.block_dim, 0, dp.buffer_size](c, dp)
