@@ -228,13 +228,22 @@ def _nvmath_peer(a, b, c, size, prec):
             # callback (nvmath_device._numba.launch) only reaches kernels that link our device code,
             # and a launch without it fails with CUDA_ERROR_INVALID_VALUE (as this peer's did,
             # 2026-12-03: the opt-in below has not run on a GPU yet)
+            # get_cufunc().handle is a CUkernel (cuda.core) or a CUfunction, as in kernels._launch
             import numba
             from cuda.bindings import driver
 
+            from nvmath_device import common_cuda
+            from nvmath_device._numba.launch import set_kernel_max_dynamic_shared_memory
+
             handle = kernel.compile((numba.typeof(c), numba.typeof(dp))).library.get_cufunc().handle
-            (err,) = driver.cuFuncSetAttribute(
-                driver.CUfunction(int(getattr(handle, "value", handle))), driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                int(dp.buffer_size))
+            if isinstance(handle, driver.CUkernel):
+                err, dev = common_cuda.current_device(driver)
+                if err == driver.CUresult.CUDA_SUCCESS:
+                    set_kernel_max_dynamic_shared_memory(handle, dp.buffer_size, dev, driver)  # raises on failure
+            else:
+                (err,) = driver.cuFuncSetAttribute(
+                    driver.CUfunction(int(getattr(handle, "value", handle))),
+                    driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(dp.buffer_size))
             if err != driver.CUresult.CUDA_SUCCESS:
                 return None, f"nvmath-python pipeline: opting its kernel in to {dp.buffer_size} B of shared memory: {err}"
 
