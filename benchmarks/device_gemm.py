@@ -223,32 +223,43 @@ def _nvmath_peer(a, b, c, size, prec):
                 acc.partition_and_copy(frag, gc)
 
         dp = MM.suggest_device_pipeline(depth, a, b)
-        if dp.buffer_size > 48 * 1024:
+
+        def run():
+            kernel[(size // tm, size // tn), dp.block_dim, 0, dp.buffer_size](c, dp)
+
+        try:
+            run()
+            cuda.synchronize()
+        except Exception:  # noqa: BLE001
+            if dp.buffer_size <= 48 * 1024:
+                raise
             # more than 48 KiB of dynamic shared memory needs the kernel's opt-in; our module
             # callback (nvmath_device._numba.launch) only reaches kernels that link our device code,
             # and a launch without it fails with CUDA_ERROR_INVALID_VALUE (as this peer's did,
-            # 2026-12-03: the opt-in below has not run on a GPU yet)
+            # 2026-12-03). The failed launch compiled the kernel (numba.typeof cannot type the
+            # pipeline: nvmath-python's launch extension converts it), so its overloads are there.
             # get_cufunc().handle is a CUkernel (cuda.core) or a CUfunction, as in kernels._launch
-            import numba
             from cuda.bindings import driver
 
             from nvmath_device import common_cuda
             from nvmath_device._numba.launch import set_kernel_max_dynamic_shared_memory
 
-            handle = kernel.compile((numba.typeof(c), numba.typeof(dp))).library.get_cufunc().handle
-            if isinstance(handle, driver.CUkernel):
-                err, dev = common_cuda.current_device(driver)
-                if err == driver.CUresult.CUDA_SUCCESS:
-                    set_kernel_max_dynamic_shared_memory(handle, dp.buffer_size, dev, driver)  # raises on failure
-            else:
-                (err,) = driver.cuFuncSetAttribute(
-                    driver.CUfunction(int(getattr(handle, "value", handle))),
-                    driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(dp.buffer_size))
-            if err != driver.CUresult.CUDA_SUCCESS:
-                return None, f"nvmath-python pipeline: opting its kernel in to {dp.buffer_size} B of shared memory: {err}"
-
-        def run():
-            kernel[(size // tm, size // tn), dp.block_dim, 0, dp.buffer_size](c, dp)
+            for compiled in kernel.overloads.values():
+                handle = compiled.library.get_cufunc().handle
+                if isinstance(handle, driver.CUkernel):
+                    err, dev = common_cuda.current_device(driver)
+                    if err == driver.CUresult.CUDA_SUCCESS:
+                        set_kernel_max_dynamic_shared_memory(handle, dp.buffer_size, dev, driver)  # raises
+                else:
+                    (err,) = driver.cuFuncSetAttribute(
+                        driver.CUfunction(int(getattr(handle, "value", handle))),
+                        driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        int(dp.buffer_size))
+                if err != driver.CUresult.CUDA_SUCCESS:
+                    return None, (f"nvmath-python pipeline: opting its kernel in to {dp.buffer_size} B of "
+                                  f"shared memory: {err}")
+            run()
+            cuda.synchronize()
 
         return _median_ms(run), f"{tm}x{tn}x{tk} {MM.block_size}thr depth {depth} (its TMA pipeline)"
     except Exception as e:  # noqa: BLE001
