@@ -11,7 +11,8 @@ Cases (float32 signals: two tones plus noise, made on the workers, ``--gib`` GiB
   63-tap low-pass, blocks of 65536 rows (1 GiB);
 - ``fir``: ``kernels.fir_filter``, rows of 2**22 samples, 127 taps, blocks of 64 rows (1 GiB);
 - ``fir_time``: the same signals in blocks of 256 rows x 2**20 samples: every time block after a
-  row's first is filtered with the 126 samples before it (a halo: one copy of the block).
+  row's first is filtered on its own, plus the contribution of the 126 samples before it (a
+  second filter call of 126 samples + zeros per row: no copy of the block).
 
 Per GPU count N (each N gets a fresh ``dask_cuda.LocalCUDACluster(n_workers=N)``): ``--gib`` GiB
 per GPU is made and persisted on the workers (blocks rebalanced), a sample of rows checked against

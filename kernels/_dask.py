@@ -12,9 +12,10 @@ plain function's NumPy path). Nothing is computed when the graph is built.
 Chunking rules:
 
 - rows (batch entries) may be chunked freely in every function;
-- the sample axis of ``fir_filter`` may be chunked: each time block is filtered with the
-  ``len(taps) - 1`` samples before it (a halo, possibly spanning several blocks) and the
-  outputs of the halo dropped;
+- the sample axis of ``fir_filter`` may be chunked: each time block is filtered on its own and
+  the ``len(taps) - 1`` samples before it (its tail, possibly spanning several blocks) add their
+  contribution to the block's first outputs (a second, small filter call of tail + zeros), so no
+  block is copied to prepend a halo;
 - the sample axis of ``stft_power`` may be chunked: the frames starting in a time block are
   computed from that block's samples plus the ``nfft - hop`` samples after it;
 - ``fft_convolve``, ``matched_filter`` and ``add_noise`` need whole rows, ``batched_gemm``
@@ -182,19 +183,28 @@ def _int_at_least(name, v, low):
 # graphs
 
 
+def _module(a):
+    """The array module (``numpy`` or ``cupy``, already imported) of the array ``a``."""
+    return sys.modules[type(a).__module__.split(".")[0]]
+
+
 def _meta(like, ndim, dtype):
-    """An empty array of ``like``'s chunk kind (NumPy or CuPy, already imported), as dask's
-    ``meta`` of an output."""
-    return sys.modules[type(like._meta).__module__.split(".")[0]].empty((0,) * ndim, dtype=dtype)
+    """An empty array of ``like``'s chunk kind (NumPy or CuPy), as dask's ``meta`` of an output."""
+    return _module(like._meta).empty((0,) * ndim, dtype=dtype)
 
 
 def _blockwise(fn, out_ind, x, x_ind, small=(), *, dtype, meta=None, new_axes=None, adjust_chunks=None,
-               **kwargs):
-    """``fn(x_block, *small, **kwargs)`` for every block of ``x``: small Dask arguments (one
-    block each, see :func:`_small`) enter the graph under indices of their own, so that every
-    task receives their one block."""
+               paired=(), **kwargs):
+    """``fn(x_block, *paired_blocks, *small, **kwargs)`` for every block of ``x``: small Dask
+    arguments (one block each, see :func:`_small`) enter the graph under indices of their own,
+    so that every task receives their one block; ``paired`` arrays have ``x``'s number of blocks
+    along every axis (not their sizes) and hand their block of the same index to each task."""
     da = import_dask()
     args = [x, x_ind]
+    for v in paired:
+        args += [v, x_ind]
+    if paired:  # blocks matched by index; the output takes x's chunks (dask: the first array's)
+        kwargs["align_arrays"] = False
     letters = iter("pqrstuvw")
     for v in small:
         if is_dask_array(v):
@@ -220,12 +230,12 @@ def _ind(ndim) -> str:
     return "ij"[2 - ndim:]
 
 
-def fir_halo_pieces(bounds, halo):
-    """The time pieces of a signal chunked at ``bounds`` (``0 = b_0 < b_1 < ... = L``) for a
-    filter of ``halo`` past samples: one ``(start, stop, drop)`` per block, the samples
-    ``[start, stop)`` filtered and the first ``drop`` outputs dropped (``start = max(b_k - halo, 0)``,
-    ``stop = b_{k+1}``, ``drop = b_k - start``)."""
-    return [(max(a - halo, 0), b, a - max(a - halo, 0)) for a, b in zip(bounds[:-1], bounds[1:])]
+def fir_tails(bounds, halo):
+    """The tails of a signal chunked at ``bounds`` (``0 = b_0 < b_1 < ... = L``) for a filter of
+    ``halo`` past samples: one ``(start, stop)`` per block after the first, the samples
+    ``[max(b_k - halo, 0), b_k)`` before block ``k`` (fewer than ``halo`` at the signal's start,
+    where zeros precede it)."""
+    return [(max(b - halo, 0), b) for b in bounds[1:-1]]
 
 
 def stft_pieces(bounds, nfft, hop):
@@ -265,9 +275,24 @@ def _fft_convolve_block(x, h):
     return _call(convolution.fft_convolve, _contig(x), h)
 
 
-def _fir_block(x, taps, fft_size=None, drop=0):
-    y = _call(convolution.fir_filter, _contig(x), taps, fft_size=fft_size)
-    return _contig(y[..., drop:]) if drop else y
+def _fir_block(x, taps, fft_size=None):
+    if x.shape[-1] == 0:
+        return x.copy()
+    return _call(convolution.fir_filter, _contig(x), taps, fft_size=fft_size)
+
+
+def _fir_tail_block(x, tail, taps, halo, fft_size=None):
+    """The block ``x`` filtered as if ``tail`` (the samples before it) preceded it: ``x`` alone,
+    plus the tail's contribution to its first ``min(halo, len)`` outputs, which is the filter of
+    ``tail`` followed by zeros, past the tail. Causal FIR, ``halo = len(taps) - 1``."""
+    y = _fir_block(x, taps, fft_size)
+    n = min(halo, x.shape[-1])
+    if n == 0 or tail.shape[-1] == 0:
+        return y
+    xp = _module(x)
+    u = xp.concatenate([_contig(tail), xp.zeros(tail.shape[:-1] + (n,), dtype=tail.dtype)], axis=-1)
+    y[..., :n] += _call(convolution.fir_filter, u, taps, fft_size=fft_size)[..., tail.shape[-1]:]
+    return y
 
 
 def _matched_block(x, template, return_correlation=False):
@@ -311,8 +336,8 @@ def fft_convolve(x, h, *, stream=None):
 
 
 def fir_filter(x, taps, *, fft_size=None, stream=None):
-    """:func:`kernels.fir_filter` of a Dask array: rows chunked freely; time blocks filtered with
-    the ``len(taps) - 1`` samples before them."""
+    """:func:`kernels.fir_filter` of a Dask array: rows chunked freely; each time block filtered
+    on its own plus the contribution of the ``len(taps) - 1`` samples before it (no copies)."""
     da = import_dask()
     func = "fir_filter"
     _no_stream(func, stream)
@@ -330,16 +355,12 @@ def fir_filter(x, taps, *, fft_size=None, stream=None):
     if len(x.chunks[ax]) == 1 or m == 1:  # no halo to fetch: every block on its own
         return _blockwise(_fir_block, ind, x, ind, (taps,), dtype=x.dtype, fft_size=fft_size)
     _known(func, "x", x, ax)
-    pieces = []
-    for start, stop, drop in fir_halo_pieces(_bounds(x.chunks[ax]), m - 1):
-        if stop - start - drop == 0:
-            continue
-        piece = x[..., start:stop]
-        if drop:  # the halo comes from the block(s) before: one block of halo + samples
-            piece = piece.rechunk({ax: -1})
-        pieces.append(_blockwise(_fir_block, ind, piece, ind, (taps,), dtype=x.dtype,
-                                 adjust_chunks={ind[-1]: stop - start - drop}, fft_size=fft_size, drop=drop))
-    return da.concatenate(pieces, axis=ax)
+    bounds = _bounds(x.chunks[ax])
+    tails = da.concatenate([x[..., a:b].rechunk({ax: -1}) for a, b in fir_tails(bounds, m - 1)], axis=ax)
+    first = _blockwise(_fir_block, ind, x[..., :bounds[1]], ind, (taps,), dtype=x.dtype, fft_size=fft_size)
+    rest = _blockwise(_fir_tail_block, ind, x[..., bounds[1]:], ind, (taps,), dtype=x.dtype, paired=(tails,),
+                      halo=m - 1, fft_size=fft_size)
+    return da.concatenate([first, rest], axis=ax)
 
 
 def matched_filter(x, template, *, return_correlation=False, stream=None):

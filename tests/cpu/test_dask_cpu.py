@@ -176,11 +176,11 @@ def test_chunks_other_than_numpy_or_cupy_are_refused():
 # halo arithmetic
 
 
-def test_fir_halo_pieces():
-    assert _dask.fir_halo_pieces([0, 40, 50, 60, 85, 100], 12) == [
-        (0, 40, 0), (28, 50, 12), (38, 60, 12), (48, 85, 12), (73, 100, 12)]
-    assert _dask.fir_halo_pieces([0, 5, 9], 12) == [(0, 5, 0), (0, 9, 5)]  # the signal's start: zeros before
-    assert _dask.fir_halo_pieces([0, 5, 9], 0) == [(0, 5, 0), (5, 9, 0)]
+def test_fir_tails():
+    assert _dask.fir_tails([0, 40, 50, 60, 85, 100], 12) == [(28, 40), (38, 50), (48, 60), (73, 85)]
+    assert _dask.fir_tails([0, 5, 9], 12) == [(0, 5)]  # the signal's start: zeros before it
+    assert _dask.fir_tails([0, 5, 9], 0) == [(5, 5)]
+    assert _dask.fir_tails([0, 9], 4) == []
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -237,6 +237,25 @@ def test_fir_time_blocks_equal_one_call(seed, monkeypatch):
     np.testing.assert_allclose(y.compute(scheduler="sync"), _lfilter(x, taps), rtol=1e-10, atol=1e-12)
     y1 = kernels.fir_filter(da.from_array(x[0], chunks=chunks[1]), taps)  # one signal
     np.testing.assert_allclose(y1.compute(scheduler="sync"), _lfilter(x[0], taps), rtol=1e-10, atol=1e-12)
+
+
+def test_fir_time_blocks_filter_blocks_in_place(monkeypatch):
+    """Every filter call of a time-chunked graph is a whole block or a tail + zeros (at most
+    2 * (len(taps) - 1) samples): no block is copied to prepend its halo."""
+    lengths = []
+
+    def recording(x, taps, fft_size=None, stream=None):
+        lengths.append(x.shape[-1])
+        return _lfilter(x, taps)
+
+    monkeypatch.setattr(convolution, "fir_filter", recording)
+    x = np.random.default_rng(5).standard_normal((2, 300))
+    taps = np.arange(1.0, 12.0)
+    y = kernels.fir_filter(da.from_array(x, chunks=(1, (100, 5, 95, 100))), taps)
+    np.testing.assert_allclose(y.compute(scheduler="sync"), _lfilter(x, taps), rtol=1e-10, atol=1e-12)
+    blocks = sorted(n for n in lengths if n not in (15, 20))  # tails: 10 samples + zeros (5 or 10)
+    assert blocks == [5, 5, 95, 95, 100, 100, 100, 100], lengths
+    assert sorted(n for n in lengths if n in (15, 20)) == [15, 15, 20, 20, 20, 20], lengths  # 3 tails a row
 
 
 @pytest.mark.parametrize("seed", range(6))
