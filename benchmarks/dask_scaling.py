@@ -10,7 +10,7 @@ Cases (float32 signals: two tones plus noise, made on the workers, ``--gib`` GiB
 - ``conv``: the main job (``python -m kernels``): ``kernels.fft_convolve``, rows of 4096 samples,
   63-tap low-pass, blocks of 65536 rows (1 GiB);
 - ``fir``: ``kernels.fir_filter``, rows of 2**22 samples, 127 taps, blocks of 64 rows (1 GiB);
-- ``fir_time``: the same signals in blocks of 256 rows x 2**20 samples: every time block after a
+- ``fir_time``: the same signals in blocks of 128 rows x 2**21 samples (1 GiB): every time block after a
   row's first is filtered on its own, plus the contribution of the 126 samples before it (a
   second filter call of 126 samples + zeros per row: no copy of the block).
 
@@ -86,7 +86,7 @@ def shapes(case: str, gib: float) -> dict:
         n, block = 4096, (65536, 4096)
         return dict(n=n, rows=max(1, int(gib * GIB) // (4 * n)), taps=63, block=block)
     n = 1 << 22
-    block = (64, n) if case == "fir" else (256, 1 << 20)
+    block = (64, n) if case == "fir" else (128, 1 << 21)
     return dict(n=n, rows=max(1, int(gib * GIB) // (4 * n)), taps=127, block=block)
 
 

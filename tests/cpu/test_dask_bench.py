@@ -37,7 +37,7 @@ def test_case_shapes_fill_the_gpu(bd):
     assert conv == dict(n=4096, rows=262144, taps=63, block=(65536, 4096))
     fir, fir_time = bd.shapes("fir", 4), bd.shapes("fir_time", 4)
     assert fir["rows"] * fir["n"] * 4 == 4 * 2**30 and fir["block"] == (64, 1 << 22)
-    assert fir_time["block"] == (256, 1 << 20) and fir_time["taps"] == 127
+    assert fir_time["block"] == (128, 1 << 21) and fir_time["taps"] == 127
 
 
 def test_table(bd, tmp_path):

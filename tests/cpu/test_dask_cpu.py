@@ -176,11 +176,13 @@ def test_chunks_other_than_numpy_or_cupy_are_refused():
 # halo arithmetic
 
 
-def test_fir_tails():
-    assert _dask.fir_tails([0, 40, 50, 60, 85, 100], 12) == [(28, 40), (38, 50), (48, 60), (73, 85)]
-    assert _dask.fir_tails([0, 5, 9], 12) == [(0, 5)]  # the signal's start: zeros before it
-    assert _dask.fir_tails([0, 5, 9], 0) == [(5, 5)]
-    assert _dask.fir_tails([0, 9], 4) == []
+def test_fir_tail_sources():
+    assert _dask.fir_tail_sources([0, 40, 50, 60, 85, 100], 12) == [
+        None, ([0], 28), ([0, 1], 38), ([1, 2], 8), ([3], 13)]  # block 3's 12 samples span blocks 1 and 2
+    assert _dask.fir_tail_sources([0, 5, 9], 12) == [None, ([0], 0)]  # the signal's start: zeros before it
+    assert _dask.fir_tail_sources([0, 5, 9], 0) == [None, None]
+    assert _dask.fir_tail_sources([0, 0, 4, 4, 9], 2) == [None, None, ([1], 2), ([1], 2)]  # empty blocks skipped
+    assert _dask.fir_tail_sources([0, 9], 4) == [None]
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -237,6 +239,8 @@ def test_fir_time_blocks_equal_one_call(seed, monkeypatch):
     np.testing.assert_allclose(y.compute(scheduler="sync"), _lfilter(x, taps), rtol=1e-10, atol=1e-12)
     y1 = kernels.fir_filter(da.from_array(x[0], chunks=chunks[1]), taps)  # one signal
     np.testing.assert_allclose(y1.compute(scheduler="sync"), _lfilter(x[0], taps), rtol=1e-10, atol=1e-12)
+    y2 = kernels.fir_filter(da.from_array(x, chunks=chunks), da.from_array(taps, chunks=4))  # Dask taps
+    np.testing.assert_allclose(y2.compute(scheduler="sync"), _lfilter(x, taps), rtol=1e-10, atol=1e-12)
 
 
 def test_fir_time_blocks_filter_blocks_in_place(monkeypatch):
