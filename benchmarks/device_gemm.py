@@ -242,22 +242,21 @@ def _nvmath_peer(a, b, c, size, prec):
             from cuda.bindings import driver
 
             from nvmath_device import common_cuda
-            from nvmath_device._numba.launch import set_kernel_max_dynamic_shared_memory
+            from nvmath_device._numba.launch import (
+                set_function_max_dynamic_shared_memory,
+                set_kernel_max_dynamic_shared_memory,
+            )
 
-            for compiled in kernel.overloads.values():
+            for compiled in kernel.overloads.values():  # each raises a DriverError on failure
                 handle = compiled.library.get_cufunc().handle
                 if isinstance(handle, driver.CUkernel):
                     err, dev = common_cuda.current_device(driver)
-                    if err == driver.CUresult.CUDA_SUCCESS:
-                        set_kernel_max_dynamic_shared_memory(handle, dp.buffer_size, dev, driver)  # raises
+                    if err != driver.CUresult.CUDA_SUCCESS:
+                        return None, f"nvmath-python pipeline: no current device for its opt-in: {err}"
+                    set_kernel_max_dynamic_shared_memory(handle, dp.buffer_size, dev, driver)
                 else:
-                    (err,) = driver.cuFuncSetAttribute(
-                        driver.CUfunction(int(getattr(handle, "value", handle))),
-                        driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                        int(dp.buffer_size))
-                if err != driver.CUresult.CUDA_SUCCESS:
-                    return None, (f"nvmath-python pipeline: opting its kernel in to {dp.buffer_size} B of "
-                                  f"shared memory: {err}")
+                    set_function_max_dynamic_shared_memory(
+                        driver.CUfunction(int(getattr(handle, "value", handle))), dp.buffer_size, driver)
             run()
             cuda.synchronize()
 

@@ -53,6 +53,16 @@ def set_kernel_max_dynamic_shared_memory(kernel, nbytes: int, device: int, drive
            f"memory on device {_device_id(device)}")
 
 
+def set_function_max_dynamic_shared_memory(func, nbytes: int, driver=None) -> None:
+    """``cuFuncSetAttribute(func, MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes)`` for a ``CUfunction``
+    (a module's, not a library's ``CUkernel``); raises :class:`DriverError` when it fails."""
+    driver = driver or common_cuda._driver()
+    attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    (err,) = driver.cuFuncSetAttribute(func, attr, int(nbytes))
+    _check(driver, err, "cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)",
+           f"allowing function {func!r} {int(nbytes)} bytes of dynamic shared memory")
+
+
 def raise_shared_memory_limit(object_code) -> None:
     """Setup callback: let every kernel in the module use the device's opt-in shared memory.
 
@@ -90,6 +100,4 @@ def raise_shared_memory_limit(object_code) -> None:
         for f in funcs:
             err, static = driver.cuFuncGetAttribute(F.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f)
             _check(driver, err, "cuFuncGetAttribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)")
-            (err,) = driver.cuFuncSetAttribute(f, F.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                               max(0, optin - static))
-            _check(driver, err, "cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)")
+            set_function_max_dynamic_shared_memory(f, max(0, optin - static), driver)
