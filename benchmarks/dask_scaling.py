@@ -3,7 +3,7 @@
 plain call on one GPU.
 
     python benchmarks/dask_scaling.py --out bench_out [--gpus 1 2 4] [--cases conv fir fir_time]
-                                      [--gib 4] [--passes 20] [--tasks]
+                                      [--gib 4] [--passes 20] [--repeats 3] [--tasks]
 
 Cases (float32 signals: two tones plus noise, made on the workers, ``--gib`` GiB of input per GPU):
 
@@ -18,7 +18,9 @@ Per GPU count N (each N gets a fresh ``dask_cuda.LocalCUDACluster(n_workers=N)``
 per GPU is made and persisted on the workers (blocks rebalanced), a sample of rows checked against
 NumPy (float64), then ``--passes`` chained calls (each pass filters the previous pass's output) are
 submitted as one graph; the time runs until every worker's GPU is idle, so the scheduler's fixed
-cost is included, shared by the passes. Throughput: samples filtered per second (passes x rows x
+cost is included, shared by the passes; the median of ``--repeats`` such graphs, each filtering with its
+own copy of the taps scaled by 1 + r * 2**-20 (fresh graph keys: no repeat reuses a result the
+scheduler still holds). Throughput: samples filtered per second (passes x rows x
 length / time). "plain": the same call on one GPU in this process on a CuPy array of one GPU's
 rows, median time per call with CUDA events (``kernels.__main__.median_ms``); "vs plain" is the
 Dask throughput over (plain throughput x N): the fraction of N independent GPUs' plain speed, the
@@ -34,6 +36,7 @@ import argparse
 import functools
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -56,6 +59,8 @@ def parse_args(argv=None):
                     help=f"subset of {', '.join(CASES)} (default: all)")
     ap.add_argument("--gib", type=float, default=4.0, help="GiB of float32 input per GPU (default 4)")
     ap.add_argument("--passes", type=int, default=20, help="chained calls timed as one graph (default 20)")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="timed graphs per GPU count, the median reported (default 3)")
     ap.add_argument("--tasks", action="store_true",
                     help="record the timed graph's task stream: per kind of task (dask's key prefix) the "
                          "count and the seconds spent computing and transferring, in the JSON and after the table")
@@ -64,6 +69,8 @@ def parse_args(argv=None):
         ap.error("--gib must be > 0")
     if a.passes < 1:
         ap.error("--passes must be >= 1")
+    if a.repeats < 1:
+        ap.error("--repeats must be >= 1")
     if a.gpus is not None and any(g < 1 for g in a.gpus):
         ap.error("--gpus counts must be >= 1")
     return a
@@ -191,7 +198,7 @@ def format_tasks(rows) -> str:
     return "\n".join(out) + ("\n" if out else "")
 
 
-def run_case(K, case, counts, gib, passes, log=print, tasks=False):
+def run_case(K, case, counts, gib, passes, log=print, tasks=False, repeats=1):
     """The plain row and one Dask row per GPU count for ``case``."""
     import cupy as cp
     from distributed import Client
@@ -222,18 +229,22 @@ def run_case(K, case, counts, gib, passes, log=print, tasks=False):
                 t0 = time.perf_counter()
                 err = _check(client, K, case, x, taps)
                 first = time.perf_counter() - t0
-                if tasks:
-                    from distributed import get_task_stream
+                runs = []
+                for r in range(repeats):  # own taps per repeat: fresh keys
+                    step_r = _step(K, case, taps * (1 + r * 2.0**-20))
+                    if tasks and r == repeats - 1:
+                        from distributed import get_task_stream
 
-                    with get_task_stream(client) as stream:
-                        seconds = _gpus.timed_passes(client, x, step, passes)
-                    recorded = task_summary(stream.data)
-                else:
-                    seconds = _gpus.timed_passes(client, x, step, passes)
+                        with get_task_stream(client) as stream:
+                            runs.append(_gpus.timed_passes(client, x, step_r, passes))
+                        recorded = task_summary(stream.data)
+                    else:
+                        runs.append(_gpus.timed_passes(client, x, step_r, passes))
+                seconds = statistics.median(runs)
                 del x
             total = passes * samples * g
             row = dict(case=case, gpus=g, mode="dask", rows=sh["rows"] * g, n=sh["n"], taps=sh["taps"],
-                       block=list(sh["block"]), blocks_per_worker=spread, passes=passes, seconds=seconds,
+                       block=list(sh["block"]), blocks_per_worker=spread, passes=passes, seconds=seconds, runs=runs,
                        check_s=first, gsamples_per_s=total / seconds / 1e9, rel_err=err, ok=bool(err < TOL))
             row["vs_plain"] = row["gsamples_per_s"] / (plain["gsamples_per_s"] * g)
             if tasks:
@@ -247,7 +258,8 @@ def run_case(K, case, counts, gib, passes, log=print, tasks=False):
 
 def format_table(rows, meta):
     lines = [f"kernels on Dask arrays of CuPy blocks, {meta.get('device', '?')} x {meta.get('visible', '?')}; "
-             f"{meta.get('gib')} GiB float32 input per GPU; {meta.get('passes')} chained passes per graph "
+             f"{meta.get('gib')} GiB float32 input per GPU; {meta.get('passes')} chained passes per graph, "
+             f"median of {meta.get('repeats', 1)} graphs "
              "(time until every GPU is idle, scheduler included); plain = one call on one GPU, median "
              "(CUDA events); vs plain = Dask throughput / (plain x GPUs)", "",
              "| case | GPUs | data per GPU | blocks | s (all passes) | Gsamples/s | per GPU | vs 1 GPU | "
@@ -302,12 +314,12 @@ def main(argv=None):
     import distributed
 
     meta = dict(device=cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), visible=visible, gpus=counts,
-                gib=args.gib, passes=args.passes, cupy=cp.__version__, dask=dask.__version__,
+                gib=args.gib, passes=args.passes, repeats=args.repeats, cupy=cp.__version__, dask=dask.__version__,
                 distributed=distributed.__version__, dask_cuda=dask_cuda.__version__,
                 command="python benchmarks/dask_scaling.py " + " ".join(sys.argv[1:] if argv is None else argv))
     rows = []
     for case in args.cases:
-        rows += run_case(K, case, counts, args.gib, args.passes, tasks=args.tasks)
+        rows += run_case(K, case, counts, args.gib, args.passes, tasks=args.tasks, repeats=args.repeats)
     print(write_results(args.out, rows, meta))
     return 0
 

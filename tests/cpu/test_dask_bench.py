@@ -23,10 +23,10 @@ def bd():
 
 def test_arguments_and_counts(bd):
     a = bd.parse_args([])
-    assert a.gpus is None and a.cases == ["conv", "fir", "fir_time"] and a.gib == 4.0 and a.passes == 20
+    assert a.gpus is None and a.cases == ["conv", "fir", "fir_time"] and a.gib == 4.0 and a.passes == 20 and a.repeats == 3
     a = bd.parse_args(["--gpus", "1", "2", "4", "--cases", "fir", "--gib", "0.5", "--passes", "3"])
     assert (a.gpus, a.cases, a.gib, a.passes) == ([1, 2, 4], ["fir"], 0.5, 3)
-    for bad in (["--gpus", "0"], ["--gib", "0"], ["--passes", "0"], ["--cases", "nope"]):
+    for bad in (["--gpus", "0"], ["--gib", "0"], ["--passes", "0"], ["--repeats", "0"], ["--cases", "nope"]):
         with pytest.raises(SystemExit):
             bd.parse_args(bad)
     assert bd.default_counts(1) == [1] and bd.default_counts(4) == [1, 2, 4] and bd.default_counts(6) == [1, 2, 4, 6]
