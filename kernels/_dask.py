@@ -31,6 +31,7 @@ dask is imported only once a Dask array has been passed (it is then already impo
 
 from __future__ import annotations
 
+import bisect
 import functools
 import inspect
 import math
@@ -235,7 +236,8 @@ def fir_tail_sources(bounds, halo):
     out = []
     for k, b in enumerate(bounds[:-1]):
         a = max(b - halo, 0)
-        blocks = [j for j in range(k) if bounds[j] < bounds[j + 1] and bounds[j + 1] > a]
+        first = bisect.bisect_right(bounds, a, 0, k + 1) - 1  # the last block starting at or before a
+        blocks = [j for j in range(first, k) if bounds[j] < bounds[j + 1]]
         out.append((blocks, a - bounds[blocks[0]]) if halo and blocks else None)
     return out
 
