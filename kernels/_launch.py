@@ -105,13 +105,20 @@ class _Launcher:
     """One kernel compiled for ``argtypes`` in the current context, launched by the driver."""
 
     def __init__(self, dispatcher, argtypes):
+        from cuda.bindings import driver
+
         compiled = dispatcher.compile(argtypes)
-        self.handle = compiled._codelibrary.get_cufunc().handle  # a CUkernel (cuda.core) or CUfunction
+        # a CUkernel (a library's, what numba-cuda loads through cuda.core) or a CUfunction
+        self.kernel = self.handle = compiled._codelibrary.get_cufunc().handle
+        if isinstance(self.handle, driver.CUkernel):
+            # launched as this context's CUfunction of it (launchers are per context): the driver
+            # then has no kernel -> function lookup to do at each launch
+            err, func = driver.cuKernelGetFunction(self.handle)
+            if err == driver.CUresult.CUDA_SUCCESS:
+                self.handle = func
         self.argtypes = argtypes
         self.params = Params(param_formats(argtypes))
         self.lock = threading.Lock()
-        from cuda.bindings import driver
-
         self.driver = driver  # kept: no import statement on the per-launch path
 
     def __call__(self, grid, block, stream: int, smem: int, args):

@@ -17,15 +17,19 @@ still checks its arguments the same way and then calls the function.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from types import SimpleNamespace
 
 import numpy as np
 
 from mathdx_operands import (
+    DTYPES,
+    DType,
     caller_kind,
     current_context,
     ensure_context,
     on_device,
+    package,
     resolve_stream,
     simulator,
 )
@@ -168,12 +172,16 @@ class Plan:
                 hit = ("out", loc[0], tuple(r.shape))
             self._returns.append(hit)
         self._single = single
-        fresh = {h[1] for h in self._returns if h[0] == "out"}
-        # outputs allocated anew at each call: shape, dtype and the caller's package (not the
-        # planning call's operands, which would keep its arrays alive)
-        self._allocs = [(j, outs[j].dev.shape, outs[j].dev.dtype, SimpleNamespace(package=outs[j].like.package))
-                        for j in sorted(fresh)]
-        self._keep = [outs[j].dev for j in range(len(outs)) if j not in fresh]  # scratch: kept, reused
+        fresh = sorted({h[1] for h in self._returns if h[0] == "out"})
+        # outputs allocated anew at each call, by a maker that knows their shape, dtype and the
+        # caller's package (not the planning call's operands, which would keep its arrays alive);
+        # a call's pointers: its inputs', then its fresh outputs' (``ptrs`` in __call__)
+        self._allocs = [_allocator(outs[j], self.stream) for j in fresh]
+        where = {j: len(inputs) + k for k, j in enumerate(fresh)}
+        self._returns = [hit if hit[0] == "in" else
+                         ("out", fresh.index(hit[1]), None if hit[2] == outs[hit[1]].dev.shape else hit[2])
+                         for hit in self._returns]
+        self._keep = [outs[j].dev for j in range(len(outs)) if j not in where]  # scratch: kept, reused
         self._launches = []
         for launcher, grid, block, stream, smem, args in rec.launches:
             values = _launch.param_values(launcher.argtypes, args)
@@ -183,15 +191,15 @@ class Plan:
                 nbytes = a.size * a.dtype.itemsize
                 loc = _locate(a.ptr, nbytes, in_regions)
                 if loc is not None:
-                    patches.append((slot, "in", loc[0], loc[1]))
+                    patches.append((slot, loc[0], loc[1]))
                     continue
                 loc = _locate(a.ptr, nbytes, out_regions)
-                if loc is not None and loc[0] in fresh:
-                    patches.append((slot, "out", loc[0], loc[1]))
+                if loc is not None and loc[0] in where:
+                    patches.append((slot, where[loc[0]], loc[1]))
                 else:
                     self._keep.append(a)  # a constant: kept alive with its owner
             params = _launch.Params(_launch.param_formats(launcher.argtypes))
-            self._launches.append((launcher, grid, block, stream, int(smem), values, patches, params))
+            self._launches.append((launcher, grid, block, stream, int(smem), values, tuple(patches), params))
 
     def __call__(self, *arrays):
         """Run the planned call on ``arrays`` (one per name in :attr:`names`, in that order);
@@ -225,28 +233,57 @@ class Plan:
         if ctx != self._ctx:
             raise RuntimeError(f"this plan of {self.fn.__name__} was made in another CUDA context (device): "
                                "call it where it was made, or make a plan there")
-        outs, made = {}, {}
-        for j, shape, dtype, like in self._allocs:
-            new = Output(shape, dtype, like, self.stream)
-            made[j], outs[j] = new, new.dev.ptr
-        bases = {"in": ins, "out": outs}
+        made = [make() for make in self._allocs]  # (array, pointer) per fresh result
+        ptrs = ins
+        for _, ptr in made:
+            ptrs.append(ptr)
         with self._lock:
             for launcher, grid, block, stream, smem, values, patches, params in self._launches:
-                for slot, kind, idx, offset in patches:
-                    values[slot] = bases[kind][idx] + offset
+                for slot, idx, offset in patches:
+                    values[slot] = ptrs[idx] + offset
                 launcher.launch_packed(grid, block, stream, smem, values, params)
-        res = []
-        for hit in self._returns:
-            if hit[0] == "in":
-                res.append(arrays[hit[1]])
-            else:
-                obj = made[hit[1]].obj
-                res.append(obj if tuple(obj.shape) == hit[2] else obj.reshape(hit[2]))
-        return res[0] if self._single else tuple(res)
+        if self._single:
+            return _returned(self._returns[0], arrays, made)
+        return tuple(_returned(hit, arrays, made) for hit in self._returns)
 
     def __repr__(self) -> str:
         return (f"Plan({self.fn.__name__}, arrays=({', '.join(self.names)}), "
                 f"{'replayed' if self.replayed else 'calls the function'}, {self.stream!r})")
+
+
+def _returned(hit, arrays, made):
+    """One returned array of a call: an input passed back, or a fresh result (reshaped)."""
+    if hit[0] == "in":
+        return arrays[hit[1]]
+    obj = made[hit[1]][0]
+    return obj if hit[2] is None else obj.reshape(hit[2])
+
+
+def _allocator(out: Output, stream) -> Callable[[], tuple]:
+    """A maker of new arrays like the recorded output ``out`` (shape, dtype, the caller's
+    package), allocated in ``stream``'s order: each call returns (array, data pointer).
+    CuPy's and PyTorch's go through their package's allocator made once here (shape, strides,
+    dtype and device looked up now), others through :class:`Output`."""
+    kind, shape, dtype = out.like.package, out.dev.shape, out.dev.dtype
+    if kind in ("cupy", "torch"):
+        pkg = package(kind)
+        dt = DTYPES.get(dtype.name) or DType(dtype.name, -1, dtype.itemsize, dtype.kind)
+        strides = tuple(s // dtype.itemsize for s in out.dev.strides)
+        alloc = pkg.allocator(dt, shape, strides, out.dev.size, _device(out.obj))
+        ptr, handle = pkg.ptr, stream.handle
+
+        def make():
+            obj = alloc(handle)
+            return obj, ptr(obj)
+
+        return make
+    like = SimpleNamespace(package=kind)
+
+    def make():
+        new = Output(shape, dtype, like, stream)
+        return new.obj, new.dev.ptr
+
+    return make
 
 
 def _describe(fp) -> str:

@@ -60,7 +60,7 @@ def _recorded_plan(monkeypatch):
     monkeypatch.setattr(_plan, "simulator", lambda: False)
     monkeypatch.setattr(_plan, "Output", FakeOutput)
     x = Dev(0x1000, (4, 64))
-    like = SimpleNamespace(package="cupy", obj=x)  # an Operand's fields
+    like = SimpleNamespace(package="numba", obj=x)  # an Operand's fields (numba: made through Output)
     scratch = FakeOutput((3, 64), np.float32, like, None, ptr=0x5000)
     result = FakeOutput((4, 64), np.float32, like, None, ptr=0x9000)
     spec = DevArray(0x3000, (33,), np.complex64, "spectrum owner")
@@ -98,7 +98,8 @@ def test_a_call_patches_inputs_and_results_and_keeps_constants(monkeypatch):
     assert v[-3:] == [7, 1.0, 2.0]  # scalars as recorded
     # the plan keeps neither the planning call's arrays nor its operands alive
     assert all(not hasattr(a.owner, "like") and not hasattr(a, "like") for a in p._keep)
-    assert all(not hasattr(like, "obj") for *_, like in p._allocs)
+    held = [c.cell_contents for make in p._allocs for c in make.__closure__]
+    assert not any(hasattr(v, "obj") or isinstance(v, (Dev, FakeOutput)) for v in held)
     y2 = p(Dev(0x40000, (4, 64)))
     assert y2.__cuda_array_interface__["data"][0] != new_result  # a fresh result per call
     assert copy.calls[-1][4][4] == 0x40000 + 256
@@ -166,3 +167,40 @@ def test_launch_records_only_while_a_plan_is_made(monkeypatch):
     finally:
         _launch.recorder.active = None
     assert len(calls) == 2 and rec.launches == [(None, 3, 64, 0, 16, (2.0,))]
+
+
+class FakePackage:
+    """A package adapter's allocator interface (what mathdx_operands.package gives for CuPy)."""
+
+    def __init__(self):
+        self.made, self.allocs = [], []
+
+    def allocator(self, dtype, shape, strides, nelems, device):
+        self.made.append((dtype.name, dtype.itemsize, shape, strides, nelems, device))
+
+        def alloc(stream, current=False):
+            self.allocs.append(stream)
+            return Dev(0x80000 + 0x1000 * len(self.allocs), shape, dtype.name)
+
+        return alloc
+
+    @staticmethod
+    def ptr(arr):
+        return arr.__cuda_array_interface__["data"][0]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64, np.int64])
+def test_results_of_cupy_callers_come_from_the_package_allocator(monkeypatch, dtype):
+    """A CuPy (or PyTorch) caller's fresh results: the package's allocator, made once per plan
+    with the result's shape, element strides, size and device, called with the plan's stream."""
+    fake = FakePackage()
+    monkeypatch.setattr(_plan, "package", lambda name: fake if name == "cupy" else None)
+    obj = SimpleNamespace(device=SimpleNamespace(id=3))  # CuPy arrays name their device by id
+    out = SimpleNamespace(like=SimpleNamespace(package="cupy"), obj=obj,
+                          dev=DevArray(0x9000, (4, 8, 2), dtype, obj))
+    make = _plan._allocator(out, SimpleNamespace(handle=77))
+    assert fake.made == [(np.dtype(dtype).name, np.dtype(dtype).itemsize, (4, 8, 2), (16, 2, 1), 64, 3)]
+    a, ptr = make()
+    b, ptr2 = make()
+    assert fake.allocs == [77, 77] and ptr != ptr2 and a.shape == (4, 8, 2)
+    assert ptr == a.__cuda_array_interface__["data"][0]
