@@ -15,7 +15,9 @@ each case's function and plan calls (OUT/profile/{function,plan}.txt, one sectio
 files, which the GPU machine's file count limit lets through). Then, best of
 ``--rounds`` rounds: ``enqueue`` = wall time of ``--calls`` back-to-back calls / calls (no sync in
 between: what a pipeline of calls costs the host), ``call+sync`` = one call followed by a stream
-synchronize, averaged. Writes call_overhead.json and call_overhead.md. Exits with status 2 and
+synchronize, averaged; and the GPU time per call of the plan and of the peer (50 calls queued
+behind a spinning kernel, timed with CUDA events: what call+sync cannot go below, with enqueue and
+the synchronisation on top). Writes call_overhead.json and call_overhead.md. Exits with status 2 and
 a message when no GPU is usable.
 """
 
@@ -118,6 +120,37 @@ def time_calls(fn, calls, rounds, sync):
     return min(enq), min(cs)
 
 
+# a one-thread kernel that spins for ``cycles`` clock cycles: calls queued behind it start back to
+# back once it ends, with no gap left by the host
+_SPIN = r"""extern "C" __global__ void spin(long long cycles) {
+    long long t0 = clock64();
+    while (clock64() - t0 < cycles) { }
+}"""
+
+
+def gpu_time(fn, calls, cp):
+    """GPU time per call in us: ``calls`` calls queued behind a kernel spinning long enough for
+    the host to queue them all, then timed with CUDA events (the GPU runs them back to back, so
+    host time does not enter). None when the host had not queued them all before the spin ended."""
+    spin = cp.RawKernel(_SPIN, "spin")
+    clock_hz = cp.cuda.Device().attributes["ClockRate"] * 1e3
+    seconds = max(5e-3, calls * 200e-6)
+    ev0, ev1 = cp.cuda.Event(), cp.cuda.Event()
+    fn()
+    cp.cuda.get_current_stream().synchronize()
+    spin((1,), (1,), (np.int64(clock_hz * seconds),))
+    t0 = time.perf_counter()
+    ev0.record()
+    for _ in range(calls):
+        fn()
+    ev1.record()
+    queued = time.perf_counter() - t0
+    ev1.synchronize()
+    if queued > 0.8 * seconds:
+        return None
+    return cp.cuda.get_elapsed_time(ev0, ev1) * 1e3 / calls
+
+
 def profile(fn, calls, path, sync, title="") -> None:
     """cProfile of ``calls`` calls of ``fn`` (then one sync) appended to ``path`` under a
     ``# title`` line: the 30 most expensive functions by cumulative and by own time (where the
@@ -174,6 +207,7 @@ def run(K, cp, names, calls, rounds, profile_dir=None):
             _launch.FAST = default
             row["plan_enqueue_us"], row["plan_sync_us"] = time_calls(planned, calls, rounds, sync)
             row["peer_enqueue_us"], row["peer_sync_us"] = time_calls(peer, calls, rounds, sync)
+            row["plan_gpu_us"], row["peer_gpu_us"] = gpu_time(planned, 50, cp), gpu_time(peer, 50, cp)
             if profile_dir:
                 os.makedirs(profile_dir, exist_ok=True)
                 profile(ours, calls, os.path.join(profile_dir, "function.txt"), sync, f"{name}: function calls")
@@ -191,14 +225,16 @@ def format_table(rows, meta) -> str:
     lines = [f"Host time per call, small inputs, {meta['device']}; best of {meta['rounds']} rounds of "
              f"{meta['calls']} calls; `{meta['command']}`", "",
              "| case | numba launch: enqueue / call+sync us | fast launch: enqueue / call+sync us | "
-             "kernels.plan: enqueue / call+sync us | CuPy peer: enqueue / call+sync us | fast == numba, plan == fast |",
-             "|---|---:|---:|---:|---:|---|"]
+             "kernels.plan: enqueue / call+sync us | CuPy peer: enqueue / call+sync us | "
+             "GPU time per call: plan / peer us | fast == numba, plan == fast |",
+             "|---|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         if "error" in r:
             lines.append(f"| {r['case']} | failed: {r['error'][:150]} | | | | |")
             continue
         cell = [f"{r[f'{m}_enqueue_us']:.1f} / {r[f'{m}_sync_us']:.1f}" for m in ("numba", "fast", "plan", "peer")]
-        lines.append(f"| {r['case']} | {cell[0]} | {cell[1]} | {cell[2]} | {cell[3]} | "
+        gpu = " / ".join("-" if r.get(f"{m}_gpu_us") is None else f"{r[f'{m}_gpu_us']:.1f}" for m in ("plan", "peer"))
+        lines.append(f"| {r['case']} | {cell[0]} | {cell[1]} | {cell[2]} | {cell[3]} | {gpu} | "
                      f"{r['fast_equals_numba']}, {r['plan_equals_fast']} |")
     return "\n".join(lines) + "\n"
 
