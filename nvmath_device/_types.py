@@ -41,7 +41,8 @@ def _as_int(value):
 def parse_sm(sm, argname: str = "sm", current_cc=None) -> int:
     """Normalise ``sm`` to an int like 90.
 
-    Accepts 90 (also a NumPy integer), (9, 0), "sm_90", "90", "sm_90a", or None: the current
+    Accepts 90 (also a NumPy integer), (9, 0), a ComputeCapability (9, 0, "" / "a" / "f"),
+    "sm_90", "90", "sm_90a", or None: the current
     GPU, whose ``(major, minor)`` ``current_cc()`` returns (None without a GPU). Messages show
     the value shortened (never the digits of an int too long to print).
     """
@@ -56,8 +57,9 @@ def parse_sm(sm, argname: str = "sm", current_cc=None) -> int:
         value = cc[0] * 10 + cc[1]
     elif _as_int(sm) is not None:
         value = _as_int(sm)
-    elif isinstance(sm, tuple) and len(sm) == 2 and all(_as_int(x) is not None for x in sm):
-        major, minor = (_as_int(x) for x in sm)
+    elif (isinstance(sm, tuple) and len(sm) in (2, 3) and all(_as_int(x) is not None for x in sm[:2])
+          and (len(sm) == 2 or sm[2] in ("", "a", "f"))):  # (9, 0) or a ComputeCapability (9, 0, "a")
+        major, minor = (_as_int(x) for x in sm[:2])
         value = major * 10 + minor
     elif isinstance(sm, str):
         m = re.fullmatch(r"(?:sm_|compute_)?(\d+)a?", sm.strip().lower())

@@ -16,10 +16,21 @@ from ._errors import DriverError
 __all__ = ["ComputeCapability", "Dim3", "current_device_sm", "get_current_device_cc"]
 
 
-class ComputeCapability(namedtuple("ComputeCapability", ("major", "minor"))):
-    """A GPU's compute capability: ``major`` and ``minor`` (ints), e.g. ``(9, 0)`` for sm_90."""
+class ComputeCapability(namedtuple("ComputeCapability", ("major", "minor", "arch"), defaults=("",))):
+    """A GPU's compute capability, as nvmath-python 1.0's: ``major`` and ``minor`` (ints) and
+    ``arch`` (``""``, or ``"a"`` / ``"f"`` for an architecture- / family-specific target), e.g.
+    ``ComputeCapability(9, 0)`` for sm_90. A 3-tuple: it equals ``(9, 0, "")``, not ``(9, 0)``
+    (compare ``.major`` / ``.minor``, or with another ComputeCapability)."""
 
     __slots__ = ()
+
+    @property
+    def integer(self) -> int:
+        """``major * 100 + minor * 10``: 900 for sm_90 (nvmath-python's ``integer``)."""
+        return self.major * 100 + self.minor * 10
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}{self.arch}"
 
 
 class Dim3(namedtuple("Dim3", ("x", "y", "z"), defaults=(1, 1, 1))):
@@ -106,7 +117,7 @@ def get_current_device_cc() -> ComputeCapability:
     Returns
     -------
     ComputeCapability
-        ``(major, minor)``, e.g. ``ComputeCapability(major=9, minor=0)`` for sm_90.
+        e.g. ``ComputeCapability(major=9, minor=0, arch='')`` for sm_90.
 
     Raises
     ------
@@ -151,7 +162,7 @@ def current_device_sm() -> ComputeCapability:
     Returns
     -------
     ComputeCapability
-        ``(major, minor)`` of the current GPU (under the simulator without one: ``(9, 0)``).
+        The current GPU's (under the simulator without one: ``ComputeCapability(9, 0)``).
 
     Raises
     ------

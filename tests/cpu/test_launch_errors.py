@@ -159,14 +159,14 @@ def test_opt_in_without_a_current_context_never_asks_cuCtxGetDevice(fake):
 @pytest.mark.parametrize("ctx", [0, None])
 def test_current_device_cc_without_a_context_uses_device_0(fake, ctx):
     d = fake(ctx=ctx)
-    assert common_cuda.current_device_cc.__wrapped__() == (9, 0)
+    assert common_cuda.current_device_cc.__wrapped__() == (9, 0, "")
     assert "cuCtxGetDevice" not in d.calls, d.calls
     assert d.calls[:3] == ["cuInit", "cuCtxGetCurrent", "cuDeviceGet"]
 
 
 def test_current_device_cc_with_a_context_uses_its_device(fake):
     d = fake(ctx=5)
-    assert common_cuda.current_device_cc.__wrapped__() == (9, 0)
+    assert common_cuda.current_device_cc.__wrapped__() == (9, 0, "")
     assert "cuCtxGetDevice" in d.calls and "cuDeviceGet" not in d.calls
 
 

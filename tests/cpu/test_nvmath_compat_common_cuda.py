@@ -54,6 +54,21 @@ def test_current_device_sm_without_a_gpu(monkeypatch):
     with pytest.raises(DriverError, match="cuInit failed"):
         common_cuda.current_device_sm()
     monkeypatch.setattr(common_cuda, "_no_gpu_sm", common_cuda.ComputeCapability(9, 0))
-    assert common_cuda.current_device_sm() == (9, 0)
+    assert common_cuda.current_device_sm() == common_cuda.ComputeCapability(9, 0)
     monkeypatch.setattr(common_cuda, "get_current_device_cc", lambda: common_cuda.ComputeCapability(8, 6))
-    assert common_cuda.current_device_sm() == (8, 6)  # a GPU's answer always wins
+    assert common_cuda.current_device_sm() == (8, 6, "")  # a GPU's answer always wins
+
+
+def test_compute_capability_has_nvmath_pythons_fields():
+    """nvmath-python 1.0's ComputeCapability: (major, minor, arch="") with ``integer`` (its
+    examples' ``match cc.integer: case 900``) and ``str`` "9.0"; descriptors take it as ``sm=``."""
+    CC = common_cuda.ComputeCapability
+    cc = CC(9, 0)
+    assert (cc.major, cc.minor, cc.arch) == (9, 0, "") and cc == (9, 0, "") and cc != (9, 0)
+    assert cc.integer == 900 and CC(8, 6).integer == 860 and CC(12, 1).integer == 1210
+    assert str(cc) == "9.0" and str(CC(9, 0, "a")) == "9.0a"
+    assert pickle.loads(pickle.dumps(CC(9, 0, "a"))) == CC(9, 0, "a")
+    for sm in (CC(9, 0), CC(9, 0, "a"), CC(9, 0, "f"), (9, 0)):
+        assert Matmul(size=(16, 16, 16), precision=np.float32, data_type="real", sm=sm).sm == 90
+    with pytest.raises(TypeError, match=r"sm must be .*got \(9, 0, 'x'\)"):
+        Matmul(size=(16, 16, 16), precision=np.float32, data_type="real", sm=(9, 0, "x"))

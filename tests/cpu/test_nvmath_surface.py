@@ -42,7 +42,7 @@ def test_dim3_is_a_named_tuple_with_defaults():
 
 def test_current_device_sm_is_the_current_gpu(monkeypatch):
     monkeypatch.setattr(common_cuda, "get_current_device_cc", lambda: common_cuda.ComputeCapability(9, 0))
-    assert nvmath_device.current_device_sm() == (9, 0)
+    assert nvmath_device.current_device_sm() == (9, 0, "")
     assert FFT(size=64, direction="forward", sm=common_cuda.current_device_sm()) == SUG
 
 

@@ -13,7 +13,7 @@ from nvmath_device import FFT, common_cuda, current_device_sm
 
 def test_current_device_sm_is_what_descriptors_without_sm_target():
     gpu = common_cuda.current_device_cc()
-    assert current_device_sm() == ((9, 0) if gpu is None else gpu)
+    assert current_device_sm() == (common_cuda.ComputeCapability(9, 0) if gpu is None else gpu)
     base = functools.partial(FFT, fft_type="c2c", size=64, precision=np.float32, direction="forward",
                              execution="Block")
     assert base(sm=current_device_sm()).sm == base().sm
