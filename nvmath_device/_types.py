@@ -38,8 +38,36 @@ def _as_int(value):
         return None
 
 
+class SM(int):
+    """A target architecture: the int ``90`` for sm_90 (what comparisons, keys and code
+    generation use), with nvmath-python's ``ComputeCapability`` fields, since its descriptors'
+    ``.sm`` is one: ``major`` (9), ``minor`` (0), ``arch`` (``""``) and ``integer`` (900).
+    Prints as ``90``, where nvmath-python's prints ``9.0``."""
+
+    __slots__ = ()
+
+    @property
+    def major(self) -> int:
+        return int(self) // 10
+
+    @property
+    def minor(self) -> int:
+        return int(self) % 10
+
+    @property
+    def arch(self) -> str:
+        return ""
+
+    @property
+    def integer(self) -> int:
+        return int(self) * 10
+
+    def __reduce__(self):
+        return SM, (int(self),)
+
+
 def parse_sm(sm, argname: str = "sm", current_cc=None) -> int:
-    """Normalise ``sm`` to an int like 90.
+    """Normalise ``sm`` to an int like 90 (an :class:`SM`: also ``.major`` ... ``.integer``).
 
     Accepts 90 (also a NumPy integer), (9, 0), a ComputeCapability (9, 0, "" / "a" / "f"),
     "sm_90", "90", "sm_90a", or None: the current
@@ -71,7 +99,7 @@ def parse_sm(sm, argname: str = "sm", current_cc=None) -> int:
         raise TypeError(f"{argname} must be {_SM_HINT}, got {show(sm)}")
     if value not in SUPPORTED_SM:
         raise ValueError(f"{argname}={show(sm)} is not supported; allowed: {allowed}")
-    return value
+    return SM(value)
 
 
 # ---------------------------------------------------------------------------- value types

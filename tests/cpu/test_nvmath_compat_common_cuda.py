@@ -72,3 +72,16 @@ def test_compute_capability_has_nvmath_pythons_fields():
         assert Matmul(size=(16, 16, 16), precision=np.float32, data_type="real", sm=sm).sm == 90
     with pytest.raises(TypeError, match=r"sm must be .*got \(9, 0, 'x'\)"):
         Matmul(size=(16, 16, 16), precision=np.float32, data_type="real", sm=(9, 0, "x"))
+
+
+def test_descriptor_sm_is_an_int_with_compute_capability_fields():
+    """nvmath-python's ``MM.sm`` is a ComputeCapability (its pipeline example passes it to a
+    helper matching on ``cc.integer``); ours stays the int 90 and has those fields too."""
+    from nvmath_device import FFT
+
+    mm = Matmul(size=(16, 16, 16), precision=np.float32, data_type="real", sm=90)
+    fft = FFT(size=64, precision=np.float32, direction="forward", sm=(8, 6))
+    for d, want in ((mm, 90), (fft, 86)):
+        assert d.sm == want and isinstance(d.sm, int) and hash(d.sm) == hash(want) and f"{d.sm}" == str(want)
+        assert (d.sm.major, d.sm.minor, d.sm.arch, d.sm.integer) == (want // 10, want % 10, "", want * 10)
+    assert pickle.loads(pickle.dumps(mm.sm)).integer == 900
