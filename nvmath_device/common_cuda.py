@@ -24,6 +24,20 @@ class ComputeCapability(namedtuple("ComputeCapability", ("major", "minor", "arch
 
     __slots__ = ()
 
+    def __new__(cls, major, minor, arch=""):
+        for name, v in (("major", major), ("minor", minor)):
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+                raise TypeError(f"ComputeCapability: {name} must be a non-negative integer, got {v!r}")
+            if v < 0:
+                raise ValueError(f"ComputeCapability: {name} must be a non-negative integer, got {v}")
+        if arch not in ("", "a", "f"):
+            raise ValueError(f"ComputeCapability: arch must be '', 'a' or 'f', got {arch!r}")
+        return super().__new__(cls, int(major), int(minor), arch)
+
+    @classmethod
+    def _make(cls, iterable):
+        return cls(*iterable)
+
     @property
     def integer(self) -> int:
         """``major * 100 + minor * 10``: 900 for sm_90 (nvmath-python's ``integer``)."""

@@ -85,3 +85,17 @@ def test_descriptor_sm_is_an_int_with_compute_capability_fields():
         assert d.sm == want and isinstance(d.sm, int) and hash(d.sm) == hash(want) and f"{d.sm}" == str(want)
         assert (d.sm.major, d.sm.minor, d.sm.arch, d.sm.integer) == (want // 10, want % 10, "", want * 10)
     assert pickle.loads(pickle.dumps(mm.sm)).integer == 900
+
+
+@pytest.mark.parametrize("args, err, msg", [
+    ((9.0, 0), TypeError, "major must be a non-negative integer, got 9.0"),
+    ((9, True), TypeError, "minor must be a non-negative integer, got True"),
+    ((-1, 0), ValueError, "major must be a non-negative integer, got -1"),
+    ((9, 0, "x"), ValueError, "arch must be '', 'a' or 'f', got 'x'"),
+])
+def test_compute_capability_refuses_bad_fields_naming_them(args, err, msg):
+    with pytest.raises(err, match=msg):
+        common_cuda.ComputeCapability(*args)
+    assert common_cuda.ComputeCapability(np.int64(9), 0)._replace(arch="a") == (9, 0, "a")
+    with pytest.raises(ValueError, match="arch must be"):
+        common_cuda.ComputeCapability(9, 0)._replace(arch="b")
