@@ -15,7 +15,10 @@ C[i] = A[i] @ B[i] for i < batch, stacked row-major arrays. Our kernels:
 - ``rpadv``: ``rpadc`` with every global access one 16-byte ``load_complex``/``store_complex``
   (numba splits a complex128 element into two 8-byte accesses);
 - ``ppad``: ``rpadc`` on a persistent grid, the next GEMM's A and B loaded into registers while
-  the current one runs; ``ppadv``: the same with ``rpadv``'s accesses.
+  the current one runs; ``ppadv``: the same with ``rpadv``'s accesses;
+- ``pasync2`` / ``pasync3``: a persistent grid, one GEMM per block, the next 1 / 2 GEMMs' A and
+  B copied global->shared with ``cp.async`` into a ring of 2 / 3 padded stages (no registers
+  held for them: ``ppadv`` spills at 64^3 fp64), C through the stage it consumed.
 
 Memory floor: bytes that C = A @ B must move (A and B read, C written) at 4.3e12 B/s; the
 ``floor4`` column also counts reading C (the ``beta != 0`` form), as the task defines it.
@@ -33,6 +36,7 @@ import sys
 import time
 
 import numpy as np
+from numba import cuda  # a module global: the CUDA simulator swaps it inside simulated kernels
 
 PEAK_BW = 4.3e12
 CASES = [((16, 16, 16), np.float32), ((32, 32, 32), np.float32), ((64, 64, 64), np.float64)]
@@ -267,6 +271,95 @@ def make_ppad_kernel(MM, G, vector=False):
     return kernel, per_v * 16 * G
 
 
+def make_pasync_kernel(MM, G, depth=2):
+    """A persistent grid of one GEMM per block whose next ``depth - 1`` GEMMs' A and B are in
+    flight during the current one, copied global -> shared with ``cp.async``
+    (``nvmath_device.copy_async``: 16-byte vectors straight into a ring of ``depth`` stages of
+    cuBLASDx's padded tiles, no registers held: ``ppadv`` holds them in registers and spills at
+    64^3 fp64). Per GEMM: wait for its stage, execute into the register accumulator, write the
+    result into the stage it consumed, store it to C as 16-byte vectors, and the stage takes the
+    loads of the GEMM ``depth - 1`` ahead. Launch with as many blocks as fit at once
+    (``depth`` stages of shared memory each). None when ``G`` is not 1 or the tiles do not split
+    into 16-byte vectors."""
+    from nvmath_device import copy_async, copy_async_commit, copy_async_wait, store_complex
+
+    m, n, k = MM.size
+    it = MM.a_value_type.itemsize
+    v = 16 // it
+    lda, ldb, ldc = MM.leading_dimension
+    nt = MM.max_threads_per_block
+    if (G != 1 or depth < 2 or depth > 8 or k % v or n % v or lda % v or ldb % v or ldc % v
+            or MM.b_shared_memory_offset % 16 or tuple(MM.arrangement) != ("row_major",) * 3
+            or MM.block_dim[1] * MM.block_dim[2] != 1):
+        return None
+    ka, kb, la, lb, lc = k // v, n // v, lda // v, ldb // v, ldc // v
+    a_vec, b_vec, c_vec = m * ka, k * kb, m * kb
+    stage_v = max((MM.shared_memory_size_ab + 15) // 16, (m - 1) * lc + kb)  # A and B; or C
+    b_off_v = MM.b_shared_memory_offset // 16
+    dt = MM.a_value_type
+    acc_n = MM.accumulator_size
+    a_size, b_size = MM.a_size, MM.b_size
+    ahead = depth - 1  # GEMMs in flight behind the current one: cp.async groups left pending
+
+    @cuda.jit(fastmath=True)
+    def kernel(A, B, C, batch):
+        tx = cuda.threadIdx.x
+        s16 = cuda.shared.array(0, dtype=np.complex128)
+        sv = cuda.shared.array(0, dtype=dt)
+        acc = cuda.local.array(acc_n, dtype=dt)
+        rows = cuda.local.array(acc_n, dtype=np.int32)
+        cols = cuda.local.array(acc_n, dtype=np.int32)
+        MM.fragment_coordinates(rows, cols)
+        stride = cuda.gridDim.x
+        g0 = cuda.blockIdx.x
+        for p in range(ahead):  # the first GEMMs' loads; one group each, empty past the batch
+            g = g0 + p * stride
+            if g < batch:
+                base = p * stage_v
+                for i in range(tx, a_vec, nt):
+                    r = i // ka
+                    copy_async(s16, base + r * la + i - r * ka, A, (g, i))
+                for i in range(tx, b_vec, nt):
+                    r = i // kb
+                    copy_async(s16, base + b_off_v + r * lb + i - r * kb, B, (g, i))
+            copy_async_commit()
+        g = g0
+        j = 0  # this GEMM's stage
+        while g < batch:
+            gn = g + ahead * stride
+            if gn < batch:  # into the stage the previous GEMM left
+                base = ((j + ahead) % depth) * stage_v
+                for i in range(tx, a_vec, nt):
+                    r = i // ka
+                    copy_async(s16, base + r * la + i - r * ka, A, (gn, i))
+                for i in range(tx, b_vec, nt):
+                    r = i // kb
+                    copy_async(s16, base + b_off_v + r * lb + i - r * kb, B, (gn, i))
+            copy_async_commit()
+            copy_async_wait(ahead)  # this GEMM's group has landed (the newer ones may not have)
+            cuda.syncthreads()
+            base = j * stage_v
+            b0 = base * v
+            for i in range(acc_n):
+                acc[i] = 0
+            MM.execute(sv[b0:b0 + a_size], sv[b0 + b_off_v * v:b0 + b_off_v * v + b_size], acc)
+            cuda.syncthreads()  # A and B have been read: the stage takes C
+            for i in range(acc_n):
+                r = rows[i]
+                if r >= 0:
+                    sv[b0 + r * ldc + cols[i]] = acc[i]
+            cuda.syncthreads()
+            for i in range(tx, c_vec, nt):
+                r = i // kb
+                store_complex(C, (g, i), s16[base + r * lc + i - r * kb])
+            cuda.syncthreads()  # C has left the stage: the next round's loads may land there
+            g += stride
+            j = (j + 1) % depth
+        copy_async_wait(0)  # nothing in flight when the block ends
+
+    return kernel, stage_v * 16 * depth
+
+
 def make_lib_kernel(MM, G):
     """The library's kernel (``kernels.gemm._vector_kernel``, what ``kernels.batched_gemm``
     runs): ``ppadv`` with alpha/beta/C. Called as ``kernel(A16, B16, C16, D16, alpha, beta,
@@ -363,7 +456,9 @@ def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev, peers=Tru
             maker = {"smem": make_smem_kernel, "rmem": make_rpad_kernel, "lib": make_lib_kernel,
                      "rpad": make_rpad_kernel, "rpadc": functools.partial(make_rpad_kernel, staged=True),
                      "rpadv": functools.partial(make_rpad_kernel, staged=True, vector=True),
-                     "ppad": make_ppad_kernel, "ppadv": functools.partial(make_ppad_kernel, vector=True)}[variant]
+                     "ppad": make_ppad_kernel, "ppadv": functools.partial(make_ppad_kernel, vector=True),
+                     "pasync2": functools.partial(make_pasync_kernel, depth=2),
+                     "pasync3": functools.partial(make_pasync_kernel, depth=3)}[variant]
             try:
                 made = maker(MM, G)
                 if made is None:
@@ -377,13 +472,14 @@ def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev, peers=Tru
                 if variant == "lib":  # the library kernel: D = alpha * A @ B (+ beta * C, unused)
                     args = (nA16, nB16, nC16, nC16, dt.type(1), dt.type(0), batch)
                 else:
-                    args = (nA16, nB16, nC16 if variant in ("smem", "rpadc", "rpadv", "ppad", "ppadv") else nC, batch)
+                    args = (nA16, nB16, nC16 if variant in ("smem", "rpadc", "rpadv", "ppad", "ppadv", "pasync2", "pasync3")
+                            else nC, batch)
                 from numba import typeof
 
                 kern = kernel.compile(tuple(typeof(a) for a in args))
                 attrs = kern._codelibrary.get_cufunc().attrs
                 grid = (batch + G - 1) // G
-                if variant.startswith("ppad") or variant == "lib":  # persistent: the blocks that fit at once
+                if variant.startswith(("ppad", "pasync")) or variant == "lib":  # persistent: the blocks that fit at once
                     grid = min(grid, kern.max_cooperative_grid_blocks((bx, G), smem))
                 cfg = kernel[grid, (bx, G), 0, smem]
                 C.fill(cp.nan)
@@ -448,10 +544,11 @@ def run(out_dir, batch=65536, check=True, peers=True, sweep=False, sizes=None, v
                     (256, al, "suggested"))
     KERNEL_CHOICES = {("suggested", None): (("smem", 2), ("rmem", 4)),
                       ("suggested", "suggested"): (("rpad", 1), ("rpadc", 2), ("rpadv", 2), ("lib", 1), ("lib", 2),
-                                                   ("lib", 4), ("ppad", 1), ("ppad", 2), ("ppadv", 1), ("ppadv", 2)),
+                                                   ("lib", 4), ("ppad", 1), ("ppad", 2), ("ppadv", 1), ("ppadv", 2),
+                                                   ("pasync2", 1), ("pasync3", 1)),
                       (32, "suggested"): (("lib", 1), ("lib", 2), ("lib", 4), ("ppad", 2), ("ppad", 4), ("ppadv", 2), ("ppadv", 4)),
                       # 64^3 fp64: the library kernel spills at 128 threads (sm_90 SASS: 47 STL), not at 256
-                      (256, "suggested"): (("lib", 1),)}
+                      (256, "suggested"): (("lib", 1), ("pasync2", 1), ("pasync3", 1))}
     if sweep:  # --sweep: more block sizes and GEMMs per block (a longer run, for tuning)
         DESC_CHOICES = tuple((bd, al, "suggested") for bd in ("suggested", 128, 256))
         KERNEL_CHOICES = {(bd, ld): tuple((v, g) for v in ("rpad", "rpadc", "rpadv", "lib", "ppad", "ppadv")
@@ -512,7 +609,8 @@ def main(argv=None):
     p.add_argument("--skip-peers", action="store_true", help="do not run nvmath-python")
     p.add_argument("--sweep", action="store_true", help="try more block sizes and GEMMs per block")
     p.add_argument("--sizes", type=int, nargs="+", help="only these m (=n=k) cases, e.g. 32")
-    p.add_argument("--variants", nargs="+", choices=("smem", "rmem", "rpad", "rpadc", "rpadv", "lib", "ppad", "ppadv"),
+    p.add_argument("--variants", nargs="+", choices=("smem", "rmem", "rpad", "rpadc", "rpadv", "lib", "ppad", "ppadv",
+                                                      "pasync2", "pasync3"),
                    help="only these kernels of ours")
     a = p.parse_args(argv)
     run(a.out, batch=a.batch, check=not a.no_check, peers=not a.skip_peers, sweep=a.sweep, sizes=a.sizes,

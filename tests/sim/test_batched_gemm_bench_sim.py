@@ -1,0 +1,50 @@
+# SPDX-License-Identifier: Apache-2.0
+"""benchmarks/batched_gemm.py's cp.async kernels (``pasync2`` / ``pasync3``) under the simulator:
+a persistent grid smaller than the batch, so each block walks several GEMMs through its ring of
+stages (its prologue, the wrap-around of the ring and the GEMMs past the batch's end), against
+NumPy float64; the recorded kernels are linked for sm_90 with the rest of the simulator suite."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba import cuda
+
+from nvmath_device import Matmul
+from tests.benchmark_script import load
+
+bg = load("batched_gemm")
+
+
+@pytest.mark.parametrize("depth", [2, 3])
+@pytest.mark.parametrize("size, dtype, bd", [((16, 16, 16), np.float64, 64), ((8, 16, 8), np.float32, 32)])
+def test_pasync_kernel_matches_numpy(size, dtype, bd, depth):
+    m, n, k = size
+    MM = Matmul(size=size, precision=dtype, arrangement=("row_major",) * 3, leading_dimension="suggested",
+                block_dim=bd, alignment=(16, 16, 16), sm=90)
+    made = bg.make_pasync_kernel(MM, 1, depth)
+    assert made is not None
+    kernel, smem = made
+    assert smem % 16 == 0 and smem >= depth * MM.shared_memory_size_ab
+    batch, blocks = 7, 2  # block 0 runs GEMMs 0, 2, 4, 6; block 1 runs 1, 3, 5
+    rng = np.random.default_rng(depth)
+    a = rng.uniform(-1, 1, (batch, m, k)).astype(dtype)
+    b = rng.uniform(-1, 1, (batch, k, n)).astype(dtype)
+    c = np.full((batch, m, n), np.nan, dtype)
+    dc = cuda.to_device(c.reshape(batch, -1).view(np.complex128))
+    kernel[blocks, MM.block_dim, 0, smem](cuda.to_device(a.reshape(batch, -1).view(np.complex128)),
+                                          cuda.to_device(b.reshape(batch, -1).view(np.complex128)), dc, batch)
+    got = dc.copy_to_host().view(dtype).reshape(batch, m, n)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * k)
+
+
+def test_pasync_refuses_what_it_cannot_run():
+    MM = Matmul(size=(16, 16, 16), precision=np.float64, arrangement=("row_major",) * 3,
+                leading_dimension="suggested", block_dim=64, alignment=(16, 16, 16), sm=90)
+    assert bg.make_pasync_kernel(MM, 2) is None  # one GEMM per block only
+    assert bg.make_pasync_kernel(MM, 1, depth=1) is None
+    col = Matmul(size=(16, 16, 16), precision=np.float64, arrangement=("col_major", "row_major", "row_major"),
+                 block_dim=64, alignment=(16, 16, 16), sm=90)
+    assert bg.make_pasync_kernel(col, 1) is None
