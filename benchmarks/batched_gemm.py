@@ -301,6 +301,16 @@ def make_pasync_kernel(MM, G, depth=2):
     a_size, b_size = MM.a_size, MM.b_size
     ahead = depth - 1  # GEMMs in flight behind the current one: cp.async groups left pending
 
+    @cuda.jit(device=True, forceinline=True)
+    def load_stage(s16, base, A, B, g, tx):
+        """Start this thread's share of GEMM ``g``'s A and B copies into the stage at ``base``."""
+        for i in range(tx, a_vec, nt):
+            r = i // ka
+            copy_async(s16, base + r * la + i - r * ka, A, (g, i))
+        for i in range(tx, b_vec, nt):
+            r = i // kb
+            copy_async(s16, base + b_off_v + r * lb + i - r * kb, B, (g, i))
+
     @cuda.jit(fastmath=True)
     def kernel(A, B, C, batch):
         tx = cuda.threadIdx.x
@@ -315,26 +325,14 @@ def make_pasync_kernel(MM, G, depth=2):
         for p in range(ahead):  # the first GEMMs' loads; one group each, empty past the batch
             g = g0 + p * stride
             if g < batch:
-                base = p * stage_v
-                for i in range(tx, a_vec, nt):
-                    r = i // ka
-                    copy_async(s16, base + r * la + i - r * ka, A, (g, i))
-                for i in range(tx, b_vec, nt):
-                    r = i // kb
-                    copy_async(s16, base + b_off_v + r * lb + i - r * kb, B, (g, i))
+                load_stage(s16, p * stage_v, A, B, g, tx)
             copy_async_commit()
         g = g0
         j = 0  # this GEMM's stage
         while g < batch:
             gn = g + ahead * stride
             if gn < batch:  # into the stage the previous GEMM left
-                base = ((j + ahead) % depth) * stage_v
-                for i in range(tx, a_vec, nt):
-                    r = i // ka
-                    copy_async(s16, base + r * la + i - r * ka, A, (gn, i))
-                for i in range(tx, b_vec, nt):
-                    r = i // kb
-                    copy_async(s16, base + b_off_v + r * lb + i - r * kb, B, (gn, i))
+                load_stage(s16, ((j + ahead) % depth) * stage_v, A, B, gn, tx)
             copy_async_commit()
             copy_async_wait(ahead)  # this GEMM's group has landed (the newer ones may not have)
             cuda.syncthreads()

@@ -109,7 +109,7 @@ class _Launcher:
 
         compiled = dispatcher.compile(argtypes)
         # a CUkernel (a library's, what numba-cuda loads through cuda.core) or a CUfunction
-        self.kernel = self.handle = compiled._codelibrary.get_cufunc().handle
+        self.handle = compiled._codelibrary.get_cufunc().handle
         if isinstance(self.handle, driver.CUkernel):
             # launched as this context's CUfunction of it (launchers are per context): the driver
             # then has no kernel -> function lookup to do at each launch
