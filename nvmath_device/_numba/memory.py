@@ -154,10 +154,13 @@ def _lower_copy_async(context, builder, sig, args):
     dst = _element_pointer(context, builder, dty, args[0], dity, args[1])
     src = _element_pointer(context, builder, sty, args[2], sity, args[3])
     size = dty.dtype.bitwidth // 8
-    # generic -> shared (32-bit) and -> global addresses; .ca: through L1 (4/8/16 bytes)
+    # generic -> shared (32-bit) and -> global addresses. 16 bytes: .cg, cached in L2 only (data
+    # streamed into shared memory has no use in L1, and L1 is what a large shared-memory carveout
+    # leaves small); 4 and 8 bytes: .ca, the only form PTX allows for them
+    level = "cg" if size == 16 else "ca"
     _asm(builder, "{ .reg .u64 nmdx_s64, nmdx_g; .reg .u32 nmdx_s;"
          " cvta.to.shared.u64 nmdx_s64, $0; cvt.u32.u64 nmdx_s, nmdx_s64; cvta.to.global.u64 nmdx_g, $1;"
-         f" cp.async.ca.shared.global [nmdx_s], [nmdx_g], {size}; }}", (dst, src), "l,l,~{memory}")
+         f" cp.async.{level}.shared.global [nmdx_s], [nmdx_g], {size}; }}", (dst, src), "l,l,~{memory}")
     return context.get_dummy_value()
 
 

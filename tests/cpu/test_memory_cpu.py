@@ -74,7 +74,8 @@ def test_outside_kernels_they_index():
 @pytest.mark.parametrize("dtype, size", [(np.float32, 4), (np.float64, 8), (np.complex64, 8), (np.complex128, 16)])
 def test_copy_async_is_cp_async_and_links_for_sm90(dtype, size):
     """Every copy is one ``cp.async`` of the element's size (shared address from the generic
-    one); commits and ``wait_group 1`` as written; ptxas accepts it for sm_90."""
+    one), L2-only (``.cg``) for 16 bytes and ``.ca`` below (PTX allows ``.cg`` only at 16);
+    commits and ``wait_group 1`` as written; ptxas accepts it for sm_90."""
     from nvmath_device.aot import compile_kernel
     from tests.memory_kernels import make_async_kernel
 
@@ -83,8 +84,10 @@ def test_copy_async_is_cp_async_and_links_for_sm90(dtype, size):
     kern = make_async_kernel(dtype).py_func
     argtypes = (t[:, ::1], t[:, ::1], types.int64)
     ptx, _ = cuda.compile_ptx(kern, argtypes, cc=(9, 0))
-    copies = ptx.count("cp.async.ca.shared.global")  # the compiler may duplicate the loop's copy
-    assert copies >= 2 and ptx.count(f"cp.async.ca.shared.global [nmdx_s], [nmdx_g], {size};") == copies
+    level = "cg" if size == 16 else "ca"
+    copies = ptx.count("cp.async.") - ptx.count("cp.async.commit_group") - ptx.count("cp.async.wait_group")
+    # the compiler may duplicate the loop's copy
+    assert copies >= 2 and ptx.count(f"cp.async.{level}.shared.global [nmdx_s], [nmdx_g], {size};") == copies
     assert ptx.count("cvta.to.shared.u64 nmdx_s64") == copies
     assert ptx.count("cp.async.commit_group;") >= 2
     assert ptx.count("cp.async.wait_group 1;") >= 1 and ptx.count("cp.async.wait_group") == ptx.count(
