@@ -24,6 +24,9 @@ Memory floor: bytes that C = A @ B must move (A and B read, C written) at 4.3e12
 ``floor4`` column also counts reading C (the ``beta != 0`` form), as the task defines it.
 
 Run: ``python benchmarks/batched_gemm.py --out DIR`` (writes DIR/batched_gemm.json and .md).
+``--shared-ab`` gives every GEMM the first GEMM's A and B (a batch stride of 0: they stay in L2),
+so a kernel's time is its arithmetic, shared-memory work and C stores without A/B DRAM traffic:
+what the memory pipeline has to hide (a diagnostic; the floor columns still count A and B).
 """
 
 from __future__ import annotations
@@ -399,8 +402,17 @@ def make_nvmath_kernel(size, dtype, sm):
     return kernel, (bdim[0], bdim[1], bdim[2])
 
 
-def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev, peers=True):
-    """Time every implementation on one (size, dtype); returns the table rows."""
+def _vectors(X, batch, cp):
+    """(batch, elements) view of ``X`` as 16-byte vectors; a batch stride of 0 kept."""
+    if X.strides[0] == 0:
+        row = X[0].reshape(1, -1).view(cp.complex128)
+        return cp.lib.stride_tricks.as_strided(row, (batch, row.shape[1]), (0, 16))
+    return X.reshape(batch, -1).view(cp.complex128)
+
+
+def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev, peers=True, shared_ab=False):
+    """Time every implementation on one (size, dtype); returns the table rows. ``shared_ab``: every
+    GEMM multiplies the first GEMM's A and B (batch stride 0)."""
     import cupy as cp
     from numba import cuda
 
@@ -411,13 +423,14 @@ def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev, peers=Tru
     rng = np.random.default_rng(0)
     A = cp.asarray(rng.uniform(-1, 1, (batch, m, k)).astype(dt))
     B = cp.asarray(rng.uniform(-1, 1, (batch, k, n)).astype(dt))
+    if shared_ab:  # every GEMM reads GEMM 0's operands
+        A, B = (cp.lib.stride_tricks.as_strided(X[:1], X.shape, (0,) + X.strides[1:]) for X in (A, B))
     ref = None
     if check:
         ref = cp.matmul(A[:64].astype(cp.float64), B[:64].astype(cp.float64)).get()
     C = cp.empty((batch, m, n), dt)
     # numba views: (batch, elements) of 16-byte vectors; and (batch, elements) of values
-    nA16 = cuda.as_cuda_array(A.reshape(batch, -1).view(cp.complex128), sync=False)
-    nB16 = cuda.as_cuda_array(B.reshape(batch, -1).view(cp.complex128), sync=False)
+    nA16, nB16 = (cuda.as_cuda_array(_vectors(X, batch, cp), sync=False) for X in (A, B))
     nC16 = cuda.as_cuda_array(C.reshape(batch, -1).view(cp.complex128), sync=False)
     nC = cuda.as_cuda_array(C.reshape(batch, -1), sync=False)
     nbytes3 = batch * (m * k + k * n + m * n) * dt.itemsize
@@ -505,8 +518,8 @@ def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev, peers=Tru
         if not peers:
             raise RuntimeError("skipped (--skip-peers)")
         kernel, bdim = make_nvmath_kernel(size, dt.type, sm)
-        nA = cuda.as_cuda_array(A.reshape(batch, -1), sync=False)
-        nB = cuda.as_cuda_array(B.reshape(batch, -1), sync=False)
+        nA, nB = (cuda.as_cuda_array(cp.lib.stride_tricks.as_strided(X, (batch, X[0].size), (X.strides[0], dt.itemsize)),
+                                     sync=False) for X in (A, B))
         cfg = kernel[batch, bdim, 0, 0]
         C.fill(cp.nan)
         cfg(nA, nB, nC, batch)
@@ -524,7 +537,8 @@ def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev, peers=Tru
     return rows
 
 
-def run(out_dir, batch=65536, check=True, peers=True, sweep=False, sizes=None, variants=None):
+def run(out_dir, batch=65536, check=True, peers=True, sweep=False, sizes=None, variants=None, threads=None,
+        shared_ab=False):
     import cupy as cp
     from numba import cuda
 
@@ -564,25 +578,26 @@ def run(out_dir, batch=65536, check=True, peers=True, sweep=False, sizes=None, v
                 continue
             if bd in (32, 128) and size[0] >= 64:
                 continue
-            descs[(size, np.dtype(dtype).name, bd, al, ld)] = Matmul(
-                size=size, precision=dtype, arrangement=("row_major",) * 3, leading_dimension=ld,
-                block_dim=bd, alignment=al, sm=sm)
+            MM = Matmul(size=size, precision=dtype, arrangement=("row_major",) * 3, leading_dimension=ld,
+                        block_dim=bd, alignment=al, sm=sm)
+            if threads is None or MM.block_dim[0] in threads:
+                descs[(size, np.dtype(dtype).name, bd, al, ld)] = MM
     t0 = time.perf_counter()
     gemm_codegen.prefetch_ltoir(list(descs.values()))
     print(f"# LTO-IR for {len(descs)} descriptors ready in {time.perf_counter() - t0:.0f} s", flush=True)
 
     rows = []
     for size, dtype in cases:
-        rows += _bench_case(size, dtype, batch, check, descs, KERNEL_CHOICES, dev, peers)
+        rows += _bench_case(size, dtype, batch, check, descs, KERNEL_CHOICES, dev, peers, shared_ab)
         cp.get_default_memory_pool().free_all_blocks()
 
-    result = dict(gpu=gpu, sm=sm, batch=batch, peak_bw=PEAK_BW, rows=rows,
-                  command="python benchmarks/batched_gemm.py --out DIR")
+    result = dict(gpu=gpu, sm=sm, batch=batch, peak_bw=PEAK_BW, rows=rows, shared_ab=shared_ab,
+                  command="python benchmarks/batched_gemm.py --out DIR" + (" --shared-ab" if shared_ab else ""))
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "batched_gemm.json"), "w") as f:
         json.dump(result, f, indent=1)
     lines = [f"Batched GEMM, {batch} GEMMs, {gpu} (sm_{sm}); floor = (A+B read + C written) / 4.3e12 B/s; "
-             "floor4 also reads C", "",
+             "floor4 also reads C" + ("; --shared-ab: every GEMM reads GEMM 0's A and B" if shared_ab else ""), "",
              "| case | implementation | ms | floor ms | % of floor | % of floor4 | correct | note |",
              "|---|---|---:|---:|---:|---:|---|---|"]
     for r in rows:
@@ -610,9 +625,12 @@ def main(argv=None):
     p.add_argument("--variants", nargs="+", choices=("smem", "rmem", "rpad", "rpadc", "rpadv", "lib", "ppad", "ppadv",
                                                       "pasync2", "pasync3"),
                    help="only these kernels of ours")
+    p.add_argument("--threads", type=int, nargs="+", help="only descriptors of these block sizes, e.g. 256")
+    p.add_argument("--shared-ab", action="store_true",
+                   help="every GEMM reads the first GEMM's A and B (batch stride 0): time without A/B DRAM traffic")
     a = p.parse_args(argv)
     run(a.out, batch=a.batch, check=not a.no_check, peers=not a.skip_peers, sweep=a.sweep, sizes=a.sizes,
-        variants=a.variants)
+        variants=a.variants, threads=a.threads, shared_ab=a.shared_ab)
 
 
 if __name__ == "__main__":
