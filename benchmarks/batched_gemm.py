@@ -18,7 +18,9 @@ C[i] = A[i] @ B[i] for i < batch, stacked row-major arrays. Our kernels:
   the current one runs; ``ppadv``: the same with ``rpadv``'s accesses;
 - ``pasync2`` / ``pasync3``: a persistent grid, one GEMM per block, the next 1 / 2 GEMMs' A and
   B copied global->shared with ``cp.async`` into a ring of 2 / 3 padded stages (no registers
-  held for them: ``ppadv`` spills at 64^3 fp64), C through the stage it consumed.
+  held for them: ``ppadv`` spills at 64^3 fp64), C through the stage it consumed;
+  ``pasync1``: one stage, nothing in flight across GEMMs (its loads wait at once), so that
+  several blocks fit on an SM and overlap one another's phases instead.
 
 Memory floor: bytes that C = A @ B must move (A and B read, C written) at 4.3e12 B/s; the
 ``floor4`` column also counts reading C (the ``beta != 0`` form), as the task defines it.
@@ -281,9 +283,9 @@ def make_pasync_kernel(MM, G, depth=2):
     cuBLASDx's padded tiles, no registers held: ``ppadv`` holds them in registers and spills at
     64^3 fp64). Per GEMM: wait for its stage, execute into the register accumulator, write the
     result into the stage it consumed, store it to C as 16-byte vectors, and the stage takes the
-    loads of the GEMM ``depth - 1`` ahead. Launch with as many blocks as fit at once
-    (``depth`` stages of shared memory each). None when ``G`` is not 1 or the tiles do not split
-    into 16-byte vectors."""
+    loads of the GEMM ``depth - 1`` ahead (``depth`` 1: its own, waited for at once). Launch with
+    as many blocks as fit at once (``depth`` stages of shared memory each). None when ``G`` is not
+    1, ``depth`` is not 1 to 8 or the tiles do not split into 16-byte vectors."""
     from nvmath_device import copy_async, copy_async_commit, copy_async_wait, store_complex
 
     m, n, k = MM.size
@@ -291,7 +293,7 @@ def make_pasync_kernel(MM, G, depth=2):
     v = 16 // it
     lda, ldb, ldc = MM.leading_dimension
     nt = MM.max_threads_per_block
-    if (G != 1 or depth < 2 or depth > 8 or k % v or n % v or lda % v or ldb % v or ldc % v
+    if (G != 1 or depth < 1 or depth > 8 or k % v or n % v or lda % v or ldb % v or ldc % v
             or MM.b_shared_memory_offset % 16 or tuple(MM.arrangement) != ("row_major",) * 3
             or MM.block_dim[1] * MM.block_dim[2] != 1):
         return None
@@ -468,6 +470,7 @@ def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev, peers=Tru
                      "rpad": make_rpad_kernel, "rpadc": functools.partial(make_rpad_kernel, staged=True),
                      "rpadv": functools.partial(make_rpad_kernel, staged=True, vector=True),
                      "ppad": make_ppad_kernel, "ppadv": functools.partial(make_ppad_kernel, vector=True),
+                     "pasync1": functools.partial(make_pasync_kernel, depth=1),
                      "pasync2": functools.partial(make_pasync_kernel, depth=2),
                      "pasync3": functools.partial(make_pasync_kernel, depth=3)}[variant]
             try:
@@ -483,8 +486,8 @@ def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev, peers=Tru
                 if variant == "lib":  # the library kernel: D = alpha * A @ B (+ beta * C, unused)
                     args = (nA16, nB16, nC16, nC16, dt.type(1), dt.type(0), batch)
                 else:
-                    args = (nA16, nB16, nC16 if variant in ("smem", "rpadc", "rpadv", "ppad", "ppadv", "pasync2", "pasync3")
-                            else nC, batch)
+                    args = (nA16, nB16, nC16 if variant in ("smem", "rpadc", "rpadv", "ppad", "ppadv", "pasync1", "pasync2",
+                                                       "pasync3") else nC, batch)
                 from numba import typeof
 
                 kern = kernel.compile(tuple(typeof(a) for a in args))
@@ -557,10 +560,10 @@ def run(out_dir, batch=65536, check=True, peers=True, sweep=False, sizes=None, v
     KERNEL_CHOICES = {("suggested", None): (("smem", 2), ("rmem", 4)),
                       ("suggested", "suggested"): (("rpad", 1), ("rpadc", 2), ("rpadv", 2), ("lib", 1), ("lib", 2),
                                                    ("lib", 4), ("ppad", 1), ("ppad", 2), ("ppadv", 1), ("ppadv", 2),
-                                                   ("pasync2", 1), ("pasync3", 1)),
+                                                   ("pasync1", 1), ("pasync2", 1), ("pasync3", 1)),
                       (32, "suggested"): (("lib", 1), ("lib", 2), ("lib", 4), ("ppad", 2), ("ppad", 4), ("ppadv", 2), ("ppadv", 4)),
                       # 64^3 fp64: the library kernel spills at 128 threads (sm_90 SASS: 47 STL), not at 256
-                      (256, "suggested"): (("lib", 1), ("pasync2", 1), ("pasync3", 1))}
+                      (256, "suggested"): (("lib", 1), ("pasync1", 1), ("pasync2", 1), ("pasync3", 1))}
     if sweep:  # --sweep: more block sizes and GEMMs per block (a longer run, for tuning)
         DESC_CHOICES = tuple((bd, al, "suggested") for bd in ("suggested", 128, 256))
         KERNEL_CHOICES = {(bd, ld): tuple((v, g) for v in ("rpad", "rpadc", "rpadv", "lib", "ppad", "ppadv")
@@ -623,7 +626,7 @@ def main(argv=None):
     p.add_argument("--sweep", action="store_true", help="try more block sizes and GEMMs per block")
     p.add_argument("--sizes", type=int, nargs="+", help="only these m (=n=k) cases, e.g. 32")
     p.add_argument("--variants", nargs="+", choices=("smem", "rmem", "rpad", "rpadc", "rpadv", "lib", "ppad", "ppadv",
-                                                      "pasync2", "pasync3"),
+                                                      "pasync1", "pasync2", "pasync3"),
                    help="only these kernels of ours")
     p.add_argument("--threads", type=int, nargs="+", help="only descriptors of these block sizes, e.g. 256")
     p.add_argument("--shared-ab", action="store_true",

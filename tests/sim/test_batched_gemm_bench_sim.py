@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""benchmarks/batched_gemm.py's cp.async kernels (``pasync2`` / ``pasync3``) under the simulator:
+"""benchmarks/batched_gemm.py's cp.async kernels (``pasync1`` / ``2`` / ``3``) under the simulator:
 a persistent grid smaller than the batch, so each block walks several GEMMs through its ring of
 stages (its prologue, the wrap-around of the ring and the GEMMs past the batch's end), against
 NumPy float64; the recorded kernels are linked for sm_90 with the rest of the simulator suite."""
@@ -16,7 +16,7 @@ from tests.benchmark_script import load
 bg = load("batched_gemm")
 
 
-@pytest.mark.parametrize("depth", [2, 3])
+@pytest.mark.parametrize("depth", [1, 2, 3])
 @pytest.mark.parametrize("size, dtype, bd", [((16, 16, 16), np.float64, 64), ((8, 16, 8), np.float32, 32)])
 def test_pasync_kernel_matches_numpy(size, dtype, bd, depth):
     m, n, k = size
@@ -44,7 +44,8 @@ def test_pasync_refuses_what_it_cannot_run():
     MM = Matmul(size=(16, 16, 16), precision=np.float64, arrangement=("row_major",) * 3,
                 leading_dimension="suggested", block_dim=64, alignment=(16, 16, 16), sm=90)
     assert bg.make_pasync_kernel(MM, 2) is None  # one GEMM per block only
-    assert bg.make_pasync_kernel(MM, 1, depth=1) is None
+    assert bg.make_pasync_kernel(MM, 1, depth=0) is None
+    assert bg.make_pasync_kernel(MM, 1, depth=9) is None
     col = Matmul(size=(16, 16, 16), precision=np.float64, arrangement=("col_major", "row_major", "row_major"),
                  block_dim=64, alignment=(16, 16, 16), sm=90)
     assert bg.make_pasync_kernel(col, 1) is None
