@@ -93,6 +93,9 @@ def parse_args(argv=None):
                          "kernels of one call per case are profiled")
     ap.add_argument("--fft-configs", action="store_true",
                     help="time every valid FFT configuration of each FFT case (fft_configs.md)")
+    ap.add_argument("--beamform-kernel", choices=("gemm", "direct"),
+                    help="which beamforming kernel beamform_spectra runs (kernels.gemm.BEAMFORM_KERNEL; "
+                         "default: the library's choice)")
     a = ap.parse_args(argv)
     if a.mbytes < 1:
         ap.error("--mbytes must be >= 1")
@@ -701,7 +704,11 @@ def main(argv=None):
     import cupy as cp
 
     K = import_kernels()
-    meta = dict(device=cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode(),
+    from kernels import gemm as kgemm
+
+    if args.beamform_kernel:
+        kgemm.BEAMFORM_KERNEL = args.beamform_kernel
+    meta = dict(beamform_kernel=kgemm.BEAMFORM_KERNEL,device=cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode(),
                 mbytes=args.mbytes, peak_bps=PEAK_BPS, ref_rows=REF_ROWS, cupy=cp.__version__,
                 command="python benchmarks/fused_kernels.py " + " ".join(sys.argv[1:] if argv is None else argv))
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/ceilings.py

@@ -13,7 +13,7 @@ from nvmath_device import FFT, Matmul, load_complex, store_complex
 
 from ._arrays import Operand, Output, host_numbers
 from ._consts import to_device_const
-from ._fused import copy_1d, vectors_ok
+from ._fused import aligned, copy_1d, vectors_ok
 from ._launch import launch, resident_blocks
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.complex64), np.dtype(np.complex128))
@@ -361,6 +361,84 @@ def _beamform_kernel(mm: Matmul, fft: FFT):
     return kernel, max(mm.shared_memory_size, fft_off * isz + fft.shared_memory_size)
 
 
+# The beamforming kernel beamform_spectra runs: "gemm" (cuBLASDx's GEMM in shared memory, then
+# the FFTs: _beamform_kernel) or "direct" (the weighted sums in registers straight from global
+# memory, then the FFTs: _beamform_direct_kernel). benchmarks/fused_kernels.py times both.
+BEAMFORM_KERNEL = "gemm"
+
+
+@functools.cache
+def _beamform_direct_kernel(channels: int, fft: FFT):
+    """``Y[b] = fft(W @ X[b], axis=-1)`` with the weighted sums done in registers: no GEMM tiles.
+
+    ``fft`` is :func:`_beamform_fft`'s descriptor (one FFT per beam and block: ``block_dim =
+    (nsamp / ept, beams)``). Each thread owns sample columns ``t`` (``nsamp // threads`` of them,
+    or one when the block has more threads than samples) and a run of ``nb`` consecutive beams
+    (``beams`` divided among the ``threads // nsamp`` groups that share a column; every beam
+    when there is one group), so that ``nb`` times its columns is ``ept`` outputs per thread.
+    It reads ``X[b, c, t]`` for every channel straight from global memory (consecutive threads,
+    consecutive samples: coalesced; one ``load_complex`` each) and ``W`` from shared memory
+    (one copy per block; every thread of a warp reads the same weight), accumulates its ``nb``
+    beams in registers, and writes them to a beams x samples tile in shared memory; after a
+    barrier each FFT thread takes its ``ept`` elements of its beam's row, and after a second
+    barrier the FFTs' workspace lies over the tile (dead by then). W is ``(beams, channels)``,
+    X ``(batch, channels, nsamp)``, Y ``(batch, beams, nsamp)``, all of the FFT's value type,
+    C-contiguous, accepted by :func:`kernels._fused.vectors_ok`.
+
+    Returns ``(kernel, dynamic shared memory bytes)``."""
+    nsamp = fft.size
+    bx, beams = fft.block_dim[0], fft.block_dim[1]
+    nt = bx * beams
+    ept, stride, storage = fft.elements_per_thread_value, fft.stride, fft.storage_size
+    vt = fft.value_type
+    isz = np.dtype(vt).itemsize
+    groups = max(1, nt // nsamp)  # threads that share one sample column
+    nb = beams // groups  # beams per thread
+    ncol = max(1, nsamp // nt)  # sample columns per thread
+    chunk = min(channels, 16)  # channels whose samples are in flight at once
+    tile = beams * nsamp  # the beams x samples tile, then W after it
+    smem = max((tile + beams * channels) * isz, fft.shared_memory_size)
+    zero = vt.type(0)
+
+    @cuda.jit
+    def kernel(W, X, Y):
+        b = cuda.blockIdx.x
+        tid = cuda.threadIdx.y * bx + cuda.threadIdx.x
+        sv = cuda.shared.array(0, dtype=vt)
+        for i in range(tid, beams * channels, nt):
+            sv[tile + i] = W[i // channels, i % channels]
+        cuda.syncthreads()
+        beam0 = (tid // nsamp) * nb if groups > 1 else 0
+        xr = cuda.local.array(chunk, dtype=vt)
+        acc = cuda.local.array(nb, dtype=vt)
+        for j in range(ncol):
+            t = (tid % nsamp if groups > 1 else tid) + j * nt
+            for k in range(nb):
+                acc[k] = zero
+            for c0 in range(0, channels, chunk):
+                for c in range(chunk):
+                    if c0 + c < channels:
+                        xr[c] = load_complex(X, (b, c0 + c, t))
+                wb = tile + beam0 * channels + c0  # this chunk's weights of the thread's first beam
+                for c in range(chunk):
+                    if c0 + c < channels:
+                        for k in range(nb):
+                            acc[k] += sv[wb + k * channels + c] * xr[c]
+            for k in range(nb):
+                sv[(beam0 + k) * nsamp + t] = acc[k]
+        cuda.syncthreads()
+        td = cuda.local.array(storage, dtype=vt)
+        beam = cuda.threadIdx.y
+        for i in range(ept):
+            td[i] = sv[beam * nsamp + cuda.threadIdx.x + i * stride]
+        cuda.syncthreads()  # every thread has its elements: the FFTs' workspace may take the tile
+        fft.execute(td, sv)
+        for i in range(ept):
+            store_complex(Y, (b, beam, cuda.threadIdx.x + i * stride), td[i])
+
+    return kernel, smem
+
+
 def beamform_spectra(x, weights, *, stream=None):
     """Beamforming then spectra in one kernel: ``fft(weights @ x[b], axis=-1)`` for every b.
 
@@ -394,7 +472,12 @@ def beamform_spectra(x, weights, *, stream=None):
     s = resolve_stream(stream, xo)
     prec = np.float32 if xo.dtype == np.dtype(np.complex64) else np.float64
     try:
-        kernel, smem, block = _beamform_plan(beams, nsamp, channels, prec, _sm())
+        if BEAMFORM_KERNEL == "direct":
+            fft = _beamform_fft(beams, nsamp, prec, _sm())
+            kernel, smem = _beamform_direct_kernel(channels, fft)
+            block = fft.block_dim
+        else:
+            kernel, smem, block = _beamform_plan(beams, nsamp, channels, prec, _sm())
     except ValueError as e:  # e.g. too few threads for cuBLASDx: name the arguments' sizes
         raise ValueError(f"x and weights: {beams} beams of {nsamp} samples from {channels} channels do "
                          f"not fit one block: {e}") from None
@@ -408,5 +491,6 @@ def beamform_spectra(x, weights, *, stream=None):
     else:
         wd = w.dev
     out = Output((batch, beams, nsamp), xo.dtype, xo, s)
-    launch(kernel, batch, block, s, smem, wd, xo.dev, out.dev)
+    xd = aligned(xo.dev, xo, s) if BEAMFORM_KERNEL == "direct" else xo.dev  # its loads: one access per value
+    launch(kernel, batch, block, s, smem, wd, xd, out.dev)
     return out.result(s)

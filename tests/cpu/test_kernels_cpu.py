@@ -197,6 +197,26 @@ def test_beamform_kernel_links():
     assert out.frame_bytes == 0
 
 
+@pytest.mark.parametrize("beams, nsamp, channels, prec", [
+    (8, 256, 16, np.float32), (16, 256, 16, np.float32), (4, 1024, 16, np.float32), (1, 32, 20, np.float32),
+    (4, 128, 8, np.float64),
+])
+def test_beamform_direct_kernel_links_with_only_the_fft(beams, nsamp, channels, prec):
+    """The direct beamforming kernel (weighted sums in registers, no GEMM tiles) links for sm_90
+    with the FFT's code only, keeps nothing in local memory, and asks for the larger of the
+    beams x samples tile plus W and the FFT's workspace (which lies over the tile)."""
+    from kernels.gemm import _beamform_direct_kernel, _beamform_fft
+
+    fft = _beamform_fft(beams, nsamp, prec, 90)
+    kern, smem = _beamform_direct_kernel(channels, fft)
+    isz = 8 if prec is np.float32 else 16
+    assert smem == max((beams * nsamp + beams * channels) * isz, fft.shared_memory_size)
+    t = types.complex64 if prec is np.float32 else types.complex128
+    out = compile_kernel(kern, (t[:, ::1], t[:, :, ::1], t[:, :, ::1]), sm=90)
+    assert out.linked == tuple(sorted([f"{fft.symbol}.ltoir", TWIDDLES_90]))
+    assert out.frame_bytes == 0
+
+
 @pytest.mark.parametrize("beams, nsamp, channels, over_ab", [
     (16, 256, 16, True), (8, 512, 16, True), (4, 1024, 16, True), (32, 128, 32, True),
     (8, 64, 3, False),  # 3 channels: A and B (1.7 KiB) end before the FFT's 4 KiB would

@@ -174,15 +174,19 @@ def test_beamform_spectra():
     assert _rel(_host(y), ref) < 1e-5
 
 
+@pytest.mark.parametrize("kernel", ["gemm", "direct"])
 @pytest.mark.parametrize("beams,channels,nsamp,dtype", [(2, 4, 64, np.complex64), (16, 16, 256, np.complex64),
                                                         (4, 8, 128, np.complex128), (8, 3, 64, np.complex64),
-                                                        (4, 16, 1024, np.complex64)])
-def test_beamform_spectra_shapes(beams, channels, nsamp, dtype):
+                                                        (4, 16, 1024, np.complex64), (8, 16, 256, np.complex64)])
+def test_beamform_spectra_shapes(beams, channels, nsamp, dtype, kernel, monkeypatch):
     """Beam counts 2-16, channel counts (3: not a power of 2), 64-1024 samples, both
     precisions (the shapes beamform_spectra accepts: its FFT's block must have 32-1024 threads
-    for cuBLASDx)."""
+    for cuBLASDx), with either beamforming kernel (kernels.gemm.BEAMFORM_KERNEL)."""
     import cupy
 
+    from kernels import gemm
+
+    monkeypatch.setattr(gemm, "BEAMFORM_KERNEL", kernel)
     x = _signal3((37, channels, nsamp), dtype)
     w = _signal3((beams, channels), dtype)
     y = kernels.beamform_spectra(cupy.asarray(x), w)
@@ -190,9 +194,15 @@ def test_beamform_spectra_shapes(beams, channels, nsamp, dtype):
     assert _rel(y.get(), ref) < (1e-5 if dtype == np.complex64 else 1e-12)
 
 
-def test_beamform_spectra_at_an_odd_float_offset():
-    """x at an address that is not a multiple of 8 bytes: same bits as the aligned x."""
+@pytest.mark.parametrize("kernel", ["gemm", "direct"])
+def test_beamform_spectra_at_an_odd_float_offset(kernel, monkeypatch):
+    """x at an address that is not a multiple of 8 bytes: same bits as the aligned x (the direct
+    kernel's whole-value loads read an aligned copy)."""
     import cupy
+
+    from kernels import gemm
+
+    monkeypatch.setattr(gemm, "BEAMFORM_KERNEL", kernel)
 
     x = _signal3((20, 16, 256), np.complex64)
     w = _signal3((8, 16), np.complex64)

@@ -119,3 +119,23 @@ def test_beamform_spectra_with_and_without_the_fft_over_the_gemm_tiles(batch, be
     y = kernels.beamform_spectra(x, w)
     ref = np.fft.fft(np.einsum("bc,ncs->nbs", w.astype(np.complex128), x), axis=-1)
     assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < 1e-5
+
+
+@pytest.mark.parametrize("batch, beams, channels, nsamp, dtype", [
+    (2, 8, 16, 256, np.complex64), (1, 16, 16, 256, np.complex64), (2, 2, 4, 64, np.complex64),
+    (2, 4, 8, 128, np.complex128), (2, 8, 3, 64, np.complex64), (2, 4, 16, 1024, np.complex64),
+    (3, 1, 20, 32, np.complex64),  # 8 threads: too few for cuBLASDx's GEMM; 20 channels: two chunks
+])
+def test_beamform_spectra_direct_kernel(batch, beams, channels, nsamp, dtype, monkeypatch):
+    """The direct kernel (kernels.gemm.BEAMFORM_KERNEL = "direct") equals NumPy for threads
+    per block below, at and above the sample count (beams split among column groups), channel
+    counts that are not a multiple of its chunk, and both precisions."""
+    from kernels import gemm
+
+    monkeypatch.setattr(gemm, "BEAMFORM_KERNEL", "direct")
+    x = _sig((batch, channels, nsamp), dtype)
+    w = _sig((beams, channels), dtype)
+    y = kernels.beamform_spectra(x, w)
+    ref = np.fft.fft(np.einsum("bc,ncs->nbs", w.astype(np.complex128), x), axis=-1)
+    assert y.shape == ref.shape and y.dtype == dtype
+    assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < (1e-6 if dtype == np.complex64 else 1e-13)
