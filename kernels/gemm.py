@@ -196,20 +196,44 @@ _VECTOR_PER_BLOCK = 1
 
 def _block_threads(m: int, n: int, k: int, dtype) -> int | str:
     """Threads per GEMM: 32 (one warp) for GEMMs of at least 32^3 multiply-adds whose result
-    is at most 32 registers per thread of one warp, else cuBLASDx's suggestion. One warp issues
-    fewer shared-memory reads per multiply-add (the sm_90 SASS of 32^3 fp32: 96 ``LDS.128`` per
-    1024 ``FFMA`` against 80 per 512 with 64 threads), which the persistent kernel's loads in
-    flight make up for in occupancy (below 32^3, too little work per GEMM: the suggested block
-    stays; the measurements are in benchmarks/RESULTS.md)."""
-    acc_regs = m * n * np.dtype(dtype).itemsize // 4 // 32
-    return 32 if m * n * k >= 32 ** 3 and acc_regs <= 32 else "suggested"
+    is at most 32 registers per thread of one warp, else cuBLASDx's suggestion (which
+    :func:`_batched_descriptor` then enlarges while the result takes more than 32 registers per
+    thread). One warp issues fewer shared-memory reads per multiply-add (the sm_90 SASS of 32^3
+    fp32: 96 ``LDS.128`` per 1024 ``FFMA`` against 80 per 512 with 64 threads), which the
+    persistent kernel's loads in flight make up for in occupancy (below 32^3, too little work
+    per GEMM: the suggested block stays; the measurements are in benchmarks/RESULTS.md)."""
+    return 32 if m * n * k >= 32 ** 3 and _result_registers(m, n, dtype, 32) <= 32 else "suggested"
 
 
+def _result_registers(m: int, n: int, dtype, threads: int) -> int:
+    """32-bit registers per thread that an m x n result of ``dtype`` takes over ``threads``."""
+    return m * n * np.dtype(dtype).itemsize // 4 // threads
+
+
+@functools.cache
 def _batched_descriptor(m: int, n: int, k: int, dtype, sm=None) -> Matmul:
     """The descriptor of :func:`batched_gemm`'s kernels: :func:`_block_threads` threads,
-    16-byte aligned shared tiles with cuBLASDx's suggested (padded) leading dimensions."""
-    return _gemm_descriptor(m, n, k, dtype, block_dim=_block_threads(m, n, k, dtype), sm=sm,
-                            alignment=(16, 16, 16), leading_dimension="suggested")
+    16-byte aligned shared tiles with cuBLASDx's suggested (padded) leading dimensions. Where
+    cuBLASDx's suggested block leaves more than 32 registers of result per thread, the block is
+    doubled (up to 1024 threads) until it does not: the vector kernel holds the next GEMM's A
+    and B in registers as well, and at 64^3 fp64 the suggested 128 threads spill (255
+    registers, 184 bytes of local memory) where 256 do not (212 registers): 2.011 against
+    1.876-1.887 ms for 65536 GEMMs on the H200 (benchmarks/RESULTS.md, batched GEMMs)."""
+    def make(threads):
+        return _gemm_descriptor(m, n, k, dtype, block_dim=threads, sm=sm, alignment=(16, 16, 16),
+                                leading_dimension="suggested")
+
+    mm = make(_block_threads(m, n, k, dtype))
+    threads = mm.block_dim[0] * mm.block_dim[1] * mm.block_dim[2]
+    want = threads
+    while _result_registers(m, n, dtype, want) > 32 and want < 1024:
+        want *= 2
+    if want != threads:
+        try:
+            return make(want)
+        except ValueError:  # a block cuBLASDx does not take for this size: its suggestion stays
+            return mm
+    return mm
 
 
 def batched_gemm(a, b, *, c=None, alpha=1.0, beta=0.0, stream=None):

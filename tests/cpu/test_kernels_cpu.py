@@ -117,6 +117,34 @@ def test_batched_gemm_threads_per_gemm():
     assert out.linked == (f"{mm.symbol}.ltoir",)
 
 
+def test_batched_gemm_block_grows_until_the_result_fits_32_registers():
+    """Where cuBLASDx's suggested block leaves more than 32 registers of result per thread, the
+    batched GEMM's block doubles until it does not (64^3 fp64: 128 -> 256 threads, measured
+    faster; 64^3 complex128: 256 -> 512), and the vector kernel at 64^3 fp64 then keeps
+    nothing in local memory (at the suggested 128 threads it spilled)."""
+    from kernels.gemm import (
+        _batched_descriptor,
+        _gemm_descriptor,
+        _result_registers,
+        _vector_kernel,
+    )
+
+    for size, dtype, threads in (((64, 64, 64), np.float64, 256), ((64, 64, 64), np.complex128, 512),
+                                 ((64, 64, 64), np.float32, 128), ((32, 32, 32), np.float64, 64),
+                                 ((16, 16, 16), np.float32, 64)):
+        mm = _batched_descriptor(*size, np.dtype(dtype), sm=90)
+        assert mm.block_dim == (threads, 1, 1), (size, dtype, mm.block_dim)
+        assert _result_registers(size[0], size[1], dtype, threads) <= 32
+        suggested = _gemm_descriptor(*size, np.dtype(dtype), sm=90, alignment=(16, 16, 16),
+                                     leading_dimension="suggested").block_dim[0]
+        assert threads == suggested or _result_registers(size[0], size[1], dtype, threads // 2) > 32
+    mm = _batched_descriptor(64, 64, 64, np.dtype(np.float64), sm=90)
+    v16 = types.complex128[:, ::1]
+    kern, _ = _vector_kernel(mm, 1, False)
+    out = compile_kernel(kern.py_func, (v16, v16, v16, v16, types.float64, types.float64, i64), sm=90)
+    assert out.frame_bytes == 0
+
+
 def test_vector_batched_gemm_moves_whole_16_byte_vectors():
     """Every global access of the vector kernel is one 16-byte vector (ld/st.global.v2.f64 of
     the complex128 views, through load_complex/store_complex), not two 8-byte halves."""
