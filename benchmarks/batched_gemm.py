@@ -556,14 +556,16 @@ def run(out_dir, batch=65536, check=True, peers=True, sweep=False, sizes=None, v
     # (block_dim, alignment, leading_dimension) per case; (variant, GEMMs per block) per descriptor
     al = (16, 16, 16)
     DESC_CHOICES = (("suggested", al, None), ("suggested", al, "suggested"), (32, al, "suggested"),
-                    (256, al, "suggested"))
+                    (256, al, "suggested"), (512, al, "suggested"))
     KERNEL_CHOICES = {("suggested", None): (("smem", 2), ("rmem", 4)),
                       ("suggested", "suggested"): (("rpad", 1), ("rpadc", 2), ("rpadv", 2), ("lib", 1), ("lib", 2),
                                                    ("lib", 4), ("ppad", 1), ("ppad", 2), ("ppadv", 1), ("ppadv", 2),
                                                    ("pasync1", 1), ("pasync2", 1), ("pasync3", 1)),
                       (32, "suggested"): (("lib", 1), ("lib", 2), ("lib", 4), ("ppad", 2), ("ppad", 4), ("ppadv", 2), ("ppadv", 4)),
                       # 64^3 fp64: the library kernel spills at 128 threads (sm_90 SASS: 47 STL), not at 256
-                      (256, "suggested"): (("lib", 1), ("pasync1", 1), ("pasync2", 1), ("pasync3", 1))}
+                      (256, "suggested"): (("lib", 1), ("pasync1", 1), ("pasync2", 1), ("pasync3", 1)),
+                      # 16 warps per SM in one block: 128 registers for lib, 91 for pasync1 (no spills)
+                      (512, "suggested"): (("lib", 1), ("pasync1", 1), ("pasync2", 1))}
     if sweep:  # --sweep: more block sizes and GEMMs per block (a longer run, for tuning)
         DESC_CHOICES = tuple((bd, al, "suggested") for bd in ("suggested", 128, 256))
         KERNEL_CHOICES = {(bd, ld): tuple((v, g) for v in ("rpad", "rpadc", "rpadv", "lib", "ppad", "ppadv")
@@ -577,7 +579,7 @@ def run(out_dir, batch=65536, check=True, peers=True, sweep=False, sizes=None, v
     descs = {}
     for size, dtype in cases:
         for bd, al, ld in DESC_CHOICES:
-            if bd == 256 and size[0] < 64 and not sweep:
+            if bd in (256, 512) and size[0] < 64 and not sweep:
                 continue
             if bd in (32, 128) and size[0] >= 64:
                 continue
