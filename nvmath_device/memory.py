@@ -49,7 +49,8 @@ def store_complex(array, index, value):
 
 def copy_async(dst, dst_index, src, src_index):
     """Start copying ``src[src_index]`` (global memory) to ``dst[dst_index]`` (shared memory)
-    without passing through registers (PTX ``cp.async``, sm_80 and newer).
+    without passing through registers (PTX ``cp.async``, sm_80 and newer; 16-byte elements are
+    cached in L2 only, ``cp.async.cg``, smaller ones also in L1, ``cp.async.ca``).
 
     The copy runs while the thread goes on; :func:`copy_async_commit` closes the group of copies
     the thread has started, and :func:`copy_async_wait` waits for groups to land. A thread sees
