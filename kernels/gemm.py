@@ -210,8 +210,13 @@ def _result_registers(m: int, n: int, dtype, threads: int) -> int:
     return m * n * np.dtype(dtype).itemsize // 4 // threads
 
 
-@functools.cache
 def _batched_descriptor(m: int, n: int, k: int, dtype, sm=None) -> Matmul:
+    """:func:`_batched_descriptor_for` on the current device's architecture (``sm`` None)."""
+    return _batched_descriptor_for(m, n, k, np.dtype(dtype), sm or _sm())
+
+
+@functools.cache
+def _batched_descriptor_for(m: int, n: int, k: int, dtype: np.dtype, sm: int) -> Matmul:
     """The descriptor of :func:`batched_gemm`'s kernels: :func:`_block_threads` threads,
     16-byte aligned shared tiles with cuBLASDx's suggested (padded) leading dimensions. Where
     cuBLASDx's suggested block leaves more than 32 registers of result per thread, the block is
