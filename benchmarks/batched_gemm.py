@@ -404,6 +404,17 @@ def make_nvmath_kernel(size, dtype, sm):
     return kernel, (bdim[0], bdim[1], bdim[2])
 
 
+# our kernels by variant name (rmem and rpad are one kernel: on an unpadded descriptor its row
+# mapping is the identity); every one but rmem and rpad stores C as 16-byte vectors
+MAKERS = {"smem": make_smem_kernel, "rmem": make_rpad_kernel, "rpad": make_rpad_kernel,
+          "rpadc": functools.partial(make_rpad_kernel, staged=True),
+          "rpadv": functools.partial(make_rpad_kernel, staged=True, vector=True),
+          "lib": make_lib_kernel, "ppad": make_ppad_kernel, "ppadv": functools.partial(make_ppad_kernel, vector=True),
+          "pasync1": functools.partial(make_pasync_kernel, depth=1),
+          "pasync2": functools.partial(make_pasync_kernel, depth=2),
+          "pasync3": functools.partial(make_pasync_kernel, depth=3)}
+
+
 def _vectors(X, batch, cp):
     """(batch, elements) view of ``X`` as 16-byte vectors; a batch stride of 0 kept."""
     if X.strides[0] == 0:
@@ -465,14 +476,7 @@ def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev, peers=Tru
         if sz != size or pname != dt.name:
             continue
         for variant, G in kernel_choices[(bd, _ld)]:
-            # rmem and rpad are one kernel: on an unpadded descriptor its row mapping is the identity
-            maker = {"smem": make_smem_kernel, "rmem": make_rpad_kernel, "lib": make_lib_kernel,
-                     "rpad": make_rpad_kernel, "rpadc": functools.partial(make_rpad_kernel, staged=True),
-                     "rpadv": functools.partial(make_rpad_kernel, staged=True, vector=True),
-                     "ppad": make_ppad_kernel, "ppadv": functools.partial(make_ppad_kernel, vector=True),
-                     "pasync1": functools.partial(make_pasync_kernel, depth=1),
-                     "pasync2": functools.partial(make_pasync_kernel, depth=2),
-                     "pasync3": functools.partial(make_pasync_kernel, depth=3)}[variant]
+            maker = MAKERS[variant]
             try:
                 made = maker(MM, G)
                 if made is None:
@@ -486,8 +490,7 @@ def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev, peers=Tru
                 if variant == "lib":  # the library kernel: D = alpha * A @ B (+ beta * C, unused)
                     args = (nA16, nB16, nC16, nC16, dt.type(1), dt.type(0), batch)
                 else:
-                    args = (nA16, nB16, nC16 if variant in ("smem", "rpadc", "rpadv", "ppad", "ppadv", "pasync1", "pasync2",
-                                                       "pasync3") else nC, batch)
+                    args = (nA16, nB16, nC if variant in ("rmem", "rpad") else nC16, batch)
                 from numba import typeof
 
                 kern = kernel.compile(tuple(typeof(a) for a in args))
@@ -627,9 +630,7 @@ def main(argv=None):
     p.add_argument("--skip-peers", action="store_true", help="do not run nvmath-python")
     p.add_argument("--sweep", action="store_true", help="try more block sizes and GEMMs per block")
     p.add_argument("--sizes", type=int, nargs="+", help="only these m (=n=k) cases, e.g. 32")
-    p.add_argument("--variants", nargs="+", choices=("smem", "rmem", "rpad", "rpadc", "rpadv", "lib", "ppad", "ppadv",
-                                                      "pasync1", "pasync2", "pasync3"),
-                   help="only these kernels of ours")
+    p.add_argument("--variants", nargs="+", choices=tuple(MAKERS), help="only these kernels of ours")
     p.add_argument("--threads", type=int, nargs="+", help="only descriptors of these block sizes, e.g. 256")
     p.add_argument("--shared-ab", action="store_true",
                    help="every GEMM reads the first GEMM's A and B (batch stride 0): time without A/B DRAM traffic")

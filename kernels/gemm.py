@@ -500,8 +500,9 @@ def beamform_spectra(x, weights, *, stream=None):
         raise ValueError(f"x must have a power-of-2 number of samples from 32 to 1024, got {nsamp}")
     s = resolve_stream(stream, xo)
     prec = np.float32 if xo.dtype == np.dtype(np.complex64) else np.float64
+    direct = BEAMFORM_KERNEL == "direct"  # read once: the kernel and its operands agree
     try:
-        if BEAMFORM_KERNEL == "direct":
+        if direct:
             fft = _beamform_fft(beams, nsamp, prec, _sm())
             kernel, smem = _beamform_direct_kernel(channels, fft)
             block = fft.block_dim
@@ -520,6 +521,6 @@ def beamform_spectra(x, weights, *, stream=None):
     else:
         wd = w.dev
     out = Output((batch, beams, nsamp), xo.dtype, xo, s)
-    xd = aligned(xo.dev, xo, s) if BEAMFORM_KERNEL == "direct" else xo.dev  # its loads: one access per value
+    xd = aligned(xo.dev, xo, s) if direct else xo.dev  # the direct kernel's loads: one access per value
     launch(kernel, batch, block, s, smem, wd, xd, out.dev)
     return out.result(s)
