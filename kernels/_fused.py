@@ -155,6 +155,36 @@ def aligned(dev, like, stream):
 
 
 @functools.cache
+def spectrum_multiply(fwd: FFT, conj: bool):
+    """A device function ``multiply(r, h, tx)``: thread ``tx``'s spectrum registers ``r`` (``fwd``'s
+    output layout, complex values as (re, im) float pairs) times ``H[k]`` (``conj``: its
+    conjugate), ``H`` the filter spectrum of ``fwd.output_length`` complex values in global
+    memory. Every load of ``H`` is issued before its first use (one loop that loaded and
+    multiplied serialized them: each load's latency exposed in turn)."""
+    stride, mid_ept, nfreq = fwd.stride, fwd.output_ept, fwd.output_length
+    cdt = fwd.value_type
+    czero = np.dtype(cdt).type(0)
+    exact_mid = mid_ept * stride <= nfreq  # every thread's every spectrum index is in range
+
+    @cuda.jit(device=True)
+    def multiply(r, h, tx):
+        hl = cuda.local.array(mid_ept, dtype=cdt)
+        for i in range(mid_ept):
+            k = tx + i * stride
+            hl[i] = load_complex(h, k) if exact_mid or k < nfreq else czero
+        for i in range(mid_ept):
+            k = tx + i * stride
+            if exact_mid or k < nfreq:
+                hv = hl[i].conjugate() if conj else hl[i]
+                re = r[2 * i] * hv.real - r[2 * i + 1] * hv.imag
+                im = r[2 * i] * hv.imag + r[2 * i + 1] * hv.real
+                r[2 * i] = re
+                r[2 * i + 1] = im
+
+    return multiply
+
+
+@functools.cache
 def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = False, flat: bool = False):
     """x (B, L) -> y (B, L): y = segments of IFFT(FFT(segment) * H[(conj)]), H (N or N//2+1,).
 
@@ -168,8 +198,7 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
     n = fwd.size
     stride, fpb = fwd.stride, fwd.ffts_per_block_value
     s2 = 2 * fwd.storage_size
-    in_ept, mid_ept, out_ept = fwd.input_ept, fwd.output_ept, inv.output_ept
-    nfreq = fwd.output_length
+    in_ept, out_ept = fwd.input_ept, inv.output_ept
     prec = fwd.precision_type
     rzero, czero = np.dtype(prec).type(0), np.dtype(fwd.value_type).type(0)  # typed: no float64 detour
     folded = real and fwd.real_fft_options["real_mode"] == "folded"
@@ -178,8 +207,7 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
     cplx = pairs or not real  # registers load/store as complex values
     rowlen = n2 if pairs else n  # elements per row of the flat views
     exact_in, exact_out = in_ept * stride == rowlen, out_ept * stride == rowlen
-    exact_mid = mid_ept * stride <= nfreq  # every thread's every spectrum index is in range
-    cdt = fwd.value_type
+    multiply = spectrum_multiply(fwd, conj)
     # register cap for occupancy where the FFT's data is small (checked on sm_90 cubins, float32
     # 4096-point folded convolution and 512-point folded FIR, 34 data registers each: no spills;
     # 72 -> 64 and 85 -> 80 registers, 7 -> 8 and 5 -> 6 blocks of 128 threads per SM): 64 for
@@ -233,20 +261,7 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
                         r[2 * i] = v.real
                         r[2 * i + 1] = v.imag
         fwd.execute(r, smem)
-        # the filter spectrum: every load issued before the first use (one loop that loads and
-        # multiplies serialized them: each load's latency exposed in turn)
-        hl = cuda.local.array(mid_ept, dtype=cdt)
-        for i in range(mid_ept):
-            k = tx + i * stride
-            hl[i] = load_complex(h, k) if exact_mid or k < nfreq else czero
-        for i in range(mid_ept):
-            k = tx + i * stride
-            if exact_mid or k < nfreq:
-                hv = hl[i].conjugate() if conj else hl[i]
-                re = r[2 * i] * hv.real - r[2 * i + 1] * hv.imag
-                im = r[2 * i] * hv.imag + r[2 * i + 1] * hv.real
-                r[2 * i] = re
-                r[2 * i + 1] = im
+        multiply(r, h, tx)
         cuda.syncthreads()
         inv.execute(r, smem)
         if flat:
@@ -277,6 +292,88 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
                             y[b, t] = r[i]
                         else:
                             store_complex(y, (b, t), complex(r[2 * i], r[2 * i + 1]))
+
+    return kernel
+
+
+REAL_ROWS = "folded"
+"""How :func:`kernels.fft_convolve` and :func:`kernels.fir_filter` transform real rows (where
+there are two or more): ``"two_rows"`` (:func:`two_row_kernel`: rows ``2p`` and ``2p + 1`` as the
+real and imaginary parts of one complex FFT) or ``"folded"`` (:func:`filter_kernel`: one real
+FFT per row, cuFFTDx's folded r2c/c2r). ``benchmarks/fused_kernels.py --real-rows`` times either."""
+
+
+def two_rows(real: bool, nrows: int) -> bool:
+    """Whether a filter kernel of ``nrows`` rows runs :func:`two_row_kernel` (:data:`REAL_ROWS`)."""
+    return real and nrows >= 2 and REAL_ROWS == "two_rows"
+
+
+@functools.cache
+def two_row_kernel(fwd: FFT, inv: FFT, flat: bool = False):
+    """Real x (B, L) -> real y (B, L) through complex FFTs, two rows per FFT: ``z = x[2p] + i
+    x[2p + 1]``, ``w = IFFT(FFT(z) * H)``, ``y[2p] = Re w``, ``y[2p + 1] = Im w``.
+
+    Exact for a real filter ``h``: convolution with a real ``h`` is linear and maps real to
+    real, so ``conv(x[2p] + i x[2p + 1], h) = conv(x[2p], h) + i conv(x[2p + 1], h)``. ``fwd``
+    and ``inv`` are c2c descriptors of size ``n`` and ``H`` is the full complex spectrum (``n``
+    values) of the real ``h``. Rows, segments, ``step`` and ``halo`` are :func:`filter_kernel`'s
+    (real samples); an odd last row pairs with zeros. ``flat``: whole rows (``L == n``, no halo),
+    1-D views of x and y. Launch with ``nrows`` = the real rows and ``(nrows + 1) // 2`` FFTs
+    (:func:`launch_rows`)."""
+    n = fwd.size
+    stride, fpb = fwd.stride, fwd.ffts_per_block_value
+    s2 = 2 * fwd.storage_size
+    ept = fwd.input_ept
+    prec = fwd.precision_type
+    rzero = np.dtype(prec).type(0)
+    exact = ept * stride == n
+    nthreads = fwd.block_dim[0] * fwd.block_dim[1] * fwd.block_dim[2]
+    multiply = spectrum_multiply(fwd, False)
+
+    @jit(nthreads)
+    def kernel(x, h, y, nrows, nseg, step, halo):
+        r = cuda.local.array(s2, dtype=prec, alignment=16)
+        smem = cuda.shared.array(0, dtype=prec)
+        tx = cuda.threadIdx.x
+        qa = 2 * (cuda.blockIdx.x * fpb + cuda.threadIdx.y)  # the real rows qa and qa + 1
+        oka, okb = qa < nrows, qa + 1 < nrows
+        if flat:
+            base = qa * n + tx
+            for i in range(ept):
+                inside = exact or tx + i * stride < n
+                r[2 * i] = x[base + i * stride] if oka and inside else rzero
+                r[2 * i + 1] = x[base + n + i * stride] if okb and inside else rzero
+        else:  # each row's segment: signal ba/bb, first sample sa/sb
+            length = x.shape[1]
+            ba = qa // nseg
+            sa = (qa - ba * nseg) * step - halo
+            bb = (qa + 1) // nseg
+            sb = (qa + 1 - bb * nseg) * step - halo
+            for i in range(ept):
+                j = tx + i * stride
+                ta, tb = sa + j, sb + j
+                r[2 * i] = x[ba, ta] if oka and j < n and ta >= 0 and ta < length else rzero
+                r[2 * i + 1] = x[bb, tb] if okb and j < n and tb >= 0 and tb < length else rzero
+        fwd.execute(r, smem)
+        multiply(r, h, tx)
+        cuda.syncthreads()
+        inv.execute(r, smem)
+        if flat:
+            for i in range(ept):
+                if exact or tx + i * stride < n:
+                    if oka:
+                        y[base + i * stride] = r[2 * i]
+                    if okb:
+                        y[base + n + i * stride] = r[2 * i + 1]
+        else:
+            for i in range(ept):
+                j = tx + i * stride
+                if j >= halo and j < n:
+                    ta, tb = sa + j, sb + j
+                    if oka and ta < length:
+                        y[ba, ta] = r[2 * i]
+                    if okb and tb < length:
+                        y[bb, tb] = r[2 * i + 1]
 
     return kernel
 

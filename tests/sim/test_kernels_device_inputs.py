@@ -111,9 +111,13 @@ def test_bad_device_inputs_are_named(call, exc, match):
 
 
 @pytest.mark.parametrize("batch, beams, channels, nsamp", [(1, 16, 16, 256), (2, 8, 3, 64)])
-def test_beamform_spectra_with_and_without_the_fft_over_the_gemm_tiles(batch, beams, channels, nsamp):
-    """The main shape (the FFT's workspace over the GEMM's A and B tiles) and 3 channels (A and
-    B too small: the workspace after the GEMM's buffer) both equal NumPy."""
+def test_beamform_spectra_with_and_without_the_fft_over_the_gemm_tiles(batch, beams, channels, nsamp, monkeypatch):
+    """The GEMM kernel (kernels.gemm.BEAMFORM_KERNEL = "gemm"): the main shape (the FFT's
+    workspace over the GEMM's A and B tiles) and 3 channels (A and B too small: the workspace
+    after the GEMM's buffer) both equal NumPy."""
+    from kernels import gemm
+
+    monkeypatch.setattr(gemm, "BEAMFORM_KERNEL", "gemm")
     x = _sig((batch, channels, nsamp), np.complex64)
     w = _sig((beams, channels), np.complex64)
     y = kernels.beamform_spectra(x, w)
@@ -127,7 +131,7 @@ def test_beamform_spectra_with_and_without_the_fft_over_the_gemm_tiles(batch, be
     (3, 1, 20, 32, np.complex64),  # 8 threads: too few for cuBLASDx's GEMM; 20 channels: two chunks
 ])
 def test_beamform_spectra_direct_kernel(batch, beams, channels, nsamp, dtype, monkeypatch):
-    """The direct kernel (kernels.gemm.BEAMFORM_KERNEL = "direct") equals NumPy for threads
+    """The direct kernel (kernels.gemm.BEAMFORM_KERNEL = "direct", the default) equals NumPy for threads
     per block below, at and above the sample count (beams split among column groups), channel
     counts that are not a multiple of its chunk, and both precisions."""
     from kernels import gemm
