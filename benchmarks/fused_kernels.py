@@ -93,9 +93,6 @@ def parse_args(argv=None):
                          "kernels of one call per case are profiled")
     ap.add_argument("--fft-configs", action="store_true",
                     help="time every valid FFT configuration of each FFT case (fft_configs.md)")
-    ap.add_argument("--real-rows", choices=("folded", "two_rows"),
-                    help="how fft_convolve and fir_filter transform real rows (kernels._fused.REAL_ROWS; "
-                         "default: the library's choice)")
     ap.add_argument("--beamform-kernel", choices=("gemm", "direct"),
                     help="which beamforming kernel beamform_spectra runs (kernels.gemm.BEAMFORM_KERNEL; "
                          "default: the library's choice)")
@@ -229,16 +226,7 @@ def case_conv_real(K, mbytes):
     res = _measure(lambda: K.fft_convolve(x, h), peer, check)
     return dict(shape=f"{rows}x{n} f32, {ntaps} taps", peer="CuPy rfft * H -> irfft",
                 bytes=2 * x.nbytes, flops=rows * (2 * _rfft_flops(n) + 6 * (n // 2 + 1)),
-                fft=_real_fft(n, rows), **res)
-
-
-def _real_fft(n, rows):
-    """A real filter case's ``fft`` field ``(n, real, count, pair)``: ``rows`` folded r2c/c2r pairs,
-    or half as many c2c pairs where the library runs two real rows per complex FFT
-    (``kernels._fused.REAL_ROWS``)."""
-    from kernels import _fused
-
-    return (n, False, -(-rows // 2), True) if _fused.two_rows(True, rows) else (n, True, rows, True)
+                fft=(n, True, rows, True), **res)
 
 
 def case_conv_complex(K, mbytes):
@@ -292,7 +280,7 @@ def case_fir(K, mbytes):
     segments = rows * -(-length // (nfft - ntaps + 1))
     return dict(shape=f"{rows}x{length} f32, {ntaps} taps", peer="cupyx oaconvolve(axes=-1)[:, :L]",
                 bytes=2 * x.nbytes, flops=segments * (2 * _rfft_flops(nfft) + 6 * (nfft // 2 + 1)),
-                fft=_real_fft(nfft, segments), **res)
+                fft=(nfft, True, segments, True), **res)
 
 
 def case_matched(K, mbytes):
@@ -585,8 +573,6 @@ def case_configs(name):
     from kernels import _fused
 
     fn, n, real = FFT_CASES[name]
-    if fn != "stft_power":  # the filter functions: real rows two per c2c FFT where the library does so
-        real = real and not _fused.two_rows(real, 2)
     folded = real and _fused.can_fold(n)
     fwd, _ = _fused.fft_pair(n, np.float32, real, "suggested", "suggested", folded=folded)
     used = (fwd.elements_per_thread_value, fwd.ffts_per_block_value)
@@ -718,14 +704,11 @@ def main(argv=None):
     import cupy as cp
 
     K = import_kernels()
-    from kernels import _fused
     from kernels import gemm as kgemm
 
     if args.beamform_kernel:
         kgemm.BEAMFORM_KERNEL = args.beamform_kernel
-    if args.real_rows:
-        _fused.REAL_ROWS = args.real_rows
-    meta = dict(beamform_kernel=kgemm.BEAMFORM_KERNEL, real_rows=_fused.REAL_ROWS, device=cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode(),
+    meta = dict(beamform_kernel=kgemm.BEAMFORM_KERNEL,device=cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode(),
                 mbytes=args.mbytes, peak_bps=PEAK_BPS, ref_rows=REF_ROWS, cupy=cp.__version__,
                 command="python benchmarks/fused_kernels.py " + " ".join(sys.argv[1:] if argv is None else argv))
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/ceilings.py

@@ -19,8 +19,6 @@ from ._fused import (
     filter_kernel,
     launch_rows,
     pairs_ok,
-    two_row_kernel,
-    two_rows,
 )
 
 _REAL = (np.dtype(np.float32), np.dtype(np.float64))
@@ -149,22 +147,20 @@ def fir_filter(x, taps, *, fft_size=None, stream=None):
 
 def _run(xo, taps, n, real, precision, *, halo, stream, conj, fn_name):
     s = resolve_stream(stream, xo)
-    batch, length = (1, xo.shape[0]) if len(xo.shape) == 1 else xo.shape
-    step = n - halo
-    nseg = -(-length // step)
-    nrows = batch * nseg
-    two = two_rows(real, nrows)  # real rows in pairs through complex FFTs
-    folded = real and not two and can_fold(n)
+    folded = real and can_fold(n)
     try:
-        fwd, inv = fft_pair(n, precision, real and not two, folded=folded, kernel=fn_name)
+        fwd, inv = fft_pair(n, precision, real, folded=folded, kernel=fn_name)
     except ValueError as e:
         raise ValueError(f"x: rows of {n} samples: {e}" if halo == 0 else f"fft_size: {e}") from None
     if isinstance(taps, Operand):  # device taps: the spectrum on the device, on s
         spec = device_spectrum(fwd, taps.dev, xo, s)
     else:
-        spec = to_device_const(taps, s, _spectrum_maker(n, real and not two, precision))
+        spec = to_device_const(taps, s, _spectrum_maker(n, real, precision))
+    batch, length = (1, xo.shape[0]) if len(xo.shape) == 1 else xo.shape
+    step = n - halo
+    nseg = -(-length // step)
     y = Output((batch, length), xo.dtype, xo, s)
-    if nrows == 0:  # nothing to compute (and no segment to divide rows among)
+    if batch * nseg == 0:  # nothing to compute (and no segment to divide rows among)
         return y.result(s, xo.shape)
     xd, yd, cols = xo.dev, y.dev, length
     pairs = pairs_ok(real, folded, n, length, step, halo, xd, yd)
@@ -175,9 +171,6 @@ def _run(xo, taps, n, real, precision, *, halo, stream, conj, fn_name):
     # flat (whole rows): 1-D views, no per-element bounds tests
     x2, y2 = (xd.reshape(xd.size), yd.reshape(yd.size)) if flat else (xd.reshape(batch, cols), yd.reshape(batch, cols))
     x2 = aligned(x2, xo, s)  # y2 and spec are ours: aligned
-    if two:
-        launch_rows(two_row_kernel(fwd, inv, flat), fwd, (nrows + 1) // 2, s, x2, spec, y2, nrows, nseg, step, halo)
-    else:
-        launch_rows(filter_kernel(fwd, inv, real, conj, pairs, flat), fwd, nrows, s, x2, spec, y2, nrows, nseg,
-                    step, halo)
+    kernel = filter_kernel(fwd, inv, real, conj, pairs, flat)
+    launch_rows(kernel, fwd, batch * nseg, s, x2, spec, y2, batch * nseg, nseg, step, halo)
     return y.result(s, xo.shape)
