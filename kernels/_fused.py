@@ -155,36 +155,6 @@ def aligned(dev, like, stream):
 
 
 @functools.cache
-def spectrum_multiply(fwd: FFT, conj: bool):
-    """A device function ``multiply(r, h, tx)``: thread ``tx``'s spectrum registers ``r`` (``fwd``'s
-    output layout, complex values as (re, im) float pairs) times ``H[k]`` (``conj``: its
-    conjugate), ``H`` the filter spectrum of ``fwd.output_length`` complex values in global
-    memory. Every load of ``H`` is issued before its first use (one loop that loaded and
-    multiplied serialized them: each load's latency exposed in turn)."""
-    stride, mid_ept, nfreq = fwd.stride, fwd.output_ept, fwd.output_length
-    cdt = fwd.value_type
-    czero = np.dtype(cdt).type(0)
-    exact_mid = mid_ept * stride <= nfreq  # every thread's every spectrum index is in range
-
-    @cuda.jit(device=True)
-    def multiply(r, h, tx):
-        hl = cuda.local.array(mid_ept, dtype=cdt)
-        for i in range(mid_ept):
-            k = tx + i * stride
-            hl[i] = load_complex(h, k) if exact_mid or k < nfreq else czero
-        for i in range(mid_ept):
-            k = tx + i * stride
-            if exact_mid or k < nfreq:
-                hv = hl[i].conjugate() if conj else hl[i]
-                re = r[2 * i] * hv.real - r[2 * i + 1] * hv.imag
-                im = r[2 * i] * hv.imag + r[2 * i + 1] * hv.real
-                r[2 * i] = re
-                r[2 * i + 1] = im
-
-    return multiply
-
-
-@functools.cache
 def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = False, flat: bool = False):
     """x (B, L) -> y (B, L): y = segments of IFFT(FFT(segment) * H[(conj)]), H (N or N//2+1,).
 
@@ -198,7 +168,8 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
     n = fwd.size
     stride, fpb = fwd.stride, fwd.ffts_per_block_value
     s2 = 2 * fwd.storage_size
-    in_ept, out_ept = fwd.input_ept, inv.output_ept
+    in_ept, mid_ept, out_ept = fwd.input_ept, fwd.output_ept, inv.output_ept
+    nfreq = fwd.output_length
     prec = fwd.precision_type
     rzero, czero = np.dtype(prec).type(0), np.dtype(fwd.value_type).type(0)  # typed: no float64 detour
     folded = real and fwd.real_fft_options["real_mode"] == "folded"
@@ -207,7 +178,8 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
     cplx = pairs or not real  # registers load/store as complex values
     rowlen = n2 if pairs else n  # elements per row of the flat views
     exact_in, exact_out = in_ept * stride == rowlen, out_ept * stride == rowlen
-    multiply = spectrum_multiply(fwd, conj)
+    exact_mid = mid_ept * stride <= nfreq  # every thread's every spectrum index is in range
+    cdt = fwd.value_type
     # register cap for occupancy where the FFT's data is small (checked on sm_90 cubins, float32
     # 4096-point folded convolution and 512-point folded FIR, 34 data registers each: no spills;
     # 72 -> 64 and 85 -> 80 registers, 7 -> 8 and 5 -> 6 blocks of 128 threads per SM): 64 for
@@ -261,7 +233,20 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
                         r[2 * i] = v.real
                         r[2 * i + 1] = v.imag
         fwd.execute(r, smem)
-        multiply(r, h, tx)
+        # the filter spectrum: every load issued before the first use (one loop that loads and
+        # multiplies serialized them: each load's latency exposed in turn)
+        hl = cuda.local.array(mid_ept, dtype=cdt)
+        for i in range(mid_ept):
+            k = tx + i * stride
+            hl[i] = load_complex(h, k) if exact_mid or k < nfreq else czero
+        for i in range(mid_ept):
+            k = tx + i * stride
+            if exact_mid or k < nfreq:
+                hv = hl[i].conjugate() if conj else hl[i]
+                re = r[2 * i] * hv.real - r[2 * i + 1] * hv.imag
+                im = r[2 * i] * hv.imag + r[2 * i + 1] * hv.real
+                r[2 * i] = re
+                r[2 * i + 1] = im
         cuda.syncthreads()
         inv.execute(r, smem)
         if flat:
