@@ -10,6 +10,7 @@ from numba import cuda
 
 from mathdx_operands import on_device, resolve_stream, simulator
 from nvmath_device import FFT, Matmul, load_complex, store_complex
+from nvmath_device.common_cuda import shared_memory_limit
 
 from ._arrays import Operand, Output, host_numbers
 from ._consts import to_device_const
@@ -478,7 +479,9 @@ def beamform_spectra(x, weights, *, stream=None):
     x : array, shape (batch, channels, samples), complex64 or complex128
         ``samples`` a power of 2 from 32 to 1024.
     weights : array_like, shape (beams, channels)
-        Beam weights; ``beams`` a power of 2 from 1 to 16 (one FFT per beam and block). Host
+        Beam weights; ``beams`` a power of 2 from 1 to 16 (one FFT per beam and block); the
+        weights and a beams x samples tile share one block's shared memory (with 8 complex128
+        beams of 1024 samples, up to 792 channels on sm_90; ValueError beyond). Host
         weights are kept on the device for later calls; device weights (CuPy, PyTorch, Numba)
         are read in place, converted on the device (on ``stream``) when their dtype differs
         from ``x``'s; never copied to the host.
@@ -508,6 +511,10 @@ def beamform_spectra(x, weights, *, stream=None):
             fft = _beamform_fft(beams, nsamp, prec, _sm())
             kernel, smem = _beamform_direct_kernel(channels, fft)
             block = fft.block_dim
+            if smem > shared_memory_limit(fft.sm):  # the tile and W: W grows with the channels
+                raise ValueError(f"needs {smem} bytes of shared memory per block (the {beams} x {nsamp} "
+                                 f"tile and the {beams} x {channels} weights); sm_{fft.sm} allows "
+                                 f"{shared_memory_limit(fft.sm)}: use fewer channels, beams or samples")
         else:
             kernel, smem, block = _beamform_plan(beams, nsamp, channels, prec, _sm())
     except ValueError as e:  # e.g. too few threads for cuBLASDx: name the arguments' sizes

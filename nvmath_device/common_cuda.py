@@ -13,7 +13,7 @@ from collections import namedtuple
 
 from ._errors import DriverError
 
-__all__ = ["ComputeCapability", "Dim3", "current_device_sm", "get_current_device_cc"]
+__all__ = ["ComputeCapability", "Dim3", "current_device_sm", "get_current_device_cc", "shared_memory_limit"]
 
 
 class ComputeCapability(namedtuple("ComputeCapability", ("major", "minor", "arch"), defaults=("",))):
@@ -189,3 +189,24 @@ def current_device_sm() -> ComputeCapability:
         if _no_gpu_sm is not None:
             return _no_gpu_sm
         raise
+
+
+def shared_memory_limit(sm=None) -> int:
+    """Bytes of shared memory one block may use on architecture ``sm`` (the opt-in limit, as in
+    cuBLASDx's device table: 227 KiB on sm_90). Not in nvmath-python.
+
+    Parameters
+    ----------
+    sm : int, tuple, str, ComputeCapability or None
+        As descriptors take it (90, (9, 0), "sm_90", ...); None: :func:`current_device_sm`.
+
+    Raises
+    ------
+    ValueError
+        ``sm`` is not an architecture the descriptors support (the message lists them).
+    DriverError
+        ``sm`` is None and there is no GPU (and the simulator is not enabled).
+    """
+    from ._types import SHARED_MEMORY_LIMIT, parse_sm
+
+    return SHARED_MEMORY_LIMIT[parse_sm(current_device_sm() if sm is None else sm, "sm")]

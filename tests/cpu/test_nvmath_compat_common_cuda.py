@@ -99,3 +99,27 @@ def test_compute_capability_refuses_bad_fields_naming_them(args, err, msg):
     assert common_cuda.ComputeCapability(np.int64(9), 0)._replace(arch="a") == (9, 0, "a")
     with pytest.raises(ValueError, match="arch must be"):
         common_cuda.ComputeCapability(9, 0)._replace(arch="b")
+
+
+def test_shared_memory_limit_per_architecture():
+    """The opt-in shared memory one block may use (cuBLASDx's device table), by any spelling of
+    sm; a bad sm is a ValueError naming it; None without a GPU is the DriverError of
+    current_device_sm (not a guess)."""
+    assert common_cuda.shared_memory_limit(90) == 227 * 1024 == common_cuda.shared_memory_limit("sm_90")
+    assert common_cuda.shared_memory_limit((8, 0)) == 163 * 1024
+    assert common_cuda.shared_memory_limit(common_cuda.ComputeCapability(12, 0)) == 99 * 1024
+    with pytest.raises(ValueError, match=r"sm=91 is not supported; allowed: 70, "):
+        common_cuda.shared_memory_limit(91)
+
+
+def test_shared_memory_limit_of_the_current_gpu(monkeypatch):
+    monkeypatch.setattr(common_cuda, "get_current_device_cc", lambda: common_cuda.ComputeCapability(8, 6))
+    assert common_cuda.shared_memory_limit() == 99 * 1024
+
+    def no_gpu():
+        raise DriverError("no driver")
+
+    monkeypatch.setattr(common_cuda, "get_current_device_cc", no_gpu)
+    monkeypatch.setattr(common_cuda, "_no_gpu_sm", None)
+    with pytest.raises(DriverError):
+        common_cuda.shared_memory_limit()

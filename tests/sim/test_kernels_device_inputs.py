@@ -125,6 +125,21 @@ def test_beamform_spectra_with_and_without_the_fft_over_the_gemm_tiles(batch, be
     assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < 1e-5
 
 
+def test_beamform_spectra_refuses_weights_beyond_shared_memory_before_compiling(monkeypatch):
+    """The direct kernel keeps W (beams x channels) in shared memory beside the beams x samples
+    tile: 1000 channels of 8 complex128 beams over 1024 samples need 259072 bytes, more than
+    sm_90's 232448: a ValueError naming x and weights and both sizes, raised before anything is
+    launched."""
+    from kernels import gemm
+
+    monkeypatch.setattr(gemm, "BEAMFORM_KERNEL", "direct")
+    monkeypatch.setattr(gemm, "launch", lambda *a: pytest.fail(f"launched {a[0]}"))
+    x = np.zeros((1, 1000, 1024), np.complex128)
+    with pytest.raises(ValueError, match=r"x and weights: 8 beams of 1024 samples from 1000 channels do not fit "
+                                         r"one block: needs 259072 bytes .* sm_90 allows 232448"):
+        kernels.beamform_spectra(x, np.ones((8, 1000)))
+
+
 @pytest.mark.parametrize("batch, beams, channels, nsamp, dtype", [
     (2, 8, 16, 256, np.complex64), (1, 16, 16, 256, np.complex64), (2, 2, 4, 64, np.complex64),
     (2, 4, 8, 128, np.complex128), (2, 8, 3, 64, np.complex64), (2, 4, 16, 1024, np.complex64),
