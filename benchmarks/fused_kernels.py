@@ -93,7 +93,7 @@ def parse_args(argv=None):
                          "kernels of one call per case are profiled")
     ap.add_argument("--fft-configs", action="store_true",
                     help="time every valid FFT configuration of each FFT case (fft_configs.md)")
-    ap.add_argument("--beamform-kernel", choices=("direct", "pipelined", "gemm"),
+    ap.add_argument("--beamform-kernel", choices=("gemm", "direct"),
                     help="which beamforming kernel beamform_spectra runs (kernels.gemm.BEAMFORM_KERNEL; "
                          "default: the library's choice)")
     a = ap.parse_args(argv)

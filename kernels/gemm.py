@@ -392,11 +392,9 @@ def _beamform_kernel(mm: Matmul, fft: FFT):
 
 
 # The beamforming kernel beamform_spectra runs: "direct" (the weighted sums in registers straight
-# from global memory, then the FFTs: _beamform_direct_kernel), "pipelined" (the same on a
-# persistent grid, the next element's X copied into shared memory during the current one's FFTs:
-# _beamform_pipelined_kernel; "direct" where its stage does not fit; not yet measured on a GPU)
-# or "gemm" (cuBLASDx's GEMM in shared memory, then the FFTs: _beamform_kernel).
-# benchmarks/fused_kernels.py --beamform-kernel times each: 16384 x 16 channels x 256 samples, 8 beams, complex64, H200 (2026-12-03, tree 4399263):
+# from global memory, then the FFTs: _beamform_direct_kernel) or "gemm" (cuBLASDx's GEMM in shared
+# memory, then the FFTs: _beamform_kernel). benchmarks/fused_kernels.py --beamform-kernel times
+# either: 16384 x 16 channels x 256 samples, 8 beams, complex64, H200 (2026-12-03, tree 4399263):
 # direct 0.293 ms (64 % of the memory floor), gemm 0.410 ms (46 %), CuPy 0.777-0.780 ms.
 BEAMFORM_KERNEL = "direct"
 
@@ -473,90 +471,6 @@ def _beamform_direct_kernel(channels: int, fft: FFT):
     return kernel, smem
 
 
-@functools.cache
-def _beamform_pipelined_kernel(channels: int, fft: FFT):
-    """:func:`_beamform_direct_kernel`'s work on a persistent grid whose loads of the next batch
-    element are in flight during the current one's FFTs and stores.
-
-    Each block loads W into shared memory once, then loops over ``b = blockIdx.x, + gridDim.x,
-    ...``: X[b] (channels x samples) is copied global -> shared by ``copy_async`` into a stage
-    (no registers held while in flight); after the wait and a barrier each thread forms its
-    weighted sums from the stage (the same thread -> (columns, beams) mapping as the direct
-    kernel) into the beams x samples tile; a barrier frees the stage and the copies of X[b +
-    gridDim.x] start, then the FFTs (their workspace over the tile) and the stores of Y[b] run
-    while those copies land. Shared memory: the tile (or the FFTs' workspace, the larger), W, the
-    stage. Arguments ``(W, X, Y, batch)``, X a flat (1-D) view; launch as many blocks as fit at
-    once (more run one element each, fewer loop).
-
-    Returns ``(kernel, dynamic shared memory bytes)``."""
-    from nvmath_device import copy_async, copy_async_commit, copy_async_wait
-
-    nsamp = fft.size
-    bx, beams = fft.block_dim[0], fft.block_dim[1]
-    nt = bx * beams
-    ept, stride, storage = fft.elements_per_thread_value, fft.stride, fft.storage_size
-    vt = fft.value_type
-    isz = np.dtype(vt).itemsize
-    groups = max(1, nt // nsamp)  # threads that share one sample column
-    nb = beams // groups  # beams per thread
-    ncol = max(1, nsamp // nt)  # sample columns per thread
-    region = max(beams * nsamp, -(-fft.shared_memory_size // isz))  # the tile; the FFTs' workspace
-    w_off = region
-    st_off = region + beams * channels  # the stage: X[b] as channels x samples
-    nx = channels * nsamp
-    smem = (st_off + nx) * isz
-    zero = vt.type(0)
-    # launch bounds: as many blocks per SM as the shared memory allows, at most as many as 64
-    # (complex64) / 128 (complex128) registers per thread allow; unbounded, the compiler takes 96
-    # registers at 8 beams x 256 samples x 16 channels (2 blocks per SM), bounded 58, no spills
-    blocks = max(1, min(shared_memory_limit(fft.sm) // smem, 65536 // (nt * (64 if isz == 8 else 128))))
-
-    @cuda.jit(launch_bounds=(nt, blocks))
-    def kernel(W, X, Y, batch):
-        tid = cuda.threadIdx.y * bx + cuda.threadIdx.x
-        sv = cuda.shared.array(0, dtype=vt)
-        for i in range(tid, beams * channels, nt):
-            sv[w_off + i] = W[i // channels, i % channels]
-        b = cuda.blockIdx.x
-        if b < batch:
-            for i in range(tid, nx, nt):
-                copy_async(sv, st_off + i, X, b * nx + i)
-        copy_async_commit()
-        beam0 = (tid // nsamp) * nb if groups > 1 else 0
-        acc = cuda.local.array(nb, dtype=vt)
-        td = cuda.local.array(storage, dtype=vt)
-        beam = cuda.threadIdx.y
-        while b < batch:
-            copy_async_wait(0)
-            cuda.syncthreads()  # X[b] (and W) visible to all; the previous FFTs are done with the tile
-            for j in range(ncol):
-                t = (tid % nsamp if groups > 1 else tid) + j * nt
-                for k in range(nb):
-                    acc[k] = zero
-                for c in range(channels):
-                    xv = sv[st_off + c * nsamp + t]
-                    for k in range(nb):
-                        acc[k] += sv[w_off + (beam0 + k) * channels + c] * xv
-                for k in range(nb):
-                    sv[(beam0 + k) * nsamp + t] = acc[k]
-            cuda.syncthreads()  # the stage has been read and the tile written
-            bn = b + cuda.gridDim.x
-            if bn < batch:  # the next element's copies land during this one's FFTs and stores
-                for i in range(tid, nx, nt):
-                    copy_async(sv, st_off + i, X, bn * nx + i)
-            copy_async_commit()
-            for i in range(ept):
-                td[i] = sv[beam * nsamp + cuda.threadIdx.x + i * stride]
-            cuda.syncthreads()  # every thread has its elements: the FFTs' workspace may take the tile
-            fft.execute(td, sv)
-            for i in range(ept):
-                store_complex(Y, (b, beam, cuda.threadIdx.x + i * stride), td[i])
-            b = bn
-        copy_async_wait(0)  # nothing in flight when the block ends
-
-    return kernel, smem
-
-
 def beamform_spectra(x, weights, *, stream=None):
     """Beamforming then spectra in one kernel: ``fft(weights @ x[b], axis=-1)`` for every b.
 
@@ -591,22 +505,18 @@ def beamform_spectra(x, weights, *, stream=None):
         raise ValueError(f"x must have a power-of-2 number of samples from 32 to 1024, got {nsamp}")
     s = resolve_stream(stream, xo)
     prec = np.float32 if xo.dtype == np.dtype(np.complex64) else np.float64
-    choice = BEAMFORM_KERNEL  # read once: the kernel and its operands agree
+    direct = BEAMFORM_KERNEL == "direct"  # read once: the kernel and its operands agree
     try:
-        if choice == "gemm":
-            kernel, smem, block = _beamform_plan(beams, nsamp, channels, prec, _sm())
-        else:
+        if direct:
             fft = _beamform_fft(beams, nsamp, prec, _sm())
-            block, limit = fft.block_dim, shared_memory_limit(fft.sm)
-            if choice == "pipelined":
-                kernel, smem = _beamform_pipelined_kernel(channels, fft)
-            if choice != "pipelined" or smem > limit:  # no room for the stage: the direct kernel
-                choice = "direct"
-                kernel, smem = _beamform_direct_kernel(channels, fft)
-            if smem > limit:  # the tile and W: W grows with the channels
+            kernel, smem = _beamform_direct_kernel(channels, fft)
+            block = fft.block_dim
+            if smem > shared_memory_limit(fft.sm):  # the tile and W: W grows with the channels
                 raise ValueError(f"needs {smem} bytes of shared memory per block (the {beams} x {nsamp} "
                                  f"tile and the {beams} x {channels} weights); sm_{fft.sm} allows "
-                                 f"{limit}: use fewer channels, beams or samples")
+                                 f"{shared_memory_limit(fft.sm)}: use fewer channels, beams or samples")
+        else:
+            kernel, smem, block = _beamform_plan(beams, nsamp, channels, prec, _sm())
     except ValueError as e:  # e.g. too few threads for cuBLASDx: name the arguments' sizes
         raise ValueError(f"x and weights: {beams} beams of {nsamp} samples from {channels} channels do "
                          f"not fit one block: {e}") from None
@@ -620,14 +530,6 @@ def beamform_spectra(x, weights, *, stream=None):
     else:
         wd = w.dev
     out = Output((batch, beams, nsamp), xo.dtype, xo, s)
-    if choice == "gemm":
-        launch(kernel, batch, block, s, smem, wd, xo.dev, out.dev)
-        return out.result(s)
-    xd = aligned(xo.dev, xo, s)  # the loads and copies move whole values: aligned to one
-    if choice == "direct":
-        launch(kernel, batch, block, s, smem, wd, xd, out.dev)
-    else:  # a persistent grid: the blocks that fit at once (2 under the simulator: they loop)
-        x1 = xd.reshape(xd.size)
-        grid = min(batch, resident_blocks(kernel, block, smem, wd, x1, out.dev, batch) or 2)
-        launch(kernel, grid, block, s, smem, wd, x1, out.dev, batch)
+    xd = aligned(xo.dev, xo, s) if direct else xo.dev  # the direct kernel's loads: one access per value
+    launch(kernel, batch, block, s, smem, wd, xd, out.dev)
     return out.result(s)

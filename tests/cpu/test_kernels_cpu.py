@@ -245,31 +245,6 @@ def test_beamform_direct_kernel_links_with_only_the_fft(beams, nsamp, channels, 
     assert out.frame_bytes == 0
 
 
-@pytest.mark.parametrize("beams, nsamp, channels, prec", [
-    (8, 256, 16, np.float32), (16, 256, 16, np.float32), (4, 1024, 16, np.float32), (1, 32, 20, np.float32),
-    (4, 128, 8, np.float64),
-])
-def test_beamform_pipelined_kernel_links_in_its_register_budget(beams, nsamp, channels, prec):
-    """The pipelined beamforming kernel links for sm_90 with the FFT's code only (its cp.async
-    copies are inline PTX), keeps nothing in local memory, stays within the registers its launch
-    bounds allow (unbounded it took 96 at 8 x 256 x 16: 2 blocks per SM instead of 4), and asks
-    for the tile (or the FFTs' workspace), W and the stage of one batch element."""
-    from kernels.gemm import _beamform_fft, _beamform_pipelined_kernel
-
-    fft = _beamform_fft(beams, nsamp, prec, 90)
-    kern, smem = _beamform_pipelined_kernel(channels, fft)
-    isz = 8 if prec is np.float32 else 16
-    tile = max(beams * nsamp, -(-fft.shared_memory_size // isz))
-    assert smem == (tile + beams * channels + channels * nsamp) * isz
-    nt, min_blocks = kern.targetoptions["launch_bounds"]
-    assert nt == fft.block_dim[0] * fft.block_dim[1] and min_blocks == max(
-        1, min(232448 // smem, 65536 // (nt * (64 if isz == 8 else 128))))
-    t = types.complex64 if prec is np.float32 else types.complex128
-    out = compile_kernel(kern, (t[:, ::1], t[::1], t[:, :, ::1], types.int64), sm=90)
-    assert out.linked == tuple(sorted([f"{fft.symbol}.ltoir", TWIDDLES_90]))
-    assert out.frame_bytes == 0 and out.registers <= 65536 // (nt * min_blocks)
-
-
 @pytest.mark.parametrize("beams, nsamp, channels, over_ab", [
     (16, 256, 16, True), (8, 512, 16, True), (4, 1024, 16, True), (32, 128, 32, True),
     (8, 64, 3, False),  # 3 channels: A and B (1.7 KiB) end before the FFT's 4 KiB would
