@@ -511,10 +511,11 @@ def beamform_spectra(x, weights, *, stream=None):
             fft = _beamform_fft(beams, nsamp, prec, _sm())
             kernel, smem = _beamform_direct_kernel(channels, fft)
             block = fft.block_dim
-            if smem > shared_memory_limit(fft.sm):  # the tile and W: W grows with the channels
+            limit = shared_memory_limit(fft.sm)
+            if smem > limit:  # the tile and W: W grows with the channels
                 raise ValueError(f"needs {smem} bytes of shared memory per block (the {beams} x {nsamp} "
                                  f"tile and the {beams} x {channels} weights); sm_{fft.sm} allows "
-                                 f"{shared_memory_limit(fft.sm)}: use fewer channels, beams or samples")
+                                 f"{limit}: use fewer channels, beams or samples")
         else:
             kernel, smem, block = _beamform_plan(beams, nsamp, channels, prec, _sm())
     except ValueError as e:  # e.g. too few threads for cuBLASDx: name the arguments' sizes
