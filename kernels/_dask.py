@@ -15,7 +15,8 @@ Chunking rules:
 - the sample axis of ``fir_filter`` may be chunked: each time block is filtered on its own and
   the ``len(taps) - 1`` samples before it (its tail, possibly spanning several blocks) add their
   contribution to the block's first outputs (a second, small filter call of tail + zeros), so no
-  block is copied to prepend a halo;
+  block is copied to prepend a halo; chained ``fir_filter`` calls on such results become one
+  chain of filters per block (:func:`_fir_time_graph`);
 - the sample axis of ``stft_power`` may be chunked: the frames starting in a time block are
   computed from that block's samples plus the ``nfft - hop`` samples after it;
 - ``fft_convolve``, ``matched_filter`` and ``add_noise`` need whole rows, ``batched_gemm``
@@ -293,18 +294,26 @@ def _fir_tail(blocks, offset):
     return _contig(_module(blocks[0]).concatenate(blocks, axis=-1)[..., offset:])
 
 
-def _fir_tail_block(x, tail, taps, halo, fft_size=None):
-    """The block ``x`` filtered as if ``tail`` (the samples before it) preceded it: ``x`` alone,
-    plus the tail's contribution to its first ``min(halo, len)`` outputs, which is the filter of
-    ``tail`` followed by zeros, past the tail. Causal FIR, ``halo = len(taps) - 1``."""
-    y = _fir_block(x, taps, fft_size)
-    n = min(halo, x.shape[-1])
-    if n == 0 or tail.shape[-1] == 0:
-        return y
-    xp = _module(x)
-    u = xp.concatenate([tail, xp.zeros(tail.shape[:-1] + (n,), dtype=tail.dtype)], axis=-1)
-    y[..., :n] += _call(convolution.fir_filter, u, taps, fft_size=fft_size)[..., tail.shape[-1]:]
-    return y
+def _fir_chain_block(x, tail, exact, spec, *taps):
+    """The block ``x`` through a chain of causal FIR filters (``spec``: one ``(halo, fft_size)``
+    per filter, ``halo = len(taps) - 1``; ``taps``: theirs, in order), as if ``tail`` (the
+    samples before it, at least the halos' sum of them unless ``exact``; None: none precede it)
+    preceded it. Per filter: ``x`` filtered alone, plus the tail's contribution to its first
+    ``min(halo, len)`` outputs, which is the filter of ``tail`` followed by zeros, past the tail;
+    the same call filters the tail itself for the next filter, keeping the outputs that depend on
+    the tail's samples only (all of them when ``exact``: zeros precede the tail, the signal
+    starts there)."""
+    for (halo, fft_size), t in zip(spec, taps):
+        y = _fir_block(x, t, fft_size)
+        if tail is not None and tail.shape[-1]:
+            n, m = min(halo, x.shape[-1]), tail.shape[-1]
+            xp = _module(x)
+            u = xp.concatenate([tail, xp.zeros(tail.shape[:-1] + (n,), dtype=tail.dtype)], axis=-1)
+            r = _call(convolution.fir_filter, u, t, fft_size=fft_size)
+            y[..., :n] += r[..., m:]
+            tail = r[..., :m] if exact else r[..., min(halo, m):m]
+        x = y
+    return x
 
 
 def _matched_block(x, template, return_correlation=False):
@@ -366,39 +375,57 @@ def fir_filter(x, taps, *, fft_size=None, stream=None):
     if len(x.chunks[ax]) == 1 or m == 1:  # no halo to fetch: every block on its own
         return _blockwise(_fir_block, ind, x, ind, (taps,), dtype=x.dtype, fft_size=fft_size)
     _known(func, "x", x, ax)
-    return _fir_time_graph(x, taps, m - 1, fft_size)
+    source, stages = getattr(x, _CHAIN, None) or (x, ())
+    return _fir_time_graph(source, (*stages, (taps, m - 1, fft_size)))
 
 
-def _fir_time_graph(x, taps, halo, fft_size):
-    """``fir_filter`` of ``x`` chunked along time, as a graph of two tasks per block: the tail
-    (its ``halo`` samples before it, cut from the block(s) before, where they are) and the
-    block's filter plus the tail's contribution. Built by hand rather than from slices and
-    concatenations, whose extra tasks and graph depth cost the scheduler more than the
-    kernels' time (0.03 of the plain call's throughput through them, H200 2026-12-03)."""
+# the attribute of a time-chunked ``fir_filter`` result that says how it was made from which
+# array: (source Dask array, the filters ``(taps, halo, fft_size)`` applied to it in order)
+_CHAIN = "_kernels_fir_chain"
+
+
+def _fir_time_graph(x, stages):
+    """``fir_filter`` of ``x`` chunked along time through the chain of filters ``stages`` (one
+    ``(taps, halo, fft_size)`` each), as a graph of two tasks per block: the tail (the halos' sum
+    of samples before it, cut from the block(s) before, where they are) and the block through
+    every filter plus the tail's contributions (:func:`_fir_chain_block`). A time-chunked
+    ``fir_filter`` result given to ``fir_filter`` again is not filtered block by block a second
+    time: the new graph starts from its source with one more filter in the chain (its tails
+    longer by the new halo), so chained calls keep two tasks per block and a graph two tasks
+    deep. Built by hand rather than from slices and concatenations, whose extra tasks and graph
+    depth cost the scheduler more than the kernels' time (0.03 of the plain call's throughput
+    through them, H200 2026-12-03)."""
     da = import_dask()
     from dask.base import tokenize
     from dask.highlevelgraph import HighLevelGraph
 
-    tok = tokenize(x, taps, halo, fft_size)
+    tok = tokenize(x, *(v for stage in stages for v in stage))
     tail_name, name = f"fir_tail-{tok}", f"fir_filter-{tok}"
-    deps = [x]
-    if is_dask_array(taps):
-        deps.append(taps)
-        taps = (taps.name,) + (0,) * taps.ndim  # its one block's key
-    sources = fir_tail_sources(_bounds(x.chunks[-1]), halo)
-    filt = functools.partial(_fir_tail_block, halo=halo, fft_size=fft_size)
+    deps, taps = [x], []
+    for t, _, _ in stages:
+        if is_dask_array(t):
+            deps.append(t)
+            t = (t.name,) + (0,) * t.ndim  # its one block's key
+        taps.append(t)
+    spec = tuple((halo, fft_size) for _, halo, fft_size in stages)
+    bounds = _bounds(x.chunks[-1])
+    halo = sum(h for h, _ in spec)
+    sources = fir_tail_sources(bounds, halo)
     dsk = {}
     for idx in np.ndindex(*x.numblocks):
         rows, k = idx[:-1], idx[-1]
         block = (x.name, *idx)
         if sources[k] is None:
-            dsk[(name, *idx)] = (functools.partial(_fir_block, fft_size=fft_size), block, taps)
+            dsk[(name, *idx)] = (_fir_chain_block, block, None, True, spec, *taps)
             continue
         blocks, offset = sources[k]
         dsk[(tail_name, *idx)] = (_fir_tail, [(x.name, *rows, j) for j in blocks], offset)
-        dsk[(name, *idx)] = (filt, block, (tail_name, *idx), taps)
+        exact = bounds[k] <= halo  # the tail starts where the signal does
+        dsk[(name, *idx)] = (_fir_chain_block, block, (tail_name, *idx), exact, spec, *taps)
     graph = HighLevelGraph.from_collections(name, dsk, dependencies=deps)
-    return da.Array(graph, name, chunks=x.chunks, meta=_meta(x, x.ndim, x.dtype))
+    out = da.Array(graph, name, chunks=x.chunks, meta=_meta(x, x.ndim, x.dtype))
+    setattr(out, _CHAIN, (x, stages))
+    return out
 
 
 def matched_filter(x, template, *, return_correlation=False, stream=None):

@@ -262,6 +262,42 @@ def test_fir_time_blocks_filter_blocks_in_place(monkeypatch):
     assert sorted(n for n in lengths if n in (15, 20)) == [15, 15, 20, 20, 20, 20], lengths  # 3 tails a row
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_chained_fir_time_blocks_equal_chained_calls(seed, monkeypatch):
+    """fir_filter of a time-chunked fir_filter result, several times (taps of different lengths,
+    some as Dask arrays): the graph starts from the first input with one filter per call, and
+    equals the calls chained on the whole signal, halos spanning many blocks and reaching back
+    to the signal's start included."""
+    monkeypatch.setattr(convolution, "fir_filter", _lfilter)
+    g = np.random.default_rng(200 + seed)
+    length = int(g.integers(30, 240))
+    x = g.standard_normal((3, length))
+    cuts = sorted(set(int(c) for c in g.integers(1, length, int(g.integers(1, 9)))))
+    chunks = ((2, 1), tuple(np.diff([0, *cuts, length])))
+    y = dx = da.from_array(x, chunks=chunks)
+    ref = x
+    for p in range(int(g.integers(2, 6))):
+        taps = g.standard_normal(int(g.integers(2, 20)))
+        y = kernels.fir_filter(y, da.from_array(taps, chunks=3) if p % 2 else taps)
+        ref = _lfilter(ref, taps)
+        assert y.chunks == chunks
+        np.testing.assert_allclose(y.compute(scheduler="sync"), ref, rtol=1e-9, atol=1e-9)
+    layers = dict(y.dask.layers)
+    assert not [n for n in layers if n.startswith("fir_filter") and n != y.name]  # one filter layer
+    tasks = [k for k in dict(y.dask) if isinstance(k, tuple) and k[0].startswith(("fir_filter", "fir_tail"))]
+    assert len(tasks) <= 2 * dx.npartitions
+
+
+def test_a_persisted_fir_result_starts_a_new_chain(monkeypatch):
+    monkeypatch.setattr(convolution, "fir_filter", _lfilter)
+    x = np.random.default_rng(9).standard_normal((2, 90))
+    t1, t2 = np.arange(1.0, 6.0), np.arange(3.0, 0.0, -1.0)
+    y1 = kernels.fir_filter(da.from_array(x, chunks=(2, 30)), t1).persist(scheduler="sync")
+    y2 = kernels.fir_filter(y1, t2)
+    assert getattr(y2, _dask._CHAIN)[0] is y1  # from the persisted blocks, not from x again
+    np.testing.assert_allclose(y2.compute(scheduler="sync"), _lfilter(_lfilter(x, t1), t2), rtol=1e-10, atol=1e-12)
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_stft_time_blocks_equal_one_call(seed, monkeypatch):
     monkeypatch.setattr(spectral, "stft_power", _frames_power)

@@ -79,6 +79,20 @@ def test_fir_filter_one_long_signal_in_time_blocks():
     _same(y.compute(), kernels.fir_filter(x, taps))
 
 
+def test_chained_fir_filters_in_time_blocks():
+    """Three chained calls on time blocks (the chain's 36-sample halo spans three blocks) run
+    as one filter layer and equal the three calls on the whole signal."""
+    x = _sig((2, 120))
+    taps = [rng.standard_normal(13) for _ in range(3)]
+    y = da.from_array(x, chunks=(2, (40, 10, 10, 25, 35)))
+    ref = x
+    for t in taps:
+        y = kernels.fir_filter(y, t, fft_size=64)
+        ref = kernels.fir_filter(ref, t, fft_size=64)
+    assert sum(n.startswith("fir_filter") for n in dict(y.dask.layers)) == 1
+    _same(y.compute(), ref, 1e-5)
+
+
 def test_stft_power_time_blocks():
     """hop 20 divides no block boundary but 40; frames straddle blocks (64 samples)."""
     x = _sig((3, 300))
