@@ -52,6 +52,21 @@ def test_fir_filter_row_and_time_blocks_on_a_worker(client):
     assert _rel(_host(whole_rows), want) < 1e-7
 
 
+def test_chained_fir_filters_on_time_blocks_on_a_worker(client):
+    """Four chained calls on time blocks of 3000 samples (the chain's halo, 4 x 126, spans one
+    block): one filter layer, the chained plain calls' result."""
+    import cupy as cp
+
+    x = cp.random.default_rng(2).standard_normal((8, 20000), dtype=cp.float32)
+    g = np.random.default_rng(2)
+    y, want = da.from_array(x, chunks=(4, 3000), asarray=False), x
+    for _ in range(4):
+        taps = g.standard_normal(127) / 8
+        y, want = kernels.fir_filter(y, taps), kernels.fir_filter(want, taps)
+    assert sum(name.startswith("fir_filter") for name in dict(y.dask.layers)) == 1
+    assert _rel(_host(client.compute(y).result()), _host(want)) < 1e-5
+
+
 def test_main_job_on_one_gpu(client):
     """kernels._gpus.run_on: signals made on the worker (CuPy), fft_convolve per block, the NumPy
     check of sampled rows, two chained passes timed."""
