@@ -27,20 +27,27 @@ import sys
 
 SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "SchedulerStats", "WarpStateStats",
             "MemoryWorkloadAnalysis_Tables")
-# metric -> column label
+# column label -> its metric (the first of the names present in the log: ncu's names differ
+# between versions and architectures, e.g. DRAM throughput)
 METRICS = {
-    "gpu__time_duration.sum": "time us",
-    "dram__throughput.avg.pct_of_peak_sustained_elapsed": "DRAM %",
-    "sm__throughput.avg.pct_of_peak_sustained_elapsed": "SM %",
-    "l1tex__throughput.avg.pct_of_peak_sustained_active": "L1 %",
-    "smsp__issue_active.avg.pct_of_peak_sustained_active": "issue %",
-    "sm__warps_active.avg.pct_of_peak_sustained_active": "occupancy %",
-    "launch__registers_per_thread": "regs",
+    "time us": ("gpu__time_duration.sum",),
+    "DRAM %": ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+               "dram__throughput.avg.pct_of_peak_sustained_elapsed"),
+    "SM %": ("sm__throughput.avg.pct_of_peak_sustained_elapsed",),
+    "L1 %": ("l1tex__throughput.avg.pct_of_peak_sustained_active",),
+    "smem %": ("l1tex__data_pipe_lsu_wavefronts_mem_shared.sum.pct_of_peak_sustained_elapsed",),
+    "issue %": ("smsp__issue_active.avg.pct_of_peak_sustained_active",),
+    "occupancy %": ("sm__warps_active.avg.pct_of_peak_sustained_active",),
+    "regs": ("launch__registers_per_thread",),
 }
-# shared-memory bank conflicts and instructions: loads + stores (the sections' table rows)
-CONFLICTS = ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
-             "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum")
-SHARED_INSTR = ("smsp__inst_executed_op_shared_ld.sum", "smsp__inst_executed_op_shared_st.sum")
+# shared-memory instructions (loads, stores), their bank conflicts and their wavefronts (the
+# shared-memory pipe's passes: 1 per 128 bytes without conflicts); first name present, per kind
+SHARED_INSTR = (("smsp__sass_inst_executed_op_shared_ld.sum", "smsp__inst_executed_op_shared_ld.sum"),
+                ("smsp__sass_inst_executed_op_shared_st.sum", "smsp__inst_executed_op_shared_st.sum"))
+CONFLICTS = (("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",),
+             ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",))
+WAVEFRONTS = (("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",),
+              ("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",))
 # warp stall reasons (cycles per issued instruction); the two largest go in the table
 STALLS = {
     f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio": r
@@ -78,9 +85,12 @@ def rows(csv_text: str) -> list[dict]:
     for r in body:
         if len(r) != len(header):
             continue
-        name = r[col["Kernel Name"]]
-        row = {"kernel": name.split("(")[0][-60:]}
-        for metric in (*METRICS, *STALLS, *CONFLICTS, *SHARED_INSTR):
+        name = r[col["Kernel Name"]].split("(")[0]
+        name = name.split("[")[0] if "::" in name else name  # numba's: module::function[mangled args]
+        block = r[col["Block Size"]].replace(" ", "") if "Block Size" in col else ""
+        row = {"kernel": name[-60:] + (f" {block}" if block else "")}
+        names = [m for alts in (*METRICS.values(), *SHARED_INSTR, *CONFLICTS, *WAVEFRONTS) for m in alts]
+        for metric in (*names, *STALLS):
             if metric in col:
                 v = _number(r[col[metric]])
                 if metric == "gpu__time_duration.sum" and v is not None:
@@ -91,25 +101,34 @@ def rows(csv_text: str) -> list[dict]:
     return out
 
 
-def _total(row, metrics):
-    """The sum of ``metrics`` in ``row``, or None when none of them is there."""
-    vals = [row[m] for m in metrics if row.get(m) is not None]
+def _first(row, alts):
+    """The value of the first of the metric names ``alts`` present in ``row`` (None: none)."""
+    return next((row[m] for m in alts if row.get(m) is not None), None)
+
+
+def _total(row, kinds):
+    """The sum over ``kinds`` (one tuple of alternative names each) of their values in ``row``,
+    or None when none is there."""
+    vals = [v for v in (_first(row, alts) for alts in kinds) if v is not None]
     return sum(vals) if vals else None
 
 
-def markdown(found: list[dict]) -> str:
-    """The table (see the module)."""
-    head = ["kernel", *METRICS.values(), "smem instr", "conflicts per smem instr", "top stalls (cycles per issue)"]
+def markdown(found: list[dict], labels=()) -> str:
+    """The table (see the module); ``labels`` name the rows in order (the kernels' own names
+    where there are fewer)."""
+    head = ["kernel", *METRICS, "smem instr", "conflicts per smem instr", "wavefronts per smem instr",
+            "top stalls (cycles per issue)"]
     lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 2) + "---|"]
-    for r in found:
-        cells = [r["kernel"]]
-        for metric in METRICS:
-            v = r.get(metric)
-            cells.append("-" if v is None else f"{v:.0f}" if abs(v) >= 100 or metric.startswith("launch") else f"{v:.1f}")
-        conf = _total(r, CONFLICTS)
+    for i, r in enumerate(found):
+        cells = [f"{labels[i]}: {r['kernel']}" if i < len(labels) else r["kernel"]]
+        for label, alts in METRICS.items():
+            v = _first(r, alts)
+            cells.append("-" if v is None else f"{v:.0f}" if abs(v) >= 100 or label == "regs" else f"{v:.1f}")
         instr = _total(r, SHARED_INSTR)
         cells.append("-" if instr is None else f"{instr:.3g}")
-        cells.append(f"{conf / instr:.2f}" if conf is not None and instr else "-")
+        for kinds in (CONFLICTS, WAVEFRONTS):
+            v = _total(r, kinds)
+            cells.append(f"{v / instr:.2f}" if v is not None and instr else "-")
         stalls = sorted(((v, STALLS[m]) for m, v in r.items() if m in STALLS and v is not None), reverse=True)[:2]
         cells.append(", ".join(f"{name} {v:.1f}" for v, name in stalls) or "-")
         lines.append("| " + " | ".join(cells) + " |")
@@ -120,6 +139,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("log", nargs="?", help="ncu's --csv --page raw log (omit with --command)")
     ap.add_argument("--out", help="also write the table here")
+    ap.add_argument("--labels", nargs="+", default=(), metavar="NAME",
+                    help="names of the rows in order (e.g. fused_kernels.py's cases: one kernel each)")
     ap.add_argument("--command", nargs=argparse.REMAINDER, metavar="BENCH_ARGS",
                     help="print the ncu command for fused_kernels.py with these arguments, and exit")
     a = ap.parse_args(argv)
@@ -129,7 +150,7 @@ def main(argv=None) -> int:
     if not a.log:
         ap.error("give ncu's log file, or --command")
     with open(a.log) as f:
-        text = markdown(rows(f.read()))
+        text = markdown(rows(f.read()), a.labels)
     if a.out:
         with open(a.out, "w") as f:
             f.write(text)

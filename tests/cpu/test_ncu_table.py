@@ -42,10 +42,30 @@ def test_rows_and_table(nt):
     assert md[0].startswith("| kernel | time us | DRAM % |") and md[1].startswith("|---|")
     cells = [c.strip() for c in md[2].split("|")[1:-1]]
     assert cells[:3] == ["kernel", "433", "28.5"]
-    assert cells[-3:] == ["6e+03", "0.20", "mio_throttle 7.2, barrier 2.5"]  # 1200 / (4000 + 2000)
+    assert cells[-4:] == ["6e+03", "0.20", "-", "mio_throttle 7.2, barrier 2.5"]  # 1200 / (4000 + 2000)
     assert "-" in cells  # SM %, L1 %, ... absent from this log
     cells = [c.strip() for c in md[3].split("|")[1:-1]]
-    assert cells[-3:] == ["0", "-", "wait 3.0, mio_throttle 0.0"]  # no shared instructions: no ratio
+    assert cells[-4:] == ["0", "-", "-", "wait 3.0, mio_throttle 0.0"]  # no shared instructions: no ratio
+
+
+def test_newer_metric_names_wavefronts_and_labels(nt):
+    """ncu 2025's names (gpu__dram_throughput, smsp__sass_inst_executed_op_shared_*), numba's
+    kernel names (module::function[mangled]) with the block size, and labels given in order."""
+    header = ['"ID"', '"Kernel Name"', '"Block Size"', '"gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"',
+              '"smsp__sass_inst_executed_op_shared_ld.sum"', '"smsp__sass_inst_executed_op_shared_st.sum"',
+              '"l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"',
+              '"l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"',
+              '"l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum"']
+    lines = [",".join(header), ",".join(['""'] * len(header)),
+             '"0","_fused::kernel[v1,cw51abc](Array<float, 2>)","(128, 1, 1)","34.90","2,000","1,000","3,000","2,000","7,000"',
+             '"1","_fused::kernel[v2,cw51abc](Array<float, 2>)","(64, 3, 1)","48.0","0","0","0","0","0"']
+    found = nt.rows("\n".join(lines))
+    assert [r["kernel"] for r in found] == ["_fused::kernel (128,1,1)", "_fused::kernel (64,3,1)"]
+    md = nt.markdown(found, ["conv_real"]).splitlines()
+    cells = [c.strip() for c in md[2].split("|")[1:-1]]
+    assert cells[0] == "conv_real: _fused::kernel (128,1,1)" and cells[2] == "34.9"
+    assert cells[-4:-1] == ["3e+03", "1.00", "3.00"]  # 3000 conflicts, 9000 wavefronts / 3000 instructions
+    assert [c.strip() for c in md[3].split("|")[1:-1]][0] == "_fused::kernel (64,3,1)"  # no label left
 
 
 def test_not_an_ncu_log(nt):
