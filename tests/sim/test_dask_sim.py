@@ -169,6 +169,27 @@ def test_distributed_client_in_process():
     _same(y, kernels.fir_filter(x, taps))
 
 
+def test_two_workers_share_a_chained_time_block_fir():
+    """Two in-process workers (distributed moves the tail of the first half between them as it
+    would between GPUs): two chained FIR calls on time blocks, the signal's first half on one
+    worker and its second on the other, equal the chained calls on the whole signal."""
+    from distributed import Client, LocalCluster, wait
+
+    x = _sig((2, 160))
+    t1, t2 = rng.standard_normal(9), rng.standard_normal(6)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as c, \
+            Client(c) as client:
+        w0, w1 = sorted(client.scheduler_info()["workers"])
+        first = client.persist(da.from_array(x[:, :80], chunks=(2, 40)), workers=[w0])
+        second = client.persist(da.from_array(x[:, 80:], chunks=(2, 40)), workers=[w1])
+        wait([first, second])
+        holders = {w for part in (first, second) for ws in client.who_has(part).values() for w in ws}
+        dx = da.concatenate([first, second], axis=1)
+        y = client.compute(kernels.fir_filter(kernels.fir_filter(dx, t1), t2)).result()
+    assert len(holders) == 2
+    _same(y, kernels.fir_filter(kernels.fir_filter(x, t1), t2), 1e-5)
+
+
 def test_the_gpus_job_on_an_in_process_cluster():
     """kernels._gpus (``python -m kernels --gpus``) with NumPy blocks: signals made on the worker,
     the NumPy check of sampled rows, chained passes timed, one row per worker count."""
