@@ -81,6 +81,7 @@ def rows(csv_text: str) -> list[dict]:
     col = {name: i for i, name in enumerate(header)}
     if "Kernel Name" not in col:
         raise ValueError("not an ncu --csv --page raw log: no 'Kernel Name' column")
+    wanted = [m for alts in (*METRICS.values(), *SHARED_INSTR, *CONFLICTS, *WAVEFRONTS) for m in alts] + list(STALLS)
     out = []
     for r in body:
         if len(r) != len(header):
@@ -89,8 +90,7 @@ def rows(csv_text: str) -> list[dict]:
         name = name.split("[")[0] if "::" in name else name  # numba's: module::function[mangled args]
         block = r[col["Block Size"]].replace(" ", "") if "Block Size" in col else ""
         row = {"kernel": name[-60:] + (f" {block}" if block else "")}
-        names = [m for alts in (*METRICS.values(), *SHARED_INSTR, *CONFLICTS, *WAVEFRONTS) for m in alts]
-        for metric in (*names, *STALLS):
+        for metric in wanted:
             if metric in col:
                 v = _number(r[col[metric]])
                 if metric == "gpu__time_duration.sum" and v is not None:
