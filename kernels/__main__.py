@@ -119,6 +119,9 @@ def main(argv=None) -> int:
                     help="samples per signal, in FFT.valid_sizes() and > 2 * TAPS (default 4096 on a GPU, "
                          "256 simulated)")
     ap.add_argument("--taps", type=int, default=63, help="low-pass FIR length, >= 1 (default 63)")
+    ap.add_argument("--method", choices=("auto", "fft", "direct"), default="auto",
+                    help="fft_convolve's method: the FFT kernel, direct summation (float32, <= 64 taps), "
+                         "or auto (default: direct where it runs)")
     ap.add_argument("--plot", metavar="FILE.png",
                     help=f"draw signal, filtered signal and their spectra (needs matplotlib: {PLOT_INSTALL})")
     ap.add_argument("--gpus", type=int, nargs="+", metavar="N",
@@ -149,24 +152,31 @@ def main(argv=None) -> int:
     n = args.n or (256 if simulated else 4096)
     if n <= 2 * args.taps:
         ap.error(f"--taps must be smaller than n / 2 = {n / 2:g} (n = {n}); got {args.taps}")
+    from kernels import fft_convolve
+    from kernels.convolution import convolve_method
+
+    taps = lowpass_taps(args.taps, cutoff=0.06)
+    try:
+        method = convolve_method(args.method, n, taps, np.float32)
+    except ValueError as e:
+        ap.error(f"--method direct: {e}")
+    how = ("fused FFT -> multiply -> inverse FFT kernel" if method == "fft"
+           else "direct-summation kernel (two-parallel fast FIR, no FFT)")
     where = "CUDA simulator (CPU)" if simulated else "GPU"
     print(f"numba-mathdx main job on the {where}: low-pass filtering {batch} noisy signals of {n} samples "
-          f"with a {args.taps}-tap FIR as one fused FFT -> multiply -> inverse FFT kernel", flush=True)
-
-    from kernels import fft_convolve
+          f"with a {args.taps}-tap FIR as one {how} (--method {args.method})", flush=True)
 
     rng = np.random.default_rng(0)
     clean, noisy = synthetic_signals(batch, n, rng)
-    taps = lowpass_taps(args.taps, cutoff=0.06)
 
     t0 = time.perf_counter()
     if simulated:
-        filtered = fft_convolve(noisy, taps)
+        filtered = fft_convolve(noisy, taps, method=method)
     else:
         import cupy as cp
 
         d_noisy = cp.asarray(noisy)
-        d_filtered = fft_convolve(d_noisy, taps)
+        d_filtered = fft_convolve(d_noisy, taps, method=method)
         filtered = cp.asnumpy(d_filtered)
     first = time.perf_counter() - t0
     print(f"first call (includes code generation or cache load): {first:.2f} s")
@@ -188,7 +198,7 @@ def main(argv=None) -> int:
         def cupy_path():
             return cp.fft.irfft(cp.fft.rfft(d_noisy, axis=-1) * spec, n=n, axis=-1)
 
-        ms_ours = median_ms(lambda: fft_convolve(d_noisy, taps))
+        ms_ours = median_ms(lambda: fft_convolve(d_noisy, taps, method=method))
         ms_cupy = median_ms(cupy_path)
         floor = 2 * noisy.nbytes / 4.3e12 * 1e3
         print(f"time per call (median, {batch}x{n} float32): numba-mathdx {ms_ours:.3f} ms, "

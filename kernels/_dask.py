@@ -276,8 +276,8 @@ def _call(fn, *args, **kwargs):
 
 
 
-def _fft_convolve_block(x, h):
-    return _call(convolution.fft_convolve, _contig(x), h)
+def _fft_convolve_block(x, h, method="auto"):
+    return _call(convolution.fft_convolve, _contig(x), h, method=method)
 
 
 def _fir_block(x, taps, fft_size=None):
@@ -345,15 +345,16 @@ def _noise_block(x, snr_db, seed, signal_power, row_offset, _chunks=None, block_
 # the functions (same signatures as the plain ones)
 
 
-def fft_convolve(x, h, *, stream=None):
+def fft_convolve(x, h, *, method="auto", stream=None):
     """:func:`kernels.fft_convolve` of a Dask array: rows chunked freely, whole rows."""
     func = "fft_convolve"
     _no_stream(func, stream)
+    convolution._check_method(method)
     _check_signal(func, "x", x, _REAL + _COMPLEX, (1, 2))
     _whole(func, "x", x, (x.ndim - 1,), "whole rows (each row is one FFT)")
     _length(func, "h", h, "a non-empty 1-D array")
     ind = _ind(x.ndim)
-    return _blockwise(_fft_convolve_block, ind, x, ind, (_small(func, "h", h),), dtype=x.dtype)
+    return _blockwise(_fft_convolve_block, ind, x, ind, (_small(func, "h", h),), dtype=x.dtype, method=method)
 
 
 def fir_filter(x, taps, *, fft_size=None, stream=None):

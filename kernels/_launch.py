@@ -53,6 +53,8 @@ def param_formats(argtypes) -> list[str]:
             out += [_COMPLEX[t]] * 2
         elif t in _SCALAR:
             out.append(_SCALAR[t])
+        elif isinstance(t, types.UniTuple) and t.dtype in _SCALAR:  # numba passes each element
+            out += [_SCALAR[t.dtype]] * t.count
         else:
             raise NotImplementedError(f"no fast launch for a kernel argument of type {t}")
     return out
@@ -67,7 +69,7 @@ def pointer_slots(argtypes) -> dict[int, int]:
             out[i] = slot + 4  # after meminfo, parent, size, itemsize
             slot += 5 + 2 * t.ndim
         else:
-            slot += 2 if t in _COMPLEX else 1
+            slot += 2 if t in _COMPLEX else t.count if isinstance(t, types.UniTuple) else 1
     return out
 
 
@@ -81,6 +83,8 @@ def param_values(argtypes, args) -> list:
             out += a.strides
         elif t in _COMPLEX:
             out += [a.real, a.imag]
+        elif isinstance(t, types.UniTuple):
+            out += a
         else:
             out.append(a)
     return out
@@ -164,12 +168,25 @@ def _argtype(a):
     return typeof(a)
 
 
+class ScalarTuple(tuple):
+    """A kernel argument that is a non-empty tuple of NumPy scalars of one type, typed once (a
+    numba ``UniTuple``): the fast launch need not type its elements; numba-cuda's launch gets it
+    as a plain tuple. In the kernel it is a tuple (each element one kernel parameter)."""
+
+    def __new__(cls, values):
+        self = super().__new__(cls, values)
+        if not self or len({type(v) for v in self}) != 1 or type(self[0]) not in _PYTYPES:
+            raise TypeError("a ScalarTuple holds NumPy scalars of one type")
+        self._numba_type_ = types.UniTuple(_PYTYPES[type(self[0])], len(self))
+        return self
+
+
 def launch(kernel, grid, block, stream: Stream, smem: int, *args) -> None:
     """The fast launch (see the module), else ``kernel[grid, block, stream, smem](*args)``."""
     ctx = current_context() if FAST else 0
     rec = getattr(recorder, "active", None)
     if not ctx:  # numba's launch (it also makes the context when this thread has none)
-        kernel[grid, block, stream.numba, smem](*args)
+        kernel[grid, block, stream.numba, smem](*[tuple(a) if isinstance(a, ScalarTuple) else a for a in args])
         if rec is not None:
             rec.launches.append((None, grid, block, stream.handle, smem, args))  # not replayable
         return
