@@ -33,7 +33,9 @@ measured at the start of the run (``benchmarks/ceilings.py``: independent FMA ch
 FLOP = 2 per FMA). FLOP counts used (the usual ones; n = FFT length, radix-2 count): a complex FFT
 5 n log2 n, a real FFT 2.5 n log2 n, a complex multiply 6, |z|^2 3, a complex multiply-add 8:
 
-- conv_real: rows x (2 x 2.5 n log2 n + 6 (n/2 + 1)); conv_complex: rows x (2 x 5 n log2 n + 6 n);
+- conv_real: rows x (2 x 2.5 n log2 n + 6 (n/2 + 1)) with the FFT kernel; with direct summation
+  (``fft_convolve``'s ``method="direct"``, its default for 63 taps) the operations that kernel does,
+  ``kernels._direct.flops``: 2 per multiply-add, 1 per add, ~0.77 x 2 x 63 per output; conv_complex: rows x (2 x 5 n log2 n + 6 n);
 - fir: segments x (2 x 2.5 N log2 N + 6 (N/2 + 1)), N the segment FFT (512 for 127 taps),
   segments = rows x ceil(L / (N - 126));
 - matched: rows x (2 x 5 n log2 n + 6 n + 3 n); stft: frames x (2.5 n log2 n + n + 3 (n/2 + 1));
@@ -93,6 +95,8 @@ def parse_args(argv=None):
                          "kernels of one call per case are profiled")
     ap.add_argument("--fft-configs", action="store_true",
                     help="time every valid FFT configuration of each FFT case (fft_configs.md)")
+    ap.add_argument("--conv-method", choices=("auto", "fft", "direct"), default="auto",
+                    help="conv_real's fft_convolve method (default auto: direct summation for its 63 taps)")
     ap.add_argument("--beamform-kernel", choices=("gemm", "direct"),
                     help="which beamforming kernel beamform_spectra runs (kernels.gemm.BEAMFORM_KERNEL; "
                          "default: the library's choice)")
@@ -177,6 +181,7 @@ def _cnoise(rng, shape):
 
 
 PROFILE_WINDOW = False  # --profile-window (main sets it)
+CONV_METHOD = "auto"  # --conv-method (main sets it)
 
 
 def _measure(ours, peer, check):
@@ -223,8 +228,15 @@ def case_conv_real(K, mbytes):
         ref = cp.fft.irfft(cp.fft.rfft(xs, axis=-1) * cp.asarray(np.fft.rfft(h, n)), n=n, axis=-1)
         return _errors(yo, yp, ref)
 
-    res = _measure(lambda: K.fft_convolve(x, h), peer, check)
-    return dict(shape=f"{rows}x{n} f32, {ntaps} taps", peer="CuPy rfft * H -> irfft",
+    from kernels import _direct
+    from kernels.convolution import convolve_method
+
+    method = convolve_method(CONV_METHOD, n, h, np.float32)
+    res = _measure(lambda: K.fft_convolve(x, h, method=method), peer, check)
+    if method == "direct":
+        return dict(shape=f"{rows}x{n} f32, {ntaps} taps, direct", peer="CuPy rfft * H -> irfft",
+                    bytes=2 * x.nbytes, flops=rows * _direct.flops(n, ntaps), **res)
+    return dict(shape=f"{rows}x{n} f32, {ntaps} taps, fft", peer="CuPy rfft * H -> irfft",
                 bytes=2 * x.nbytes, flops=rows * (2 * _rfft_flops(n) + 6 * (n // 2 + 1)),
                 fft=(n, True, rows, True), **res)
 
@@ -694,9 +706,10 @@ def format_config_table(rows, meta):
 
 
 def main(argv=None):
-    global PROFILE_WINDOW
+    global PROFILE_WINDOW, CONV_METHOD
     args = parse_args(argv)
     PROFILE_WINDOW = args.profile_window
+    CONV_METHOD = "fft" if args.fft_configs else args.conv_method  # configurations are the FFT kernel's
     why = no_gpu_reason()
     if why:
         print(f"benchmarks/fused_kernels.py needs a CUDA GPU (with CuPy and triton): {why}", file=sys.stderr)

@@ -171,3 +171,11 @@ def convolve(xp, x, yp, nrows: int, n: int, taps: np.ndarray, stream) -> None:
     k = kernel(n, taps.size)
     launch(k, max(1, -(-nrows // rows)), (t, rows), stream, 0, xp, x, yp, nrows, taps_param(taps))
 
+
+
+def flops(n: int, m: int) -> int:
+    """Floating-point operations per row of ``n`` samples and ``m`` taps as the kernel does them:
+    2 per multiply-add (``J (3K + 1)`` per thread of ``K`` output pairs, ``J = ceil(m / 2)``)
+    and 1 per add (``K + J - 1`` sums ``S``, 3 per output pair), over ``n / OUTPUTS`` threads."""
+    K, J = OUTPUTS // 2, (m + 1) // 2
+    return n // OUTPUTS * (2 * J * (3 * K + 1) + (K + J - 1) + 3 * K)

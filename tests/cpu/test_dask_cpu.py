@@ -362,15 +362,17 @@ def test_matched_filter_runs_once_per_block(monkeypatch):
 def test_small_dask_arguments_reach_every_block_whole(monkeypatch):
     seen = []
 
-    def fake(x, h, stream=None):
-        seen.append((type(h), np.asarray(h).shape))
+    def fake(x, h, method="auto", stream=None):
+        seen.append((type(h), np.asarray(h).shape, method))
         return x * np.asarray(h).sum()
 
     monkeypatch.setattr(convolution, "fft_convolve", fake)
     x = np.ones((5, 8))
-    y = kernels.fft_convolve(da.from_array(x, chunks=(2, 8)), da.arange(6.0, chunks=4))
+    y = kernels.fft_convolve(da.from_array(x, chunks=(2, 8)), da.arange(6.0, chunks=4), method="fft")
     np.testing.assert_array_equal(y.compute(scheduler="sync"), x * 15)
-    assert seen == [(np.ndarray, (6,))] * 3
+    assert seen == [(np.ndarray, (6,), "fft")] * 3  # every block gets the whole taps and the method
+    with pytest.raises(ValueError, match="method must be 'auto', 'fft' or 'direct', got 'dft'"):
+        kernels.fft_convolve(da.from_array(x, chunks=(2, 8)), [1.0], method="dft")
 
 
 def test_batched_gemm_and_beamform_blocks(monkeypatch):

@@ -1,0 +1,114 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``fft_convolve(method="direct")`` on the GPU: every array kind at the main job's row length
+and tap count, rows that are no FFT size, misaligned input, the fast launch against numba-cuda's
+launch bit for bit, a plan's replay, CuPy streams."""
+
+import numpy as np
+import pytest
+
+import kernels
+
+pytestmark = pytest.mark.gpu
+rng = np.random.default_rng(31)
+
+
+def _rel(a, b):
+    return float(np.linalg.norm(np.ravel(a - b)) / np.linalg.norm(np.ravel(b)))
+
+
+def _circular(x, h):
+    n = x.shape[-1]
+    return np.fft.irfft(np.fft.rfft(x.astype(np.float64), axis=-1) * np.fft.rfft(h, n), n=n, axis=-1)
+
+
+def _as(kind, x):
+    if kind == "numpy":
+        return x
+    if kind == "cupy":
+        import cupy
+
+        return cupy.asarray(x)
+    if kind == "torch":
+        import torch
+
+        return torch.as_tensor(x, device="cuda")
+    from numba import cuda
+
+    return cuda.to_device(x)
+
+
+def _host(y):
+    for attr in ("get", "copy_to_host"):
+        if hasattr(y, attr):
+            return getattr(y, attr)()
+    if hasattr(y, "cpu"):
+        return y.cpu().numpy()
+    return np.asarray(y)
+
+
+@pytest.mark.parametrize("kind", ["numpy", "cupy", "torch", "numba"])
+def test_direct_4096_63_taps(kind):
+    x = rng.standard_normal((300, 4096)).astype(np.float32)
+    h = rng.standard_normal(63)
+    y = kernels.fft_convolve(_as(kind, x), h, method="direct")
+    assert type(y).__module__.split(".")[0] == type(_as(kind, x)).__module__.split(".")[0]
+    y = _host(y)
+    assert _rel(y, _circular(x, h)) < 1e-6
+    assert _rel(y, _host(kernels.fft_convolve(_as(kind, x), h, method="fft"))) < 2e-6
+    np.testing.assert_array_equal(_host(kernels.fft_convolve(_as(kind, x), h)), y)  # auto: direct
+
+
+@pytest.mark.parametrize("n,m,batch", [(64, 1, 129), (64, 64, 3), (192, 33, 1000), (8192, 64, 17), (2048, 2, 5)])
+def test_direct_shapes(n, m, batch):
+    import cupy
+
+    x = rng.standard_normal((batch, n)).astype(np.float32)
+    h = rng.standard_normal(m)
+    y = kernels.fft_convolve(cupy.asarray(x), h, method="direct").get()
+    assert _rel(y, _circular(x, h)) < 1e-6
+
+
+def test_direct_at_an_odd_float_offset():
+    """Rows starting 4 bytes into an allocation cannot be read as 8-byte sample pairs: the
+    kernel reads an aligned copy and gives the same bits."""
+    import cupy
+
+    x = rng.standard_normal((33, 256)).astype(np.float32)
+    h = rng.standard_normal(17)
+    raw = cupy.zeros(x.size + 1, dtype=cupy.float32)
+    raw[1:] = cupy.asarray(x.ravel())
+    xu = raw[1:].reshape(x.shape)
+    assert xu.data.ptr % 8 == 4
+    np.testing.assert_array_equal(kernels.fft_convolve(xu, h, method="direct").get(),
+                                  kernels.fft_convolve(cupy.asarray(x), h, method="direct").get())
+
+
+def test_direct_fast_launch_equals_numba_launch(monkeypatch):
+    import cupy
+
+    from kernels import _launch
+
+    x = cupy.asarray(rng.standard_normal((40, 1024)).astype(np.float32))
+    h = rng.standard_normal(31)
+    before = _launch.stats["fast_launches"]
+    fast = kernels.fft_convolve(x, h, method="direct").get()
+    assert _launch.stats["fast_launches"] == before + 1
+    monkeypatch.setattr(_launch, "FAST", False)
+    np.testing.assert_array_equal(kernels.fft_convolve(x, h, method="direct").get(), fast)
+
+
+def test_direct_plan_replays_on_new_arrays_and_a_stream():
+    import cupy
+
+    h = rng.standard_normal(63)
+    s = cupy.cuda.Stream(non_blocking=True)
+    x = cupy.asarray(rng.standard_normal((64, 4096)).astype(np.float32))
+    with s:
+        p = kernels.plan(kernels.fft_convolve, x, h)
+        for _ in range(3):
+            x2 = cupy.asarray(rng.standard_normal((64, 4096)).astype(np.float32))
+            got = p(x2)
+            want = kernels.fft_convolve(x2, h, method="direct")
+            s.synchronize()
+            np.testing.assert_array_equal(got.get(), want.get())
+    assert _rel(got.get(), _circular(x2.get(), h)) < 1e-6

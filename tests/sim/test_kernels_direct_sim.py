@@ -1,0 +1,113 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``fft_convolve(method="direct")`` under the CUDA simulator: the generated kernel against
+float64 circular convolution and against ``method="fft"``, for every block shape (rows per
+block, a last block with rows past the batch), odd and even tap counts, 1-D input; which
+kernel ``"auto"`` runs; refusals before any kernel is built; plans."""
+
+import re
+
+import numpy as np
+import pytest
+
+import kernels
+from kernels import _direct
+
+rng = np.random.default_rng(23)
+
+
+def _circular(x, h):
+    n = x.shape[-1]
+    return np.real(np.fft.ifft(np.fft.fft(x.astype(np.float64), axis=-1) * np.fft.fft(h, n), axis=-1))
+
+
+def _rel(a, b):
+    return float(np.linalg.norm(np.ravel(a - b)) / np.linalg.norm(np.ravel(b)))
+
+
+@pytest.mark.parametrize("n,m,batch", [
+    (64, 1, 3),      # one tap: a scaled copy; 64 rows of 2 threads per block, 61 past the batch
+    (64, 2, 1),
+    (64, 7, 65),     # a second block with one row
+    (128, 64, 2),    # the most taps, two thirds of a row of halo
+    (192, 33, 23),   # not an FFT size; 21 rows of 6 threads per block
+    (1024, 63, 2),   # one row of 32 threads per block... of 4 rows
+])
+def test_direct_equals_circular_convolution(n, m, batch):
+    x = rng.standard_normal((batch, n)).astype(np.float32)
+    h = rng.standard_normal(m)
+    y = kernels.fft_convolve(x, h, method="direct")
+    assert y.dtype == np.float32 and y.shape == x.shape
+    assert _rel(y, _circular(x, h)) < 1e-6
+    if n & (n - 1) == 0:  # an FFT size: both methods agree
+        assert _rel(y, kernels.fft_convolve(x, h, method="fft")) < 2e-6
+
+
+def test_direct_1d_input_and_a_list_of_taps():
+    x = rng.standard_normal(64).astype(np.float32)
+    y = kernels.fft_convolve(x, [1.0, -1.0], method="direct")
+    assert y.shape == (64,)
+    np.testing.assert_allclose(y, x - np.roll(x, 1), atol=1e-6)
+
+
+def test_direct_empty_batch():
+    x = np.zeros((0, 64), np.float32)
+    y = kernels.fft_convolve(x, [1.0, 2.0], method="direct")
+    assert y.shape == (0, 64) and y.dtype == np.float32
+
+
+@pytest.mark.parametrize("x,h,want", [
+    (np.ones((2, 256), np.float32), np.ones(63), "direct"),
+    (np.ones((2, 256), np.float32), np.ones(65), "fft"),
+    (np.ones((2, 256), np.float64), np.ones(63), "fft"),
+    (np.ones((2, 100), np.float32), np.ones(7), "fft"),
+])
+def test_auto_runs_the_kernel_convolve_method_names(monkeypatch, x, h, want):
+    import kernels.convolution as conv
+
+    ran = []
+    for name in ("_run", "_run_direct"):
+        real = getattr(conv, name)
+        monkeypatch.setattr(conv, name, lambda *a, _real=real, _name=name, **k: ran.append(_name) or _real(*a, **k))
+    y = kernels.fft_convolve(x, h)
+    assert ran == ["_run_direct" if want == "direct" else "_run"]
+    assert _rel(y, _circular(x, h)) < (1e-6 if x.dtype == np.float32 else 1e-12)
+
+
+@pytest.mark.parametrize("x,h,match", [
+    (np.zeros((2, 64), np.float64), [1.0], "method='direct': x must be float32, got float64"),
+    (np.zeros((2, 64), np.complex64), [1.0], "method='direct': x must be float32, got complex64"),
+    (np.zeros((2, 96), np.float32), [1.0], "method='direct': x's rows must have a multiple of 64 samples up to 8192, got 96"),
+    (np.zeros((2, 128), np.float32), np.ones(65), "method='direct': h has 65 taps; at most 64"),
+    (np.zeros((2, 64), np.float32), np.ones(65), "h has 65 taps; at most 64 fit this FFT length"),  # the general rule first
+])
+def test_direct_refusals_come_before_any_kernel(monkeypatch, x, h, match):
+    def no_kernel(*a, **k):
+        raise AssertionError("a kernel was built for a refused call")
+
+    monkeypatch.setattr(_direct, "kernel", no_kernel)
+    with pytest.raises(ValueError, match=re.escape(match)):
+        kernels.fft_convolve(x, h, method="direct")
+
+
+def test_direct_refuses_device_taps():
+    from numba import cuda
+
+    x = np.zeros((2, 64), np.float32)
+    with pytest.raises(ValueError, match=re.escape("method='direct': h must be host taps")):
+        kernels.fft_convolve(x, cuda.to_device(np.ones(3, np.float32)), method="direct")
+    # auto: device taps run the FFT kernel
+    h = rng.standard_normal(5).astype(np.float32)
+    xs = rng.standard_normal((2, 64)).astype(np.float32)
+    assert _rel(kernels.fft_convolve(xs, cuda.to_device(h)), _circular(xs, h)) < 1e-6
+
+
+def test_a_plan_of_the_direct_method_equals_the_call():
+    from numba import cuda
+
+    x = cuda.to_device(rng.standard_normal((5, 128)).astype(np.float32))
+    h = rng.standard_normal(9)
+    p = kernels.plan(kernels.fft_convolve, x, h, method="direct")
+    x2 = cuda.to_device(rng.standard_normal((5, 128)).astype(np.float32))
+    want = np.asarray(kernels.fft_convolve(x2, h, method="direct"))
+    np.testing.assert_array_equal(np.asarray(p(x2)), want)
+    assert _rel(want, _circular(np.asarray(x2), h)) < 1e-6
