@@ -87,34 +87,41 @@ def source(n: int, m: int) -> str:
     def off(i):  # padded shared index of s[i] relative to the thread's first
         return i + i // R
 
+    # one row per block (n >= 4096): no row test (the grid is the rows) and a 1-D shared array,
+    # measured 2-7 % faster at 4096 x 63 than the general form (the same sums)
+    one = rows == 1
+    ind = "    " if one else "        "
     lines = [
         "def kernel(x2, x, y2, nrows, g):",
-        f"    sm = cuda.shared.array(({rows}, {sh}), float32)",
+        f"    xs = cuda.shared.array({sh}, float32)" if one else f"    sm = cuda.shared.array(({rows}, {sh}), float32)",
         "    tx = uint64(cuda.threadIdx.x)",
+        "    row = uint64(cuda.blockIdx.x)" if one else
         f"    row = uint64(cuda.blockIdx.x) * uint64({rows}) + uint64(cuda.threadIdx.y)",
-        "    xs = sm[cuda.threadIdx.y]",
-        "    ok = row < uint64(nrows)",
-        "    if ok:",
-        f"        base = row * uint64({n // 2})",
     ]
     a = lines.append
+    if not one:
+        a("    xs = sm[cuda.threadIdx.y]")
+        a("    ok = row < uint64(nrows)")
+        a("    if ok:")
+    a(f"{ind}base = row * uint64({n // 2})")
     for k in range(K):  # the row as sample pairs, coalesced: s[m - 1 + 2p], s[m + 2p]
-        a(f"        p = tx + uint64({k * t})")
-        a("        v = load_complex(x2, base + p)")
-        a(f"        i = p * uint64(2) + uint64({m - 1})")
-        a(f"        xs[i + i // uint64({R})] = v.real")
-        a("        i += uint64(1)")
-        a(f"        xs[i + i // uint64({R})] = v.imag")
-    a("        i = tx")
-    a(f"        while i < uint64({halo}):")
-    a(f"            j = i if i < uint64({m - 1}) else i + uint64({n})")
-    a(f"            xs[j + j // uint64({R})] = x[row * uint64({n}) + (i + uint64({n - m + 1})) % uint64({n})]")
-    a(f"            i += uint64({t})")
-    a("    else:")  # a row past the last: zeros, so that its (unstored) sums are finite
-    a("        i = tx")
-    a(f"        while i < uint64({sh}):")
-    a("            xs[i] = float32(0)")
-    a(f"            i += uint64({t})")
+        a(f"{ind}p = tx + uint64({k * t})")
+        a(f"{ind}v = load_complex(x2, base + p)")
+        a(f"{ind}i = p * uint64(2) + uint64({m - 1})")
+        a(f"{ind}xs[i + i // uint64({R})] = v.real")
+        a(f"{ind}i += uint64(1)")
+        a(f"{ind}xs[i + i // uint64({R})] = v.imag")
+    a(f"{ind}i = tx")
+    a(f"{ind}{'if' if one else 'while'} i < uint64({halo}):")  # one row: t >= 128 > halo
+    a(f"{ind}    j = i if i < uint64({m - 1}) else i + uint64({n})")
+    a(f"{ind}    xs[j + j // uint64({R})] = x[row * uint64({n}) + (i + uint64({n - m + 1})) % uint64({n})]")
+    if not one:
+        a(f"            i += uint64({t})")
+        a("    else:")  # a row past the last: zeros, so that its (unstored) sums are finite
+        a("        i = tx")
+        a(f"        while i < uint64({sh}):")
+        a("            xs[i] = float32(0)")
+        a(f"            i += uint64({t})")
     a("    cuda.syncthreads()")
     a(f"    w = xs[tx * uint64({R + 1}):]")
     for k in range(K + 1):
@@ -139,12 +146,13 @@ def source(n: int, m: int) -> str:
         a(f"    w[{off(2 * k)}] = A{k} + B{k}")
         a(f"    w[{off(2 * k + 1)}] = P{k} - A{k + 1} - B{k}")
     a("    cuda.syncthreads()")
-    a("    if ok:")
+    if not one:
+        a("    if ok:")
     for k in range(K):  # y[2p], y[2p + 1] from s's slots 2p, 2p + 1, coalesced
-        a(f"        p = tx + uint64({k * t})")
-        a("        i = p * uint64(2)")
-        a("        j = i + uint64(1)")
-        a(f"        store_complex(y2, base + p, complex(xs[i + i // uint64({R})], xs[j + j // uint64({R})]))")
+        a(f"{ind}p = tx + uint64({k * t})")
+        a(f"{ind}i = p * uint64(2)")
+        a(f"{ind}j = i + uint64(1)")
+        a(f"{ind}store_complex(y2, base + p, complex(xs[i + i // uint64({R})], xs[j + j // uint64({R})]))")
     return "\n".join(lines) + "\n"
 
 
