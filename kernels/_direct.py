@@ -30,6 +30,14 @@ MAX_N = 8192  # a row (plus halo and padding) in static shared memory, < 48 KiB
 ROW_THREADS = 128  # threads per block at least (several rows per block for short rows)
 
 
+def faster(n: int, m: int) -> bool:
+    """Whether this kernel was measured faster than the FFT kernel for rows of ``n`` samples and
+    ``m <= MAX_TAPS`` taps (what ``method="auto"`` picks; ``benchmarks/conv_methods.py`` on the
+    H200, 2026-12-04, direct / FFT time: n = 4096 and 1024 at 15, 31, 63 taps 0.55-0.84; n = 512
+    at 15 and 31 taps 0.68 and 0.77, at 63 taps 1.04; shorter rows not measured: FFT)."""
+    return n >= 1024 or (n >= 512 and m <= 32)
+
+
 def unsupported(n: int, m: int, dtype, device_taps: bool) -> str | None:
     """Why ``method="direct"`` cannot run for rows of ``n`` ``dtype`` samples and ``m`` taps
     (a sentence naming the argument), or None when it can."""

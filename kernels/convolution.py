@@ -101,12 +101,13 @@ def fft_convolve(x, h, *, method="auto", stream=None):
     method : {"auto", "fft", "direct"}
         As ``scipy.signal.convolve``'s. ``"fft"``: the FFT kernel above. ``"direct"``:
         ``y[b, t] = sum_k h[k] x[b, (t - k) mod n]`` summed in one kernel with no FFT (a
-        two-parallel fast FIR, 0.75 multiply-adds per tap and output; the taps are kernel
-        parameters, so each tap count compiles its own kernel on first use); float32 ``x`` with
-        rows of a multiple of 64 samples up to 8192 (any such length, not only FFT sizes), host
-        taps, at most 128 of them. ``"auto"`` (default): ``"direct"`` where it runs and ``h`` has
-        at most 64 taps, ``"fft"`` otherwise (on the H200, 65536 rows of 4096 samples and 63 taps:
-        0.69 ms direct, 0.94 ms FFT; see benchmarks/RESULTS.md).
+        two-parallel fast FIR, 0.77 multiply-adds per tap and output; the taps are kernel
+        parameters, so each tap count compiles its own kernel on first use, 10-20 s); float32
+        ``x`` with rows of a multiple of 64 samples up to 8192 (any such length, not only FFT
+        sizes), host taps, at most 64 of them. ``"auto"`` (default): ``"direct"`` where it runs and
+        was measured faster than the FFT kernel (rows of >= 1024 samples; 512 with <= 32 taps),
+        else ``"fft"``. On the H200, 65536 rows of 4096 samples and 63 taps: 0.71 ms direct, 0.95
+        ms FFT (benchmarks/RESULTS.md, ``benchmarks/conv_methods.py``).
     stream : optional
         Numba/CuPy/PyTorch stream, ``__cuda_stream__`` object or raw handle; default: the current
         stream of ``x``'s package. No synchronisation for GPU arrays.
@@ -138,12 +139,13 @@ def convolve_method(method, n, taps, dtype) -> str:
     _check_method(method)
     if method == "fft":
         return "fft"
-    why = _direct.unsupported(n, _ntaps(taps), dtype, on_device(taps) or isinstance(taps, Operand))
-    if why is None:
-        return "direct"
+    m = _ntaps(taps)
+    why = _direct.unsupported(n, m, dtype, on_device(taps) or isinstance(taps, Operand))
     if method == "direct":
-        raise ValueError(f"method='direct': {why}")
-    return "fft"
+        if why is not None:
+            raise ValueError(f"method='direct': {why}")
+        return "direct"
+    return "direct" if why is None and _direct.faster(n, m) else "fft"
 
 
 def _run_direct(xo, taps, n, stream):

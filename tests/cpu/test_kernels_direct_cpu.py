@@ -117,11 +117,16 @@ def test_a_bad_method_is_refused_before_the_signal_is_read(method):
 
 @pytest.mark.parametrize("method,x,h,want", [
     ("auto", np.zeros((2, 4096), np.float32), np.ones(63), "direct"),
+    ("auto", np.zeros((2, 1024), np.float32), np.ones(64), "direct"),
+    ("auto", np.zeros((2, 512), np.float32), np.ones(32), "direct"),
+    ("auto", np.zeros((2, 512), np.float32), np.ones(33), "fft"),  # measured slower there
+    ("auto", np.zeros((2, 256), np.float32), np.ones(7), "fft"),  # not measured
     ("auto", np.zeros((2, 4096), np.float32), np.ones(65), "fft"),  # too many taps
     ("auto", np.zeros((2, 4096), np.float64), np.ones(63), "fft"),
-    ("auto", np.zeros((2, 100), np.float32), np.ones(7), "fft"),  # not a multiple of 64
+    ("auto", np.zeros((2, 1000), np.float32), np.ones(7), "fft"),  # not a multiple of 64
     ("fft", np.zeros((2, 4096), np.float32), np.ones(63), "fft"),
     ("direct", np.zeros((2, 192), np.float32), np.ones(1), "direct"),  # not an FFT size
+    ("direct", np.zeros((2, 512), np.float32), np.ones(63), "direct"),
 ])
 def test_convolve_method(method, x, h, want):
     from kernels.convolution import convolve_method

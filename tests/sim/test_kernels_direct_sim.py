@@ -56,10 +56,12 @@ def test_direct_empty_batch():
 
 
 @pytest.mark.parametrize("x,h,want", [
-    (np.ones((2, 256), np.float32), np.ones(63), "direct"),
-    (np.ones((2, 256), np.float32), np.ones(65), "fft"),
-    (np.ones((2, 256), np.float64), np.ones(63), "fft"),
-    (np.ones((2, 100), np.float32), np.ones(7), "fft"),
+    (rng.standard_normal((2, 1024)).astype(np.float32), rng.standard_normal(63), "direct"),
+    (rng.standard_normal((2, 512)).astype(np.float32), rng.standard_normal(31), "direct"),
+    (rng.standard_normal((2, 512)).astype(np.float32), rng.standard_normal(63), "fft"),
+    (rng.standard_normal((2, 1024)).astype(np.float32), rng.standard_normal(65), "fft"),
+    (rng.standard_normal((2, 1024)).astype(np.float64), rng.standard_normal(63), "fft"),
+    (rng.standard_normal((2, 100)).astype(np.float32), rng.standard_normal(7), "fft"),
 ])
 def test_auto_runs_the_kernel_convolve_method_names(monkeypatch, x, h, want):
     import kernels.convolution as conv
