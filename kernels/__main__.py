@@ -2,7 +2,7 @@
 """The main job: low-pass filter a batch of noisy synthetic signals with the fused FFT convolution,
 check it against NumPy, time it against CuPy's cuFFT path, and optionally plot it.
 
-    python -m kernels [--batch B] [--n N] [--taps T] [--plot FILE.png]
+    python -m kernels [--batch B] [--n N] [--taps T] [--method auto|fft|direct] [--plot FILE.png]
     python -m kernels --gpus N [N ...] [--batch ROWS_PER_GPU] [--n N] [--taps T] [--passes P]
 
 --n must be an FFT length the fused kernel implements (FFT.valid_sizes(), e.g. a power of 2 up
@@ -159,7 +159,7 @@ def main(argv=None) -> int:
     try:
         method = convolve_method(args.method, n, taps, np.float32)
     except ValueError as e:
-        ap.error(f"--method direct: {e}")
+        ap.error(f"--method direct cannot run here ({e})")
     how = ("fused FFT -> multiply -> inverse FFT kernel" if method == "fft"
            else "direct-summation kernel (two-parallel fast FIR, no FFT)")
     where = "CUDA simulator (CPU)" if simulated else "GPU"
