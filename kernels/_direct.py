@@ -171,7 +171,7 @@ def kernel(n: int, m: int):
     float32, ``g`` the :func:`taps_param` tuple. Launch :func:`geometry`'s block shape over
     ``ceil(nrows / rows per block)`` blocks."""
     t, rows = geometry(n)
-    ns = {"cuda": cuda, "float32": float32, "uint64": uint64,
+    ns = {"__name__": __name__, "cuda": cuda, "float32": float32, "uint64": uint64,
           "load_complex": load_complex, "store_complex": store_complex}
     code = compile(source(n, m), f"<kernels._direct n={n} m={m}>", "exec")
     exec(code, ns)  # noqa: S102 - our own generated source (see source())
