@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 
 import kernels
+from tests.array_kinds import as_kind as _as
+from tests.array_kinds import to_host as _host
 
 pytestmark = pytest.mark.gpu
 rng = np.random.default_rng(31)
@@ -19,31 +21,6 @@ def _rel(a, b):
 def _circular(x, h):
     n = x.shape[-1]
     return np.fft.irfft(np.fft.rfft(x.astype(np.float64), axis=-1) * np.fft.rfft(h, n), n=n, axis=-1)
-
-
-def _as(kind, x):
-    if kind == "numpy":
-        return x
-    if kind == "cupy":
-        import cupy
-
-        return cupy.asarray(x)
-    if kind == "torch":
-        import torch
-
-        return torch.as_tensor(x, device="cuda")
-    from numba import cuda
-
-    return cuda.to_device(x)
-
-
-def _host(y):
-    for attr in ("get", "copy_to_host"):
-        if hasattr(y, attr):
-            return getattr(y, attr)()
-    if hasattr(y, "cpu"):
-        return y.cpu().numpy()
-    return np.asarray(y)
 
 
 @pytest.mark.parametrize("kind", ["numpy", "cupy", "torch", "numba"])

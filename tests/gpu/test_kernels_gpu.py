@@ -5,6 +5,8 @@ import numpy as np
 import pytest
 
 import kernels
+from tests.array_kinds import as_kind as _as
+from tests.array_kinds import to_host as _host
 
 pytestmark = pytest.mark.gpu
 rng = np.random.default_rng(11)
@@ -12,32 +14,6 @@ rng = np.random.default_rng(11)
 
 def _rel(a, b):
     return float(np.linalg.norm(np.ravel(a - b)) / np.linalg.norm(np.ravel(b)))
-
-
-def _as(kind, x):
-    if kind == "numpy":
-        return x
-    if kind == "cupy":
-        import cupy
-
-        return cupy.asarray(x)
-    if kind == "torch":
-        import torch
-
-        return torch.as_tensor(x, device="cuda")
-    from numba import cuda
-
-    return cuda.to_device(x)
-
-
-def _host(y):
-    if hasattr(y, "get"):
-        return y.get()
-    if hasattr(y, "cpu"):
-        return y.cpu().numpy()
-    if hasattr(y, "copy_to_host"):
-        return y.copy_to_host()
-    return np.asarray(y)
 
 
 @pytest.mark.parametrize("kind", ["numpy", "cupy", "torch", "numba"])

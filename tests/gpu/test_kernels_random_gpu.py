@@ -13,34 +13,10 @@ import kernels
 from kernels import noise
 from nvmath_device import _random_math as rm
 from nvmath_device._random_states import STATE_DTYPES
+from tests.array_kinds import as_kind as _as
+from tests.array_kinds import to_host as _host
 
 pytestmark = pytest.mark.gpu
-
-
-def _as(kind, x):
-    if kind == "numpy":
-        return x
-    if kind == "cupy":
-        import cupy
-
-        return cupy.asarray(x)
-    if kind == "torch":
-        import torch
-
-        return torch.as_tensor(x, device="cuda")
-    from numba import cuda
-
-    return cuda.to_device(x)
-
-
-def _host(y):
-    if isinstance(y, np.ndarray):
-        return y
-    if hasattr(y, "get"):
-        return y.get()
-    if hasattr(y, "cpu"):
-        return y.cpu().numpy()
-    return y.copy_to_host()
 
 
 def normals(seed, row, nvalues, double):
