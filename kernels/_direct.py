@@ -25,7 +25,7 @@ from nvmath_device import load_complex, store_complex
 from ._launch import ScalarTuple, launch
 
 OUTPUTS = 32  # consecutive outputs per thread (16 pairs): measured fastest of 16/32/64 at 4096 x 63
-MAX_TAPS = 64  # the generated code grows as taps x OUTPUTS (4096 x 64: ~20 s to compile; 128: ~65 s)
+MAX_TAPS = 64  # the generated code grows as taps x OUTPUTS (4096 x 64: ~11 s to compile on 2 CPU cores)
 MAX_N = 8192  # a row (plus halo and padding) in static shared memory, < 48 KiB
 ROW_THREADS = 128  # threads per block at least (several rows per block for short rows)
 
@@ -130,6 +130,8 @@ def source(n: int, m: int) -> str:
         a(f"        while i < uint64({sh}):")
         a("            xs[i] = float32(0)")
         a(f"            i += uint64({t})")
+    for q in range(3 * J):  # the taps as locals: one IR variable each, not one per use
+        a(f"    h{q} = g[{q}]")
     a("    cuda.syncthreads()")
     a(f"    w = xs[tx * uint64({R + 1}):]")
     for k in range(K + 1):
@@ -138,17 +140,22 @@ def source(n: int, m: int) -> str:
         a(f"    B{k} = float32(0)")
         a(f"    P{k} = float32(0)")
     for i in range(K + J):  # E[i], then S[i - 1] = O[i - 1] + E[i], then O[i]
-        a(f"    e{i} = w[{off(2 * i)}]")
+        if i % 8 == 0:
+            # an always-true test every 8 inputs splits numba's IR into blocks: its lowering's
+            # singly-assigned-variable search is quadratic in a block's size (4096 x 63: 27 s to
+            # compile in one block, 10 s in blocks; LLVM folds the test: the same cubin, byte for byte)
+            a("    if tx >= uint64(0):")
+        a(f"        e{i} = w[{off(2 * i)}]")
         for k in range(max(0, i - J + 1), min(K, i) + 1):
-            a(f"    A{k} += g[{i - k}] * e{i}")
+            a(f"        A{k} += h{i - k} * e{i}")
         if i >= 1:
-            a(f"    s = o{i - 1} + e{i}")
+            a(f"        s = o{i - 1} + e{i}")
             for k in range(max(0, i - J), min(K - 1, i - 1) + 1):
-                a(f"    P{k} += g[{2 * J + i - 1 - k}] * s")
+                a(f"        P{k} += h{2 * J + i - 1 - k} * s")
         if i < K + J - 1:
-            a(f"    o{i} = w[{off(2 * i + 1)}]")
+            a(f"        o{i} = w[{off(2 * i + 1)}]")
             for k in range(max(0, i - J + 1), min(K - 1, i) + 1):
-                a(f"    B{k} += g[{J + i - k}] * o{i}")
+                a(f"        B{k} += h{J + i - k} * o{i}")
     a("    cuda.syncthreads()")  # every read of s done: the outputs go where the thread read
     for k in range(K):
         a(f"    w[{off(2 * k)}] = A{k} + B{k}")
