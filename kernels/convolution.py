@@ -89,8 +89,9 @@ def fft_convolve(x, h, *, method="auto", stream=None):
     x : array, shape (batch, n) or (n,)
         float32/float64 (real FFTs, r2c/c2r) or complex64/complex128 (c2c). CuPy, PyTorch and
         Numba device arrays are used in place; NumPy arrays are copied to the GPU and back.
-        ``n`` must be a size cuFFTDx implements without a workspace (``FFT.valid_sizes()``;
-        every power of 2 from 2 to 4096 is).
+        For the FFT kernel ``n`` must be a size cuFFTDx implements without a workspace
+        (``FFT.valid_sizes()``; every power of 2 from 2 to 4096 is); for ``method="direct"`` a
+        multiple of 64 up to 8192.
     h : array_like, shape (m,), m <= n
         Filter taps, real for real ``x``. Host taps (NumPy, lists): their spectrum is computed
         on the host once and kept on the device for later calls with the same taps. Device
