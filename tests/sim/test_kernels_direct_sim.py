@@ -30,7 +30,9 @@ def _rel(a, b):
     (64, 7, 65),     # a second block with one row
     (128, 64, 2),    # the most taps, two thirds of a row of halo
     (192, 33, 23),   # not an FFT size; 21 rows of 6 threads per block
-    (1024, 63, 2),   # one row of 32 threads per block... of 4 rows
+    (1024, 63, 2),   # 4 rows of 32 threads per block
+    (4096, 1, 1),    # one row of 128 threads per block (no row count), one tap: halo s[n] = x[0] only
+    (4096, 63, 2),   # the main job's shape
 ])
 def test_direct_equals_circular_convolution(n, m, batch):
     x = rng.standard_normal((batch, n)).astype(np.float32)
