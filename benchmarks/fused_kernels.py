@@ -233,12 +233,12 @@ def case_conv_real(K, mbytes):
 
     method = convolve_method(CONV_METHOD, n, h, np.float32)
     res = _measure(lambda: K.fft_convolve(x, h, method=method), peer, check)
-    if method == "direct":
-        return dict(shape=f"{rows}x{n} f32, {ntaps} taps, direct", peer="CuPy rfft * H -> irfft",
-                    bytes=2 * x.nbytes, flops=rows * _direct.flops(n, ntaps), **res)
-    return dict(shape=f"{rows}x{n} f32, {ntaps} taps, fft", peer="CuPy rfft * H -> irfft",
-                bytes=2 * x.nbytes, flops=rows * (2 * _rfft_flops(n) + 6 * (n // 2 + 1)),
-                fft=(n, True, rows, True), **res)
+    if method == "direct":  # no FFT: its own operation count, no FFT-work bound
+        work = dict(flops=rows * _direct.flops(n, ntaps))
+    else:
+        work = dict(flops=rows * (2 * _rfft_flops(n) + 6 * (n // 2 + 1)), fft=(n, True, rows, True))
+    return dict(shape=f"{rows}x{n} f32, {ntaps} taps, {method}", peer="CuPy rfft * H -> irfft",
+                bytes=2 * x.nbytes, **work, **res)
 
 
 def case_conv_complex(K, mbytes):

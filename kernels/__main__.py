@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The main job: low-pass filter a batch of noisy synthetic signals with the fused FFT convolution,
-check it against NumPy, time it against CuPy's cuFFT path, and optionally plot it.
+"""The main job: low-pass filter a batch of noisy synthetic signals with ``kernels.fft_convolve``
+(direct summation or the fused FFT convolution, --method), check it against NumPy, time it against
+CuPy's cuFFT path, and optionally plot it.
 
     python -m kernels [--batch B] [--n N] [--taps T] [--method auto|fft|direct] [--plot FILE.png]
     python -m kernels --gpus N [N ...] [--batch ROWS_PER_GPU] [--n N] [--taps T] [--passes P]

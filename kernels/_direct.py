@@ -77,7 +77,7 @@ def geometry(n: int) -> tuple:
 def _row_floats(n: int, m: int) -> int:
     """Shared floats per row: the padded ``s[0 : n + 2J - 1]`` (one pad per OUTPUTS floats), and
     congruent to the threads per row modulo 32, so that rows of one warp use distinct banks."""
-    t = n // OUTPUTS
+    t = geometry(n)[0]
     last = n + m + (m % 2) - 2  # the largest index of s any thread reads
     need = last + last // OUTPUTS + 1
     return need + (t - need) % 32
@@ -149,8 +149,8 @@ def source(n: int, m: int) -> str:
     for i in range(K + J):  # E[i], then S[i - 1] = O[i - 1] + E[i], then O[i]
         if i % 8 == 0:
             # an always-true test every 8 inputs splits numba's IR into blocks: its lowering's
-            # singly-assigned-variable search is quadratic in a block's size (4096 x 63: 27 s to
-            # compile in one block, 10 s in blocks; LLVM folds the test: the same cubin, byte for byte)
+            # singly-assigned-variable search is quadratic in a block's size (4096 x 63: 26 s to
+            # compile in one block, 11 s in blocks; LLVM folds the test: the same cubin, byte for byte)
             a("    if tx >= uint64(0):")
         a(f"        e{i} = w[{off(2 * i)}]")
         for k in range(max(0, i - J + 1), min(K, i) + 1):
@@ -204,7 +204,6 @@ def convolve(xp, x, yp, nrows: int, n: int, taps: np.ndarray, stream) -> None:
         launch(k, nrows, (t, 1), stream, 0, xp, x, yp, g)
     else:
         launch(k, -(-nrows // rows), (t, rows), stream, 0, xp, x, yp, nrows, g)
-
 
 
 def flops(n: int, m: int) -> int:
