@@ -83,6 +83,23 @@ def _row_floats(n: int, m: int) -> int:
     return need + (t - need) % 32
 
 
+def _pair_slots(a, ind: str, t: int, shift: str):
+    """Emit the shared slots of the thread's first sample pair (``s`` indices ``2 tx`` + shift,
+    + 1, padded) and return ``slot(k, j)``: the expression of pair ``tx + k t``'s sample ``j``.
+    Where ``2 t`` is a multiple of OUTPUTS the padding of pair ``tx + k t`` is that of pair
+    ``tx`` plus a constant: one address for all pairs, the rest immediate offsets (the compiler
+    cannot fold ``(i + c) // R`` itself: unsigned wraparound)."""
+    R = OUTPUTS
+    if 2 * t % R == 0:
+        for j in (0, 1):
+            a(f"{ind}i = tx * uint64(2){shift} + uint64({j})")
+            a(f"{ind}q{j} = i + i // uint64({R})")
+        return lambda k, j: f"q{j} + uint64({2 * k * t * (R + 1) // R})"
+    for j in (0, 1):
+        a(f"{ind}r{j} = tx * uint64(2){shift} + uint64({j})")
+    return lambda k, j: f"r{j} + uint64({2 * k * t}) + (r{j} + uint64({2 * k * t})) // uint64({R})"
+
+
 @functools.cache
 def source(n: int, m: int) -> str:
     """The kernel's Python source for rows of ``n`` samples and ``m`` taps (see the module)."""
@@ -113,14 +130,12 @@ def source(n: int, m: int) -> str:
         a("    xs = sm[cuda.threadIdx.y]")
         a("    ok = row < uint64(nrows)")
         a("    if ok:")
-    a(f"{ind}base = row * uint64({n // 2})")
+    a(f"{ind}base = row * uint64({n // 2}) + tx")
+    pairs = _pair_slots(a, ind, t, f" + uint64({m - 1})")
     for k in range(K):  # the row as sample pairs, coalesced: s[m - 1 + 2p], s[m + 2p]
-        a(f"{ind}p = tx + uint64({k * t})")
-        a(f"{ind}v = load_complex(x2, base + p)")
-        a(f"{ind}i = p * uint64(2) + uint64({m - 1})")
-        a(f"{ind}xs[i + i // uint64({R})] = v.real")
-        a(f"{ind}i += uint64(1)")
-        a(f"{ind}xs[i + i // uint64({R})] = v.imag")
+        a(f"{ind}v = load_complex(x2, base + uint64({k * t}))")
+        a(f"{ind}xs[{pairs(k, 0)}] = v.real")
+        a(f"{ind}xs[{pairs(k, 1)}] = v.imag")
     if one:  # t >= 128 > halo: one sample per thread
         a(f"    if tx < uint64({m - 1}):")
         a(f"        xs[tx + tx // uint64({R})] = x[row * uint64({n}) + uint64({n - m + 1}) + tx]")
@@ -141,11 +156,6 @@ def source(n: int, m: int) -> str:
         a(f"    h{q} = g[{q}]")
     a("    cuda.syncthreads()")
     a(f"    w = xs[tx * uint64({R + 1}):]")
-    for k in range(K + 1):
-        a(f"    A{k} = float32(0)")
-    for k in range(K):
-        a(f"    B{k} = float32(0)")
-        a(f"    P{k} = float32(0)")
     for i in range(K + J):  # E[i], then S[i - 1] = O[i - 1] + E[i], then O[i]
         if i % 8 == 0:
             # an always-true test every 8 inputs splits numba's IR into blocks: its lowering's
@@ -154,15 +164,15 @@ def source(n: int, m: int) -> str:
             a("    if tx >= uint64(0):")
         a(f"        e{i} = w[{off(2 * i)}]")
         for k in range(max(0, i - J + 1), min(K, i) + 1):
-            a(f"        A{k} += h{i - k} * e{i}")
+            a(f"        A{k} {'+=' if i > k else '='} h{i - k} * e{i}")
         if i >= 1:
             a(f"        s = o{i - 1} + e{i}")
             for k in range(max(0, i - J), min(K - 1, i - 1) + 1):
-                a(f"        P{k} += h{2 * J + i - 1 - k} * s")
+                a(f"        P{k} {'+=' if i - 1 > k else '='} h{2 * J + i - 1 - k} * s")
         if i < K + J - 1:
             a(f"        o{i} = w[{off(2 * i + 1)}]")
             for k in range(max(0, i - J + 1), min(K - 1, i) + 1):
-                a(f"        B{k} += h{J + i - k} * o{i}")
+                a(f"        B{k} {'+=' if i > k else '='} h{J + i - k} * o{i}")
     a("    cuda.syncthreads()")  # every read of s done: the outputs go where the thread read
     for k in range(K):
         a(f"    w[{off(2 * k)}] = A{k} + B{k}")
@@ -170,11 +180,9 @@ def source(n: int, m: int) -> str:
     a("    cuda.syncthreads()")
     if not one:
         a("    if ok:")
+    pairs = _pair_slots(a, ind, t, "")
     for k in range(K):  # y[2p], y[2p + 1] from s's slots 2p, 2p + 1, coalesced
-        a(f"{ind}p = tx + uint64({k * t})")
-        a(f"{ind}i = p * uint64(2)")
-        a(f"{ind}j = i + uint64(1)")
-        a(f"{ind}store_complex(y2, base + p, complex(xs[i + i // uint64({R})], xs[j + j // uint64({R})]))")
+        a(f"{ind}store_complex(y2, base + uint64({k * t}), complex(xs[{pairs(k, 0)}], xs[{pairs(k, 1)}]))")
     return "\n".join(lines) + "\n"
 
 

@@ -50,10 +50,11 @@ def test_generated_kernel_does_three_quarters_of_the_multiply_adds(m):
     """J (3K + 1) multiply-adds per thread of K output pairs (J = ceil(m / 2) taps per phase),
     against 2K m for plain direct summation; every one reads its tap from the parameter tuple."""
     src = _direct.source(4096, m)
-    fmas = re.findall(r"\+= h(\d+) \* ", src)
+    fmas = re.findall(r" [ABP]\d+ \+?= h(\d+) \* ", src)  # each accumulator's first one a product
     K, J = _direct.OUTPUTS // 2, (m + 1) // 2
     assert len(fmas) == J * (3 * K + 1)
     assert {int(i) for i in fmas} == set(range(3 * J))
+    assert len(re.findall(r" [ABP]\d+ = h", src)) == 3 * K + 1  # no zero-initialised accumulator
     assert all(f"    h{q} = g[{q}]" in src for q in range(3 * J))
     assert len(_direct.taps_param(np.ones(m))) == 3 * J
 
