@@ -2,15 +2,20 @@
 """Circular convolution of float32 rows with a short real filter by direct summation, in one
 kernel and without an FFT (``fft_convolve(..., method="direct")``).
 
-Two-parallel fast FIR: with ``g`` the reversed taps (zero-padded to an even count ``2J``), each
-row read through its ``m - 1`` last samples first (``s[i] = x[(i - m + 1) mod n]``) and
-``E[i] = s[2i]``, ``O[i] = s[2i + 1]``, ``S[i] = O[i] + E[i + 1]``, the three correlations
-``A = g[0::2] * E``, ``B = g[1::2] * O`` and ``P = (g[0::2] + g[1::2]) * S`` (``J`` taps each) give
-``y[2k] = A[k] + B[k]`` and ``y[2k + 1] = P[k] - A[k + 1] - B[k]``: 3J multiply-adds per output
-pair instead of 4J. Each thread keeps the accumulators of :data:`OUTPUTS` consecutive outputs in
-registers and streams its inputs from shared memory once; the taps are kernel parameters (a
-tuple), which the FMAs read from the constant bank with no register or load per tap. The kernel
-source is generated, unrolled, for each (row length, tap count).
+With ``g`` the reversed taps (zero-padded to ``M`` taps), each row is read through its
+``m - 1`` last samples first (``s[i] = x[(i - m + 1) mod n]``) and ``y[k] = sum_j g[j] s[k + j]``.
+Two-parallel fast FIR: with ``E[i] = s[2i]``, ``O[i] = s[2i + 1]``, ``S[i] = O[i] + E[i + 1]``,
+the three correlations ``A = g[0::2] * E``, ``B = g[1::2] * O`` and ``P = (g[0::2] + g[1::2]) * S``
+(``M / 2`` taps each) give ``y[2k] = A[k] + B[k]`` and ``y[2k + 1] = P[k] - A[k + 1] - B[k]``:
+3 multiply-adds per tap pair and output pair instead of 4. The kernel applies this :func:`levels`
+times (0: plain sums; 2: each of ``A``, ``B``, ``P`` split again, nine correlations of ``M / 4``
+taps, 9/16 of the multiply-adds plus more adds), whichever takes the fewest instructions.
+
+Each thread keeps the accumulators of :data:`OUTPUTS` consecutive outputs in registers and
+streams its inputs from shared memory once, as 8-byte sample pairs (the row padded two floats
+per OUTPUTS, so that a half-warp's pairs fall on distinct banks); the taps are kernel
+parameters (a tuple), which the FMAs read from the constant bank with no register or load per
+tap. The kernel source is generated, unrolled, for each (row length, tap count, levels).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from numba import cuda, float32, uint64
+from numba import complex64, cuda, float32, uint64
 
 from nvmath_device import load_complex, store_complex
 
@@ -53,18 +58,28 @@ def unsupported(n: int, m: int, dtype, device_taps: bool) -> str | None:
 
 
 @functools.lru_cache(maxsize=64)
-def _taps_cached(raw: bytes) -> ScalarTuple:
-    g = np.frombuffer(raw, np.float64)[::-1]
-    if g.size % 2:
-        g = np.append(g, 0.0)
+def _taps_cached(raw: bytes, lev: int) -> ScalarTuple:
+    h = np.frombuffer(raw, np.float64)
+    g = np.zeros(padded_taps(h.size, lev))
+    g[:h.size] = h[::-1]
+    return ScalarTuple(np.concatenate(_leaf_taps(g, lev)).astype(np.float32))
+
+
+def _leaf_taps(g: np.ndarray, lev: int) -> list:
+    """The correlations' taps, in the kernel's order: ``g`` split ``lev`` times into
+    ``g[0::2]``, ``g[1::2]`` and their sum (depth first)."""
+    if lev == 0:
+        return [g]
     g0, g1 = g[0::2], g[1::2]
-    return ScalarTuple(np.concatenate([g0, g1, g0 + g1]).astype(np.float32))
+    return _leaf_taps(g0, lev - 1) + _leaf_taps(g1, lev - 1) + _leaf_taps(g0 + g1, lev - 1)
 
 
-def taps_param(h: np.ndarray) -> ScalarTuple:
-    """The kernel's taps parameter for host taps ``h`` (float64, 1-D): ``3J`` float32 values
-    (``g[0::2]``, ``g[1::2]``, their sum), cached by value."""
-    return _taps_cached(np.ascontiguousarray(h, np.float64).tobytes())
+def taps_param(h: np.ndarray, lev: int | None = None) -> ScalarTuple:
+    """The kernel's taps parameter for host taps ``h`` (float64, 1-D): the reversed taps,
+    zero-padded to :func:`padded_taps`, split ``lev`` (default :func:`levels`) times by phase
+    (``3^lev`` correlations of ``padded_taps / 2^lev`` float32 taps), cached by value."""
+    h = np.ascontiguousarray(h, np.float64)
+    return _taps_cached(h.tobytes(), levels(h.size) if lev is None else lev)
 
 
 def geometry(n: int) -> tuple:
@@ -74,149 +89,255 @@ def geometry(n: int) -> tuple:
     return t, rows
 
 
-def _row_floats(n: int, m: int) -> int:
-    """Shared floats per row: the padded ``s[0 : n + 2J - 1]`` (one pad per OUTPUTS floats), and
-    congruent to the threads per row modulo 32, so that rows of one warp use distinct banks."""
+PAD = 2  # floats of padding after every OUTPUTS floats of s in shared memory (see source())
+
+
+def _row_floats(n: int, m: int, lev: int) -> int:
+    """Shared floats per row: the padded ``s[0 : n + M]`` (``M`` = :func:`padded_taps`; the
+    thread reads ``s`` in pairs, the last pair's second sample unused), and congruent to twice
+    the threads per row modulo 32, so that the pairs a half-warp reads at once, across rows too,
+    fall on distinct banks."""
     t = geometry(n)[0]
-    last = n + m + (m % 2) - 2  # the largest index of s any thread reads
-    need = last + last // OUTPUTS + 1
-    return need + (t - need) % 32
+    end = n + padded_taps(m, lev)  # one past the largest index of s any thread reads
+    need = end + PAD * (-(-end // OUTPUTS))
+    return need + (2 * t - need) % 32
 
 
-def _pair_slots(a, ind: str, t: int, shift: str):
-    """Emit the shared slots of the thread's first sample pair (``s`` indices ``2 tx`` + shift,
-    + 1, padded) and return ``slot(k, j)``: the expression of pair ``tx + k t``'s sample ``j``.
-    Where ``2 t`` is a multiple of OUTPUTS the padding of pair ``tx + k t`` is that of pair
-    ``tx`` plus a constant: one address for all pairs, the rest immediate offsets (the compiler
-    cannot fold ``(i + c) // R`` itself: unsigned wraparound)."""
-    R = OUTPUTS
-    if 2 * t % R == 0:
-        for j in (0, 1):
-            a(f"{ind}i = tx * uint64(2){shift} + uint64({j})")
-            a(f"{ind}q{j} = i + i // uint64({R})")
-        return lambda k, j: f"q{j} + uint64({2 * k * t * (R + 1) // R})"
-    for j in (0, 1):
-        a(f"{ind}r{j} = tx * uint64(2){shift} + uint64({j})")
-    return lambda k, j: f"r{j} + uint64({2 * k * t}) + (r{j} + uint64({2 * k * t})) // uint64({R})"
+_BLOCK = 256  # generated statements per IR block (see source())
 
 
 @functools.cache
-def source(n: int, m: int) -> str:
-    """The kernel's Python source for rows of ``n`` samples and ``m`` taps (see the module)."""
-    R, K = OUTPUTS, OUTPUTS // 2
-    J = (m + 1) // 2
-    t, rows = geometry(n)
-    sh = _row_floats(n, m)
-    halo = m - 1 + m % 2  # s[0 : m - 1] = the row's end, s[n + m - 1] = x[0] (odd m: read by a zero tap)
+def _sums(M: int, lev: int) -> tuple:
+    """The thread's arithmetic for :data:`OUTPUTS` outputs of an ``M``-tap correlation split
+    ``lev`` times: ``(statements, outputs, counts)``. Statements read ``s[i]`` as
+    ``{w}[{off(i)}]`` (filled in by the caller) in order, each input once, and feed it at once
+    to every correlation that uses it (products into accumulators that start from their first
+    product) and to the sums ``X[2j + 1] + X[2j + 2]`` the next level reads; the outputs are the
+    names holding ``y[0 : OUTPUTS]``; counts are the ``fma``, ``mul`` and ``add`` statements.
+    Inputs are the statements ``u{i} = s[i]``."""
+    body, counts, leaves = [], {"fma": 0, "mul": 0, "add": 0}, []
 
-    def off(i):  # padded shared index of s[i] relative to the thread's first
-        return i + i // R
+    def node(taps, nout, depth, name):  # (feed(i, var), outputs()) of a correlation on sequence `name`
+        if depth == lev:
+            q = len(leaves)
+            leaves.append(q)
+            started = set()
+
+            def feed(i, v):
+                for k in range(max(0, i - taps + 1), min(nout - 1, i) + 1):
+                    op = "+=" if k in started else "="
+                    counts["fma" if k in started else "mul"] += 1
+                    started.add(k)
+                    body.append(f"a{q}_{k} {op} h{q * taps + i - k} * {v}")
+
+            return feed, lambda: [f"a{q}_{k}" for k in range(nout)]
+        half = taps // 2
+        # X = E, O: y[2k] = A[k] + B[k], y[2k + 1] = P[k] - A[k + 1] - B[k] (module docstring)
+        fa, oa = node(half, nout // 2 + 1, depth + 1, name + "e")
+        fb, ob = node(half, (nout + 1) // 2, depth + 1, name + "o")
+        fp, op = node(half, nout // 2, depth + 1, name + "s")
+        nsum, odd = nout // 2 + half - 1, {}
+
+        def feed(i, v):
+            if i % 2:
+                odd[i // 2] = v
+                fb(i // 2, v)
+                return
+            fa(i // 2, v)
+            j = i // 2 - 1
+            if 0 <= j < nsum:
+                body.append(f"{name}_s{j} = {odd[j]} + {v}")
+                counts["add"] += 1
+                fp(j, f"{name}_s{j}")
+
+        def outputs():
+            A, B, P = oa(), ob(), op()
+            for k in range(nout // 2):
+                body.append(f"{name}_y{2 * k} = {A[k]} + {B[k]}")
+                body.append(f"{name}_y{2 * k + 1} = {P[k]} - {A[k + 1]} - {B[k]}")
+            if nout % 2:
+                body.append(f"{name}_y{nout - 1} = {A[nout // 2]} + {B[nout // 2]}")
+            counts["add"] += 3 * (nout // 2) + nout % 2
+            return [f"{name}_y{k}" for k in range(nout)]
+
+        return feed, outputs
+
+    feed, outputs = node(M, OUTPUTS, 0, "z")
+    for i in range(OUTPUTS + M - 1):
+        body.append(f"u{i} = s[{i}]")
+        feed(i, f"u{i}")
+    outs = outputs()
+    return body, outs, counts
+
+
+def _tap_count(M: int, lev: int) -> int:
+    return 3 ** lev * (M >> lev)
+
+
+def _ops(m: int, lev: int) -> int:
+    c = _sums(padded_taps(m, lev), lev)[2]
+    return c["fma"] + c["mul"] + c["add"]
+
+
+@functools.cache
+def levels(m: int) -> int:
+    """How many times the kernel splits ``m`` taps by phase (0: plain direct summation, 1: the
+    two-parallel fast FIR, 2: it nested, four-parallel): of 0, 1 and 2, the one with the fewest
+    arithmetic instructions per thread (63 taps: 2016, 1663, 1453)."""
+    return min(range(3), key=lambda lev: (_ops(m, lev), lev))
+
+
+def padded_taps(m: int, lev: int) -> int:
+    """The tap count the kernel correlates with when it splits ``m`` taps ``lev`` times: ``m``
+    rounded up to a multiple of ``2^lev``."""
+    return -(-m >> lev) << lev
+
+
+def _slot(i: int) -> int:
+    """The padded shared index of ``s[i]`` relative to that of ``s[0]`` (``i`` from a multiple
+    of OUTPUTS)."""
+    return i + PAD * (i // OUTPUTS)
+
+
+def _pair_slots(a, ind: str, t: int, first: int, unit: int):
+    """Emit the shared slot of the thread's first sample pair's sample ``s[2 tx + first]`` and
+    return ``slot(k)``: the expression of that of pair ``tx + k t`` (``unit`` 2: a complex
+    index, ``first`` even; 1: a float index). Where ``2 t`` is a multiple of OUTPUTS the padding
+    of pair ``tx + k t`` is that of pair ``tx`` plus a constant: one address for all pairs, the
+    rest immediate offsets (the compiler cannot fold ``(i + c) // R`` itself: unsigned
+    wraparound)."""
+    R = OUTPUTS
+    name = f"q{first}"
+    a(f"{ind}i = tx * uint64(2) + uint64({first})")
+    if 2 * t % R == 0:
+        a(f"{ind}{name} = (i + i // uint64({R}) * uint64({PAD})) // uint64({unit})")
+        return lambda k: f"{name} + uint64({2 * k * t * (R + PAD) // R // unit})"
+    a(f"{ind}{name} = i")
+    return lambda k: (f"({name} + uint64({2 * k * t}) + ({name} + uint64({2 * k * t})) // uint64({R}) * uint64({PAD}))"
+                      f" // uint64({unit})")
+
+
+@functools.cache
+def source(n: int, m: int, lev: int) -> str:
+    """The kernel's Python source for rows of ``n`` samples and ``m`` taps split ``lev`` times
+    (see the module)."""
+    R, K = OUTPUTS, OUTPUTS // 2
+    M = padded_taps(m, lev)
+    t, rows = geometry(n)
+    sh = _row_floats(n, m, lev)
+    D = m - 1  # s[0 : D] = the row's end, s[D + j] = x[j], s[n + D + j] = x[j] for j < M - m (zero taps)
+    halo = M - 1
 
     # one row per block (n >= 4096): no row test (the grid is the rows), no row count parameter,
-    # a 1-D shared array and one halo sample per thread. At 4096 x 63 the general form ran 0.734 ms,
-    # the 1-D array 0.718, no row test 0.713 (H200); this form's sm_90 code (96 registers) differs
-    # in 4 of 2360 instructions from that of a prototype timed at 0.686 ms (not timed itself yet)
+    # a 1-D shared array. At 4096 x 63 the general form ran 0.734 ms,
+    # the 1-D array 0.718, no row test 0.713 (H200, one float of padding per 32, float accesses)
     one = rows == 1
     ind = "    " if one else "        "
     lines = [
         "def kernel(x2, x, y2, g):" if one else "def kernel(x2, x, y2, nrows, g):",
-        f"    xs = cuda.shared.array({sh}, float32)" if one else f"    sm = cuda.shared.array(({rows}, {sh}), float32)",
+        f"    xc = cuda.shared.array({sh // 2}, complex64)" if one else
+        f"    sm = cuda.shared.array(({rows}, {sh // 2}), complex64)",
         "    tx = uint64(cuda.threadIdx.x)",
         "    row = uint64(cuda.blockIdx.x)" if one else
         f"    row = uint64(cuda.blockIdx.x) * uint64({rows}) + uint64(cuda.threadIdx.y)",
     ]
     a = lines.append
     if not one:
-        a("    xs = sm[cuda.threadIdx.y]")
+        a("    xc = sm[cuda.threadIdx.y]")
+    a("    xs = xc.view(np.float32)")  # s as floats: the halo, and the pairs when D is odd
+    if not one:
         a("    ok = row < uint64(nrows)")
         a("    if ok:")
     a(f"{ind}base = row * uint64({n // 2}) + tx")
-    pairs = _pair_slots(a, ind, t, f" + uint64({m - 1})")
-    for k in range(K):  # the row as sample pairs, coalesced: s[m - 1 + 2p], s[m + 2p]
-        a(f"{ind}v = load_complex(x2, base + uint64({k * t}))")
-        a(f"{ind}xs[{pairs(k, 0)}] = v.real")
-        a(f"{ind}xs[{pairs(k, 1)}] = v.imag")
-    if one:  # t >= 128 > halo: one sample per thread
-        a(f"    if tx < uint64({m - 1}):")
-        a(f"        xs[tx + tx // uint64({R})] = x[row * uint64({n}) + uint64({n - m + 1}) + tx]")
-        a(f"    elif tx < uint64({halo}):")
-        a(f"        xs[tx + uint64({n}) + (tx + uint64({n})) // uint64({R})] = x[row * uint64({n}) + tx - uint64({m - 1})]")
+    # the row as sample pairs, coalesced: s[D + 2p], s[D + 2p + 1]; one 8-byte store where D is even
+    if D % 2 == 0:
+        pairs = _pair_slots(a, ind, t, D, 2)
+        for k in range(K):
+            a(f"{ind}store_complex(xc, {pairs(k)}, load_complex(x2, base + uint64({k * t})))")
     else:
-        a("        i = tx")
-        a(f"        while i < uint64({halo}):")
-        a(f"            j = i if i < uint64({m - 1}) else i + uint64({n})")
-        a(f"            xs[j + j // uint64({R})] = x[row * uint64({n}) + (i + uint64({n - m + 1})) % uint64({n})]")
-        a(f"            i += uint64({t})")
+        pr, pi = _pair_slots(a, ind, t, D, 1), _pair_slots(a, ind, t, D + 1, 1)
+        for k in range(K):
+            a(f"{ind}v = load_complex(x2, base + uint64({k * t}))")
+            a(f"{ind}xs[{pr(k)}] = v.real")
+            a(f"{ind}xs[{pi(k)}] = v.imag")
+    slot = f"uint64({R}) * uint64({PAD})"
+    for c in range(0, halo, t):  # the halo, at most one sample per thread per pass, no modulo
+        i = f"tx + uint64({c})" if c else "tx"
+        a(f"{ind}if {i} < uint64({D}):")
+        a(f"{ind}    xs[{i} + ({i}) // {slot}] = x[row * uint64({n}) + uint64({n - D}) + {i}]")
+        if halo > D:
+            a(f"{ind}elif {i} < uint64({halo}):")
+            a(f"{ind}    j = {i} + uint64({n})")
+            a(f"{ind}    xs[j + j // {slot}] = x[row * uint64({n}) + {i} - uint64({D})]")
+    if not one:
         a("    else:")  # a row past the last: zeros, so that its (unstored) sums are finite
         a("        i = tx")
         a(f"        while i < uint64({sh}):")
         a("            xs[i] = float32(0)")
         a(f"            i += uint64({t})")
-    for q in range(3 * J):  # the taps as locals: one IR variable each, not one per use
+    body, outs, _ = _sums(M, lev)
+    for q in range(_tap_count(M, lev)):  # the taps as locals: one IR variable each, not one per use
         a(f"    h{q} = g[{q}]")
     a("    cuda.syncthreads()")
-    a(f"    w = xs[tx * uint64({R + 1}):]")
-    for i in range(K + J):  # E[i], then S[i - 1] = O[i - 1] + E[i], then O[i]
-        if i % 8 == 0:
-            # an always-true test every 8 inputs splits numba's IR into blocks: its lowering's
-            # singly-assigned-variable search is quadratic in a block's size (4096 x 63: 26 s to
-            # compile in one block, 11 s in blocks; LLVM folds the test: the same cubin, byte for byte)
-            a("    if tx >= uint64(0):")
-        a(f"        e{i} = w[{off(2 * i)}]")
-        for k in range(max(0, i - J + 1), min(K, i) + 1):
-            a(f"        A{k} {'+=' if i > k else '='} h{i - k} * e{i}")
-        if i >= 1:
-            a(f"        s = o{i - 1} + e{i}")
-            for k in range(max(0, i - J), min(K - 1, i - 1) + 1):
-                a(f"        P{k} {'+=' if i - 1 > k else '='} h{2 * J + i - 1 - k} * s")
-        if i < K + J - 1:
-            a(f"        o{i} = w[{off(2 * i + 1)}]")
-            for k in range(max(0, i - J + 1), min(K - 1, i) + 1):
-                a(f"        B{k} {'+=' if i > k else '='} h{J + i - k} * o{i}")
+    a(f"    w = xc[tx * uint64({(R + PAD) // 2}):]")  # the thread's window, s[R tx:], as pairs
+    for c in range(0, len(body), _BLOCK):
+        # an always-true test every _BLOCK statements splits numba's IR into blocks: its lowering's
+        # singly-assigned-variable search is quadratic in a block's size (4096 x 63: 26 s to
+        # compile in one block, 11 s in blocks; LLVM folds the test: the same cubin, byte for byte)
+        a("    if tx >= uint64(0):")
+        for b in body[c:c + _BLOCK]:
+            if b.startswith("u"):  # u{i} = s[i]: s[i - 1], s[i] read as one pair where i is odd
+                i = int(b[b.index("[") + 1:-1])
+                if i % 2 == 0:
+                    a(f"        c{i // 2} = load_complex(w, {_slot(i) // 2})")
+                b = f"u{i} = c{i // 2}.{'imag' if i % 2 else 'real'}"
+            a("        " + b)
     a("    cuda.syncthreads()")  # every read of s done: the outputs go where the thread read
     for k in range(K):
-        a(f"    w[{off(2 * k)}] = A{k} + B{k}")
-        a(f"    w[{off(2 * k + 1)}] = P{k} - A{k + 1} - B{k}")
+        a(f"    store_complex(w, {_slot(2 * k) // 2}, complex({outs[2 * k]}, {outs[2 * k + 1]}))")
     a("    cuda.syncthreads()")
     if not one:
         a("    if ok:")
-    pairs = _pair_slots(a, ind, t, "")
+    pairs = _pair_slots(a, ind, t, 0, 2)
     for k in range(K):  # y[2p], y[2p + 1] from s's slots 2p, 2p + 1, coalesced
-        a(f"{ind}store_complex(y2, base + uint64({k * t}), complex(xs[{pairs(k, 0)}], xs[{pairs(k, 1)}]))")
+        a(f"{ind}store_complex(y2, base + uint64({k * t}), load_complex(xc, {pairs(k)}))")
     return "\n".join(lines) + "\n"
 
 
 @functools.cache
-def kernel(n: int, m: int):
+def kernel(n: int, m: int, lev: int):
     """The ``@cuda.jit`` kernel ``(x2, x, y2, nrows, g)`` for rows of ``n`` samples and ``m``
-    taps (``(x2, x, y2, g)`` where :func:`geometry` puts one row in a block: one block per row):
+    taps split ``lev`` times (``(x2, x, y2, g)`` where :func:`geometry` puts one row in a block: one block per row):
     ``x2``/``y2`` the rows as flat complex64 sample pairs, ``x`` the same rows as flat float32,
-    ``g`` the :func:`taps_param` tuple. Launch :func:`geometry`'s block shape over
+    ``g`` the :func:`taps_param` tuple (same ``lev``). Launch :func:`geometry`'s block shape over
     ``ceil(nrows / rows per block)`` blocks."""
     t, rows = geometry(n)
-    ns = {"__name__": __name__, "cuda": cuda, "float32": float32, "uint64": uint64,
+    ns = {"__name__": __name__, "np": np, "cuda": cuda, "float32": float32, "complex64": complex64, "uint64": uint64,
           "load_complex": load_complex, "store_complex": store_complex}
-    code = compile(source(n, m), f"<kernels._direct n={n} m={m}>", "exec")
+    code = compile(source(n, m, lev), f"<kernels._direct n={n} m={m} lev={lev}>", "exec")
     exec(code, ns)  # noqa: S102 - our own generated source (see source())
-    # launch bounds: the block, and 4 blocks of 128 threads per SM (96 registers at 4096 x 63, no
-    # spills; measured equal to 3 and faster than 5)
+    # launch bounds: the block, and 4 blocks of 128 threads per SM (measured equal to 3 and faster
+    # than 5 with the taps split once and one float of padding, 96 registers at 4096 x 63; this
+    # form: 127 registers split twice, 72 once, no spills)
     return cuda.jit(launch_bounds=(t * rows, max(1, 512 // (t * rows))))(ns["kernel"])
 
 
-def convolve(xp, x, yp, nrows: int, n: int, taps: np.ndarray, stream) -> None:
+def convolve(xp, x, yp, nrows: int, n: int, taps: np.ndarray, stream, lev: int | None = None) -> None:
     """Launch the kernel: ``xp``/``yp`` complex64 pair views of the flat rows, ``x`` the flat
-    float32 rows, ``taps`` host float64."""
+    float32 rows, ``taps`` host float64, the taps split ``lev`` times (default :func:`levels`)."""
     t, rows = geometry(n)
-    k, g = kernel(n, taps.size), taps_param(taps)
+    lev = levels(taps.size) if lev is None else lev
+    k, g = kernel(n, taps.size, lev), taps_param(taps, lev)
     if rows == 1:
         launch(k, nrows, (t, 1), stream, 0, xp, x, yp, g)
     else:
         launch(k, -(-nrows // rows), (t, rows), stream, 0, xp, x, yp, nrows, g)
 
 
-def flops(n: int, m: int) -> int:
-    """Floating-point operations per row of ``n`` samples and ``m`` taps as the kernel does them:
-    2 per multiply-add (``J (3K + 1)`` per thread of ``K`` output pairs, ``J = ceil(m / 2)``)
-    and 1 per add (``K + J - 1`` sums ``S``, 3 per output pair), over ``n / OUTPUTS`` threads."""
-    K, J = OUTPUTS // 2, (m + 1) // 2
-    return n // OUTPUTS * (2 * J * (3 * K + 1) + (K + J - 1) + 3 * K)
+def flops(n: int, m: int, lev: int | None = None) -> int:
+    """Floating-point operations per row of ``n`` samples and ``m`` taps as the kernel does them
+    with the taps split ``lev`` times (default :func:`levels`): 2 per multiply-add, 1 per
+    multiply or add (:func:`_sums`' counts), over ``n / OUTPUTS`` threads."""
+    lev = levels(m) if lev is None else lev
+    c = _sums(padded_taps(m, lev), lev)[2]
+    return n // OUTPUTS * (2 * c["fma"] + c["mul"] + c["add"])

@@ -20,7 +20,7 @@ def _circular(x, h):
 
 
 def _ffa_model(x, h):
-    """The kernel's algorithm in NumPy (float64), as the module docstring states it."""
+    """The two-parallel fast FIR in NumPy (float64), as the module docstring states it."""
     n, m = x.size, h.size
     g = np.asarray(h, np.float64)[::-1]
     if m % 2:
@@ -45,42 +45,91 @@ def test_two_parallel_fast_fir_is_circular_convolution(n, m):
     np.testing.assert_allclose(_ffa_model(x, h), _circular(x, h), atol=1e-10)
 
 
-@pytest.mark.parametrize("m", [1, 2, 7, 63, 64])
-def test_generated_kernel_does_three_quarters_of_the_multiply_adds(m):
-    """J (3K + 1) multiply-adds per thread of K output pairs (J = ceil(m / 2) taps per phase),
-    against 2K m for plain direct summation; every one reads its tap from the parameter tuple."""
-    src = _direct.source(4096, m)
-    fmas = re.findall(r" [ABP]\d+ \+?= h(\d+) \* ", src)  # each accumulator's first one a product
-    K, J = _direct.OUTPUTS // 2, (m + 1) // 2
-    assert len(fmas) == J * (3 * K + 1)
-    assert {int(i) for i in fmas} == set(range(3 * J))
-    assert len(re.findall(r" [ABP]\d+ = h", src)) == 3 * K + 1  # no zero-initialised accumulator
-    assert all(f"    h{q} = g[{q}]" in src for q in range(3 * J))
-    assert len(_direct.taps_param(np.ones(m))) == 3 * J
+def _run_sums(s, h, lev):
+    """The thread's generated arithmetic (kernels._direct._sums), run as Python in float64 on a
+    window ``s`` with the taps of ``h`` split ``lev`` times."""
+    M = _direct.padded_taps(h.size, lev)
+    body, outs, counts = _direct._sums(M, lev)
+    g = np.concatenate([h[::-1], np.zeros(M - h.size)])
+    env = {f"h{q}": v for q, v in enumerate(np.concatenate(_direct._leaf_taps(g, lev)))}
+    env["s"] = s
+    exec("\n".join(body), {}, env)  # noqa: S102 - the module's generated statements
+    return np.array([env[y] for y in outs]), counts
+
+
+@pytest.mark.parametrize("lev", [0, 1, 2, 3])
+@pytest.mark.parametrize("m", [1, 2, 7, 16, 17, 33, 63, 64])
+def test_generated_sums_are_the_correlation(m, lev):
+    """Each nesting of the fast FIR, as generated, gives the window's OUTPUTS correlations
+    ``y[k] = sum_j g[j] s[k + j]`` (g the reversed taps), each input read once and in order."""
+    R = _direct.OUTPUTS
+    h = rng.standard_normal(m)
+    M = _direct.padded_taps(m, lev)
+    s = rng.standard_normal(R + M)  # the last one read only as the last pair's unused half
+    y, counts = _run_sums(s, h, lev)
+    want = np.array([np.dot(h[::-1], s[k:k + m]) for k in range(R)])
+    np.testing.assert_allclose(y, want, rtol=1e-12, atol=1e-12)
+    body = _direct._sums(M, lev)[0]
+    reads = [int(b[b.index("[") + 1:-1]) for b in body if b.startswith("u")]
+    assert reads == list(range(R + M - 1))
+    assert counts["mul"] + counts["fma"] == sum(b.count(" * ") for b in body)
+    assert counts["add"] == sum(b.count(" + ") + b.count(" - ") for b in body)
+
+
+@pytest.mark.parametrize("m,lev,macs", [
+    (63, 0, 32 * 63),    # plain: one per tap and output
+    (63, 1, 32 * 49),    # two-parallel: 3 correlations of 32 taps, 17 + 16 + 16 outputs
+    (63, 2, 16 * 76),    # four-parallel: 9 of 16 taps, (9 + 9 + 8) + (9 + 8 + 8) + (9 + 8 + 8) outputs
+])
+def test_multiply_adds_per_thread(m, lev, macs):
+    c = _direct._sums(_direct.padded_taps(m, lev), lev)[2]
+    assert c["mul"] + c["fma"] == macs
+    src = _direct.source(4096, m, lev)
+    fmas = re.findall(r" a\d+_\d+ \+?= h(\d+) \* ", src)
+    ntaps = len(_direct.taps_param(np.ones(m), lev))
+    assert len(fmas) == macs
+    assert {int(i) for i in fmas} == set(range(ntaps))
+    assert all(f"    h{q} = g[{q}]" in src for q in range(ntaps))
+
+
+def test_levels_picks_the_fewest_instructions():
+    assert _direct.levels(63) == _direct.levels(64) == 2
+    assert _direct.levels(16) == 1
+    assert _direct.levels(7) == 0
+    for m in range(1, _direct.MAX_TAPS + 1):
+        ops = [_direct._ops(m, lev) for lev in range(3)]
+        assert ops[_direct.levels(m)] == min(ops)
+    assert _direct.flops(4096, 63) == 128 * (2 * 1140 + 76 + 237)  # multiply-adds, products, adds
 
 
 def test_taps_param_splits_the_reversed_taps_by_phase():
     h = np.arange(1.0, 8.0)  # 7 taps: reversed 7..1, padded with a zero
-    t = np.array(_direct.taps_param(h), np.float64)
+    t = np.array(_direct.taps_param(h, 1), np.float64)
     np.testing.assert_array_equal(t, [7, 5, 3, 1, 6, 4, 2, 0, 13, 9, 5, 1])
+    np.testing.assert_array_equal(np.array(_direct.taps_param(h, 0), np.float64), h[::-1])
+    # twice: g = 7..1, 0 -> (7 3 | 5 1 | 12 4), (6 2 | 4 0 | 10 2), (13 5 | 9 1 | 22 6)
+    np.testing.assert_array_equal(np.array(_direct.taps_param(h, 2), np.float64),
+                                  [7, 3, 5, 1, 12, 4, 6, 2, 4, 0, 10, 2, 13, 5, 9, 1, 22, 6])
     assert type(t[0]) is np.float64 and all(type(v) is np.float32 for v in _direct.taps_param(h))
     assert _direct.taps_param(h) is _direct.taps_param(h.copy())  # cached by value
+    assert _direct.taps_param(h, 1) is not _direct.taps_param(h, 2)
 
 
-@pytest.mark.parametrize("n,m", [(4096, 63), (64, 7)])
-def test_direct_kernel_links_for_sm90_without_local_memory(n, m):
-    """The main job's kernel (4096 samples, 63 taps: one row of 128 threads per block) and a
-    short-row one (64 rows of 2 threads per block): no spills, registers within the launch
-    bounds' 4 blocks of 128 threads per SM."""
+@pytest.mark.parametrize("n,m,lev", [(4096, 63, 2), (4096, 63, 1), (64, 7, 0), (1024, 16, 1)])
+def test_direct_kernel_links_for_sm90_without_local_memory(n, m, lev):
+    """The main job's kernel (4096 samples, 63 taps: one row of 128 threads per block) with the
+    taps split twice (what levels() picks) and once, and short-row ones (64 rows of 2 threads, 4
+    rows of 32 per block; 16 taps: the row stored to shared memory as floats): no spills,
+    registers within the launch bounds' 4 blocks of 128 threads per SM."""
     from numba import types
 
     from nvmath_device.aot import compile_kernel
 
-    J = (m + 1) // 2
     one_row = _direct.geometry(n)[1] == 1  # no row count parameter
+    ntaps = len(_direct.taps_param(np.ones(m), lev))
     argtypes = ((types.complex64[::1], types.float32[::1], types.complex64[::1])
-                + (() if one_row else (types.int64,)) + (types.UniTuple(types.float32, 3 * J),))
-    ck = compile_kernel(_direct.kernel(n, m), argtypes, sm=90)
+                + (() if one_row else (types.int64,)) + (types.UniTuple(types.float32, ntaps),))
+    ck = compile_kernel(_direct.kernel(n, m, lev), argtypes, sm=90)
     assert ck.frame_bytes == 0
     assert 0 < ck.registers <= 128
     assert ck.linked == ()  # no Dx library: plain FMAs
@@ -90,12 +139,12 @@ def test_geometry_and_shared_rows():
     assert _direct.geometry(4096) == (128, 1)
     assert _direct.geometry(64) == (2, 64)
     assert _direct.geometry(8192) == (256, 1)
-    for n, m in [(64, 7), (4096, 63), (192, 64), (8192, 64)]:
+    for n, m, lev in [(64, 7, 0), (4096, 63, 2), (192, 64, 1), (8192, 64, 2), (8192, 63, 0)]:
         t, rows = _direct.geometry(n)
-        sh = _direct._row_floats(n, m)
-        last = n + m + m % 2 - 2
-        assert sh >= last + last // _direct.OUTPUTS + 1  # every index a thread reads fits
-        assert sh % 32 == t % 32  # rows of one warp on distinct banks
+        sh = _direct._row_floats(n, m, lev)
+        end = n + _direct.padded_taps(m, lev)  # s[0 : end] read, in pairs
+        assert sh >= _direct._slot(end - 1) + 1  # every index a thread reads fits
+        assert sh % 2 == 0 and sh % 32 == 2 * t % 32  # pairs; a half-warp's pairs on distinct banks
         assert rows * sh * 4 < 48 * 1024  # static shared memory
 
 

@@ -45,6 +45,21 @@ def test_direct_shapes(n, m, batch):
     assert _rel(y, _circular(x, h)) < 1e-6
 
 
+@pytest.mark.parametrize("lev", [0, 1, 2])
+@pytest.mark.parametrize("n,m", [(4096, 63), (4096, 64), (1024, 17), (192, 9)])
+def test_every_nesting_level(monkeypatch, n, m, lev):
+    """The taps split 0, 1 and 2 times, whatever levels() picks (sm_90 code of each)."""
+    import cupy
+
+    from kernels import _direct
+
+    monkeypatch.setattr(_direct, "levels", lambda m: lev)
+    x = rng.standard_normal((70, n)).astype(np.float32)
+    h = rng.standard_normal(m)
+    y = kernels.fft_convolve(cupy.asarray(x), h, method="direct").get()
+    assert _rel(y, _circular(x, h)) < 1e-6
+
+
 def test_direct_at_an_odd_float_offset():
     """Rows starting 4 bytes into an allocation cannot be read as 8-byte sample pairs: the
     kernel reads an aligned copy and gives the same bits."""

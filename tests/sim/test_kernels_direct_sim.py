@@ -44,6 +44,23 @@ def test_direct_equals_circular_convolution(n, m, batch):
         assert _rel(y, kernels.fft_convolve(x, h, method="fft")) < 2e-6
 
 
+@pytest.mark.parametrize("lev", [0, 1, 2])
+@pytest.mark.parametrize("n,m,batch", [
+    (64, 16, 3),     # rows of 2 threads, D = 15 odd: the row written to shared memory as floats
+    (192, 9, 4),     # 2t = 12 not a multiple of 32: every pair's padding computed
+    (1024, 31, 5),   # rows of 32 threads, a last block with 3 rows past the batch
+    (4096, 17, 1),   # one row per block; 17 taps padded to 18 (lev 1) or 20 (lev 2)
+])
+def test_every_nesting_level(monkeypatch, n, m, batch, lev):
+    """The kernel with the taps split 0, 1 and 2 times (whatever levels() picks for m)."""
+    monkeypatch.setattr(_direct, "levels", lambda m: lev)
+    x = rng.standard_normal((batch, n)).astype(np.float32)
+    h = rng.standard_normal(m)
+    y = kernels.fft_convolve(x, h, method="direct")
+    assert _rel(y, _circular(x, h)) < 1e-6
+    assert len(_direct.taps_param(h)) == 3 ** lev * (_direct.padded_taps(m, lev) >> lev)
+
+
 def test_direct_1d_input_and_a_list_of_taps():
     x = rng.standard_normal(64).astype(np.float32)
     y = kernels.fft_convolve(x, [1.0, -1.0], method="direct")
