@@ -43,9 +43,9 @@ import threading
 
 import numpy as np
 
-from mathdx_operands import simulator
+from mathdx_operands import on_device, simulator
 
-from . import convolution, gemm, noise, spectral
+from . import _direct, convolution, gemm, noise, spectral
 
 #: The install that brings dask, distributed and dask-cuda.
 INSTALL = 'pip install "numba-mathdx[dask]"'
@@ -280,10 +280,10 @@ def _fft_convolve_block(x, h, method="auto"):
     return _call(convolution.fft_convolve, _contig(x), h, method=method)
 
 
-def _fir_block(x, taps, fft_size=None):
+def _fir_block(x, taps, fft_size=None, method="auto"):
     if x.shape[-1] == 0:
         return x.copy()
-    return _call(convolution.fir_filter, _contig(x), taps, fft_size=fft_size)
+    return _call(convolution.fir_filter, _contig(x), taps, fft_size=fft_size, method=method)
 
 
 def _fir_tail(blocks, offset):
@@ -295,21 +295,22 @@ def _fir_tail(blocks, offset):
 
 
 def _fir_chain_block(x, tail, exact, spec, *taps):
-    """The block ``x`` through a chain of causal FIR filters (``spec``: one ``(halo, fft_size)``
-    per filter, ``halo = len(taps) - 1``; ``taps``: theirs, in order), as if ``tail`` (the
+    """The block ``x`` through a chain of causal FIR filters (``spec``: one ``(halo, fft_size,
+    method)`` per filter, ``halo = len(taps) - 1``; ``taps``: theirs, in order), as if ``tail`` (the
     samples before it, at least the halos' sum of them unless ``exact``; None: none precede it)
     preceded it. Per filter: ``x`` filtered alone, plus the tail's contribution to its first
     ``min(halo, len)`` outputs, which is the filter of ``tail`` followed by zeros, past the tail;
     the same call filters the tail itself for the next filter, keeping the outputs that depend on
     the tail's samples only (all of them when ``exact``: zeros precede the tail, the signal
-    starts there)."""
-    for (halo, fft_size), t in zip(spec, taps):
-        y = _fir_block(x, t, fft_size)
+    starts there). The tails' short pieces of any length run with ``method="auto"`` where the
+    blocks run ``"direct"`` (whose rows must be multiples of 64 samples)."""
+    for (halo, fft_size, method), t in zip(spec, taps):
+        y = _fir_block(x, t, fft_size, method)
         if tail is not None and tail.shape[-1]:
             n, m = min(halo, x.shape[-1]), tail.shape[-1]
             xp = _module(x)
             u = xp.concatenate([tail, xp.zeros(tail.shape[:-1] + (n,), dtype=tail.dtype)], axis=-1)
-            r = _call(convolution.fir_filter, u, t, fft_size=fft_size)
+            r = _call(convolution.fir_filter, u, t, fft_size=fft_size, method="auto" if method == "direct" else method)
             y[..., :n] += r[..., m:]
             tail = r[..., :m] if exact else r[..., min(halo, m):m]
         x = y
@@ -357,13 +358,25 @@ def fft_convolve(x, h, *, method="auto", stream=None):
     return _blockwise(_fft_convolve_block, ind, x, ind, (_small(func, "h", h),), dtype=x.dtype, method=method)
 
 
-def fir_filter(x, taps, *, fft_size=None, stream=None):
+def fir_filter(x, taps, *, fft_size=None, method="auto", stream=None):
     """:func:`kernels.fir_filter` of a Dask array: rows chunked freely; each time block filtered
     on its own plus the contribution of the ``len(taps) - 1`` samples before it (no copies)."""
     func = "fir_filter"
     _no_stream(func, stream)
+    convolution._check_method(method)
     _check_signal(func, "x", x, _REAL + _COMPLEX, (1, 2))
     m = _length(func, "taps", taps, "a non-empty 1-D array")
+    ind, ax = _ind(x.ndim), x.ndim - 1
+    if method == "direct":
+        if fft_size is not None:
+            raise ValueError(f"fft_size={fft_size!r} is method='fft''s segment length; method='direct' takes none")
+        why = _direct.unsupported(0, m, x.dtype, is_dask_array(taps) or on_device(taps), linear=True)
+        _known(func, "x", x, ax)
+        bad = [c for c in x.chunks[ax] if c % (2 * _direct.OUTPUTS)]
+        if why is None and bad:
+            why = f"x's time chunks must be multiples of {2 * _direct.OUTPUTS} samples, got {bad[0]}"
+        if why is not None:
+            raise ValueError(f"method='direct': {why}")
     if fft_size is not None:
         if (isinstance(fft_size, bool) or not isinstance(fft_size, (int, np.integer)) or fft_size < 2
                 or fft_size > 4096 or fft_size & (fft_size - 1)):
@@ -372,22 +385,21 @@ def fir_filter(x, taps, *, fft_size=None, stream=None):
             raise ValueError(f"fft_size={fft_size} must be at least 2 * len(taps) = {2 * m}")
         fft_size = int(fft_size)
     taps = _small(func, "taps", taps)
-    ind, ax = _ind(x.ndim), x.ndim - 1
     if len(x.chunks[ax]) == 1 or m == 1:  # no halo to fetch: every block on its own
-        return _blockwise(_fir_block, ind, x, ind, (taps,), dtype=x.dtype, fft_size=fft_size)
+        return _blockwise(_fir_block, ind, x, ind, (taps,), dtype=x.dtype, fft_size=fft_size, method=method)
     _known(func, "x", x, ax)
     source, stages = getattr(x, _CHAIN, None) or (x, ())
-    return _fir_time_graph(source, (*stages, (taps, m - 1, fft_size)))
+    return _fir_time_graph(source, (*stages, (taps, m - 1, fft_size, method)))
 
 
 # the attribute of a time-chunked ``fir_filter`` result that says how it was made from which
-# array: (source Dask array, the filters ``(taps, halo, fft_size)`` applied to it in order)
+# array: (source Dask array, the filters ``(taps, halo, fft_size, method)`` applied to it in order)
 _CHAIN = "_kernels_fir_chain"
 
 
 def _fir_time_graph(x, stages):
     """``fir_filter`` of ``x`` chunked along time through the chain of filters ``stages`` (one
-    ``(taps, halo, fft_size)`` each), as a graph of two tasks per block: the tail (the halos' sum
+    ``(taps, halo, fft_size, method)`` each), as a graph of two tasks per block: the tail (the halos' sum
     of samples before it, cut from the block(s) before, where they are) and the block through
     every filter plus the tail's contributions (:func:`_fir_chain_block`). A time-chunked
     ``fir_filter`` result given to ``fir_filter`` again is not filtered block by block a second
@@ -403,14 +415,14 @@ def _fir_time_graph(x, stages):
     tok = tokenize(x, *(v for stage in stages for v in stage))
     tail_name, name = f"fir_tail-{tok}", f"fir_filter-{tok}"
     deps, taps = [x], []
-    for t, _, _ in stages:
+    for t, *_ in stages:
         if is_dask_array(t):
             deps.append(t)
             t = (t.name,) + (0,) * t.ndim  # its one block's key
         taps.append(t)
-    spec = tuple((halo, fft_size) for _, halo, fft_size in stages)
+    spec = tuple(stage[1:] for stage in stages)
     bounds = _bounds(x.chunks[-1])
-    halo = sum(h for h, _ in spec)
+    halo = sum(h for h, *_ in spec)
     sources = fir_tail_sources(bounds, halo)
     dsk = {}
     for idx in np.ndindex(*x.numblocks):

@@ -21,6 +21,7 @@ tap. The kernel source is generated, unrolled, for each (row length, tap count, 
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 from numba import complex64, cuda, float32, uint64
@@ -30,7 +31,8 @@ from nvmath_device import load_complex, store_complex
 from ._launch import ScalarTuple, launch
 
 OUTPUTS = 32  # consecutive outputs per thread (16 pairs): measured fastest of 16/32/64 at 4096 x 63
-MAX_TAPS = 64  # the generated code grows as taps x OUTPUTS (4096 x 64: ~11 s to compile on 2 CPU cores)
+MAX_TAPS = 128  # the generated code grows as taps x OUTPUTS (128 taps: ~16 s to compile on 2 CPU cores)
+MEASURED_TAPS = 64  # method="auto" picks this kernel only up to here: measured against the FFT kernel
 MAX_N = 8192  # a row (plus halo and padding) in static shared memory, < 48 KiB
 ROW_THREADS = 128  # threads per block at least (several rows per block for short rows)
 
@@ -40,18 +42,22 @@ def faster(n: int, m: int) -> bool:
     ``m <= MAX_TAPS`` taps (what ``method="auto"`` picks; ``benchmarks/conv_methods.py`` on the
     H200, 2026-12-04, direct / FFT time: n = 4096 and 1024 at 15, 31, 63 taps 0.55-0.84; n = 512
     at 15 and 31 taps 0.68 and 0.77, at 63 taps 1.04; shorter rows not measured: FFT)."""
-    return n >= 1024 or (n >= 512 and m <= 32)
+    return m <= MEASURED_TAPS and (n >= 1024 or (n >= 512 and m <= 32))
 
 
-def unsupported(n: int, m: int, dtype, device_taps: bool) -> str | None:
+def unsupported(n: int, m: int, dtype, device_taps: bool, linear: bool = False) -> str | None:
     """Why ``method="direct"`` cannot run for rows of ``n`` ``dtype`` samples and ``m`` taps
-    (a sentence naming the argument), or None when it can."""
+    (a sentence naming the argument), or None when it can; ``linear``: ``fir_filter``'s rows
+    (any multiple of 64 samples, cut into :func:`segments`), whose taps are named ``taps``."""
+    h = "taps" if linear else "h"
     if np.dtype(dtype) != np.float32:
         return f"x must be float32, got {np.dtype(dtype)} (other dtypes: method='fft')"
     if device_taps:
-        return "h must be host taps (NumPy, list): they become kernel parameters (device taps: method='fft')"
+        return f"{h} must be host taps (NumPy, list): they become kernel parameters (device taps: method='fft')"
     if m > MAX_TAPS:
-        return f"h has {m} taps; at most {MAX_TAPS} (longer filters: method='fft')"
+        return f"{h} has {m} taps; at most {MAX_TAPS} (longer filters: method='fft')"
+    if linear:
+        return None if n % (2 * OUTPUTS) == 0 else f"x's rows must have a multiple of {2 * OUTPUTS} samples, got {n}"
     if n % (2 * OUTPUTS) or n > MAX_N:
         return f"x's rows must have a multiple of {2 * OUTPUTS} samples up to {MAX_N}, got {n}"
     return None
@@ -80,6 +86,14 @@ def taps_param(h: np.ndarray, lev: int | None = None) -> ScalarTuple:
     (``3^lev`` correlations of ``padded_taps / 2^lev`` float32 taps), cached by value."""
     h = np.ascontiguousarray(h, np.float64)
     return _taps_cached(h.tobytes(), levels(h.size) if lev is None else lev)
+
+
+def segments(length: int) -> tuple:
+    """``(n, nseg)``: ``fir_filter``'s rows of ``length`` samples (a multiple of 64) as ``nseg``
+    segments of ``n`` samples, ``n`` the largest of 64, 128, ..., 4096 that divides ``length``
+    (one block of 128 threads per segment where ``n`` is 4096, several segments per block below)."""
+    n = OUTPUTS * math.gcd(length // OUTPUTS, ROW_THREADS)
+    return n, length // n
 
 
 def geometry(n: int) -> tuple:
@@ -218,14 +232,17 @@ def _pair_slots(a, ind: str, t: int, first: int, unit: int):
 
 
 @functools.cache
-def source(n: int, m: int, lev: int) -> str:
+def source(n: int, m: int, lev: int, nseg: int = 0) -> str:
     """The kernel's Python source for rows of ``n`` samples and ``m`` taps split ``lev`` times
-    (see the module)."""
+    (see the module): circular convolution (``nseg`` 0) or, with ``nseg`` > 0, causal linear
+    filtering of rows of ``nseg`` consecutive such segments (``fir_filter``)."""
     R, K = OUTPUTS, OUTPUTS // 2
     M = padded_taps(m, lev)
     t, rows = geometry(n)
     sh = _row_floats(n, m, lev)
-    D = m - 1  # s[0 : D] = the row's end, s[D + j] = x[j], s[n + D + j] = x[j] for j < M - m (zero taps)
+    # s[D + j] = x[j]; s[0 : D] = the row's end (circular), the previous segment's end or zeros
+    # (linear); s[n + D + j] = 0 for j < M - m: read by zero taps only
+    D = m - 1
     halo = M - 1
 
     # one row per block (n >= 4096): no row test (the grid is the rows), no row count parameter,
@@ -261,14 +278,23 @@ def source(n: int, m: int, lev: int) -> str:
             a(f"{ind}xs[{pr(k)}] = v.real")
             a(f"{ind}xs[{pi(k)}] = v.imag")
     slot = f"uint64({R}) * uint64({PAD})"
+    if nseg > 1:
+        a(f"{ind}first = row % uint64({nseg}) * uint64({n})")  # the segment's first sample in its row
     for c in range(0, halo, t):  # the halo, at most one sample per thread per pass, no modulo
         i = f"tx + uint64({c})" if c else "tx"
-        a(f"{ind}if {i} < uint64({D}):")
-        a(f"{ind}    xs[{i} + ({i}) // {slot}] = x[row * uint64({n}) + uint64({n - D}) + {i}]")
+        if nseg == 0:
+            before = f"x[row * uint64({n}) + uint64({n - D}) + {i}]"
+        elif nseg == 1:
+            before = "float32(0)"
+        else:
+            before = f"x[row * uint64({n}) + {i} - uint64({D})] if first + {i} >= uint64({D}) else float32(0)"
+        if D:
+            a(f"{ind}if {i} < uint64({D}):")
+            a(f"{ind}    xs[{i} + ({i}) // {slot}] = {before}")
         if halo > D:
-            a(f"{ind}elif {i} < uint64({halo}):")
+            a(f"{ind}{'el' if D else ''}if {i} < uint64({halo}):")
             a(f"{ind}    j = {i} + uint64({n})")
-            a(f"{ind}    xs[j + j // {slot}] = x[row * uint64({n}) + {i} - uint64({D})]")
+            a(f"{ind}    xs[j + j // {slot}] = float32(0)")
     if not one:
         a("    else:")  # a row past the last: zeros, so that its (unstored) sums are finite
         a("        i = tx")
@@ -305,7 +331,7 @@ def source(n: int, m: int, lev: int) -> str:
 
 
 @functools.cache
-def kernel(n: int, m: int, lev: int):
+def kernel(n: int, m: int, lev: int, nseg: int = 0):
     """The ``@cuda.jit`` kernel ``(x2, x, y2, nrows, g)`` for rows of ``n`` samples and ``m``
     taps split ``lev`` times (``(x2, x, y2, g)`` where :func:`geometry` puts one row in a block: one block per row):
     ``x2``/``y2`` the rows as flat complex64 sample pairs, ``x`` the same rows as flat float32,
@@ -314,7 +340,7 @@ def kernel(n: int, m: int, lev: int):
     t, rows = geometry(n)
     ns = {"__name__": __name__, "np": np, "cuda": cuda, "float32": float32, "complex64": complex64, "uint64": uint64,
           "load_complex": load_complex, "store_complex": store_complex}
-    code = compile(source(n, m, lev), f"<kernels._direct n={n} m={m} lev={lev}>", "exec")
+    code = compile(source(n, m, lev, nseg), f"<kernels._direct n={n} m={m} lev={lev} nseg={nseg}>", "exec")
     exec(code, ns)  # noqa: S102 - our own generated source (see source())
     # launch bounds: the block, and 4 blocks of 128 threads per SM (measured equal to 3 and faster
     # than 5 with the taps split once and one float of padding, 96 registers at 4096 x 63; this
@@ -322,12 +348,15 @@ def kernel(n: int, m: int, lev: int):
     return cuda.jit(launch_bounds=(t * rows, max(1, 512 // (t * rows))))(ns["kernel"])
 
 
-def convolve(xp, x, yp, nrows: int, n: int, taps: np.ndarray, stream, lev: int | None = None) -> None:
+def convolve(xp, x, yp, nrows: int, n: int, taps: np.ndarray, stream, lev: int | None = None,
+             nseg: int = 0) -> None:
     """Launch the kernel: ``xp``/``yp`` complex64 pair views of the flat rows, ``x`` the flat
-    float32 rows, ``taps`` host float64, the taps split ``lev`` times (default :func:`levels`)."""
+    float32 rows, ``taps`` host float64, the taps split ``lev`` times (default :func:`levels`);
+    ``nrows`` rows of ``n`` samples (``nseg`` 0: circular convolution), or ``nrows`` segments
+    of ``n`` samples, ``nseg`` to a row (linear filtering)."""
     t, rows = geometry(n)
     lev = levels(taps.size) if lev is None else lev
-    k, g = kernel(n, taps.size, lev), taps_param(taps, lev)
+    k, g = kernel(n, taps.size, lev, nseg), taps_param(taps, lev)
     if rows == 1:
         launch(k, nrows, (t, 1), stream, 0, xp, x, yp, g)
     else:

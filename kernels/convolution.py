@@ -101,14 +101,17 @@ def fft_convolve(x, h, *, method="auto", stream=None):
         synchronisation.
     method : {"auto", "fft", "direct"}
         As ``scipy.signal.convolve``'s. ``"fft"``: the FFT kernel above. ``"direct"``:
-        ``y[b, t] = sum_k h[k] x[b, (t - k) mod n]`` summed in one kernel with no FFT (a
-        two-parallel fast FIR, 0.77 multiply-adds per tap and output; the taps are kernel
-        parameters, so each tap count compiles its own kernel on first use, ~11 s); float32
-        ``x`` with rows of a multiple of 64 samples up to 8192 (any such length, not only FFT
-        sizes), host taps, at most 64 of them. ``"auto"`` (default): ``"direct"`` where it runs and
-        was measured faster than the FFT kernel (rows of >= 1024 samples; 512 with <= 32 taps),
-        else ``"fft"``. On the H200, 65536 rows of 4096 samples and 63 taps: 0.71 ms direct, 0.95
-        ms FFT (benchmarks/RESULTS.md, ``benchmarks/conv_methods.py``).
+        ``y[b, t] = sum_k h[k] x[b, (t - k) mod n]`` summed in one kernel with no FFT (a fast
+        FIR: the two-parallel algorithm, nested where that takes fewer instructions, 0.56-0.77
+        multiply-adds per tap and output from 16 taps on; the taps are kernel parameters, so
+        each tap count compiles its own kernel on first use, 8-16 s); float32 ``x`` with rows
+        of a multiple of 64 samples up to 8192 (any such length, not only FFT sizes), host
+        taps, at most 128 of them. ``"auto"`` (default): ``"direct"`` where it runs and was
+        measured faster than the FFT kernel (up to 64 taps, rows of >= 1024 samples; 512 with
+        <= 32 taps), else ``"fft"``. On the H200, 65536 rows of 4096 samples and 63 taps: 0.71
+        ms direct (the kernel before its nesting and paired shared-memory accesses, which took
+        its instructions from 2360 to 1744 per thread and are not timed yet), 0.95 ms FFT
+        (benchmarks/RESULTS.md, ``benchmarks/conv_methods.py``).
     stream : optional
         Numba/CuPy/PyTorch stream, ``__cuda_stream__`` object or raw handle; default: the current
         stream of ``x``'s package. No synchronisation for GPU arrays.
@@ -149,23 +152,26 @@ def convolve_method(method, n, taps, dtype) -> str:
     return "direct" if why is None and _direct.faster(n, m) else "fft"
 
 
-def _run_direct(xo, taps, n, stream):
-    """fft_convolve's ``method="direct"`` (:mod:`kernels._direct`): float32 rows, host taps."""
+def _run_direct(xo, taps, n, stream, linear=False):
+    """``method="direct"`` (:mod:`kernels._direct`): float32 rows of ``n`` samples, host taps;
+    fft_convolve's circular convolution, or fir_filter's causal filtering (``linear``)."""
     s = resolve_stream(stream, xo)
     batch = 1 if len(xo.shape) == 1 else xo.shape[0]
     y = Output((batch, n), xo.dtype, xo, s)
-    if batch:
+    if batch * n:
+        seg, nseg = _direct.segments(n) if linear else (n, 0)
         xd, yd = xo.dev.reshape(batch * n), y.dev.reshape(batch * n)
         xp = aligned(xd.view(np.complex64), xo, s)  # y is ours: aligned
-        _direct.convolve(xp, xd, yd.view(np.complex64), batch, n, taps, s)
+        _direct.convolve(xp, xd, yd.view(np.complex64), batch * max(nseg, 1), seg, taps, s, nseg=nseg)
     return y.result(s, xo.shape)
 
 
-def fir_filter(x, taps, *, fft_size=None, stream=None):
-    """FIR-filter long signals by overlap-save: ``y[b, t] = sum_k taps[k] * x[b, t - k]``.
+def fir_filter(x, taps, *, fft_size=None, method="auto", stream=None):
+    """FIR-filter long signals: ``y[b, t] = sum_k taps[k] * x[b, t - k]``.
 
-    Same as ``scipy.signal.lfilter(taps, 1, x, axis=-1)``; one kernel, one FFT per segment of
-    ``fft_size - len(taps) + 1`` output samples.
+    Same as ``scipy.signal.lfilter(taps, 1, x, axis=-1)``; one kernel: by overlap-save
+    (``method="fft"``), one FFT per segment of ``fft_size - len(taps) + 1`` output samples, or
+    by direct summation (``method="direct"``).
 
     Parameters
     ----------
@@ -174,13 +180,33 @@ def fir_filter(x, taps, *, fft_size=None, stream=None):
     taps : array_like, shape (M,)
         Host or device taps, as ``h`` of :func:`fft_convolve`.
     fft_size : int, optional
-        Segment FFT length: a power of 2 with ``fft_size >= 2 * M`` (default: the smallest
-        power of 2 >= max(64, 4 * M), capped at 4096).
+        Segment FFT length of ``method="fft"``: a power of 2 with ``fft_size >= 2 * M``
+        (default: the smallest power of 2 >= max(64, 4 * M), capped at 4096).
+    method : {"auto", "fft", "direct"}
+        ``"fft"``: overlap-save as above. ``"direct"``: the sums computed in one kernel with no
+        FFT, as :func:`fft_convolve`'s ``"direct"`` (the fast FIR of ``kernels._direct``, each
+        tap count compiling its own kernel on first use, up to ~16 s), for float32 ``x`` with
+        rows of a multiple of 64 samples (any length), host taps, at most 128 of them, no
+        ``fft_size``. ``"auto"`` (default): ``"fft"`` (the direct kernel is not yet measured
+        against it on a GPU).
+    stream : optional
+        As for :func:`fft_convolve`.
     """
+    _check_method(method)
     xo = Operand("x", x, _REAL + _COMPLEX, (1, 2), None)
     real = xo.dtype in _REAL
     precision = _precision(xo.dtype)
     m = _ntaps(taps)
+    if method == "direct":
+        if fft_size is not None:
+            raise ValueError(f"fft_size={fft_size!r} is method='fft''s segment length; method='direct' takes none")
+        taps = _taps("taps", taps, real, precision, float("inf"))  # the count: unsupported() below
+        length = xo.shape[-1]
+        why = _direct.unsupported(length, taps.size if not isinstance(taps, Operand) else m, xo.dtype,
+                                  on_device(taps) or isinstance(taps, Operand), linear=True)
+        if why is not None:
+            raise ValueError(f"method='direct': {why}")
+        return _run_direct(xo, taps, length, stream, linear=True)
     if fft_size is None:
         fft_size = 64
         while fft_size < 4 * m and fft_size < 4096:

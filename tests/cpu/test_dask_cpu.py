@@ -131,6 +131,18 @@ A = da.zeros((4, 8, 8), dtype=np.float32, chunks=(2, 8, 8))
     (lambda: kernels.fir_filter(X, np.ones((2, 5))), ValueError, r"taps must be a non-empty 1-D array, got shape"),
     (lambda: kernels.fir_filter(X, [[1.0], [1.0, 2.0]]), TypeError, r"taps must be an array of numbers"),
     (lambda: kernels.fir_filter(X, np.ones(5), fft_size=100), ValueError, r"fft_size must be a power of 2"),
+    (lambda: kernels.fir_filter(X, np.ones(5), method="FFT"), ValueError,
+     r"method must be 'auto', 'fft' or 'direct', got 'FFT'"),
+    (lambda: kernels.fir_filter(X.rechunk({1: -1}), np.ones(5), method="direct", fft_size=64), ValueError,
+     r"fft_size=64 is method='fft''s segment length; method='direct' takes none"),
+    (lambda: kernels.fir_filter(X, np.ones(5), method="direct"), ValueError,
+     r"method='direct': x's time chunks must be multiples of 64 samples, got 32"),
+    (lambda: kernels.fir_filter(X.rechunk({1: -1}).astype(np.float64), np.ones(5), method="direct"), ValueError,
+     r"method='direct': x must be float32, got float64"),
+    (lambda: kernels.fir_filter(X.rechunk({1: -1}), np.ones(129), method="direct"), ValueError,
+     r"method='direct': taps has 129 taps; at most 128"),
+    (lambda: kernels.fir_filter(X.rechunk({1: -1}), da.ones(5, chunks=5), method="direct"), ValueError,
+     r"method='direct': taps must be host taps"),
     (lambda: kernels.fir_filter(X, np.ones(40), fft_size=64), ValueError,
      r"fft_size=64 must be at least 2 \* len\(taps\) = 80"),
     (lambda: kernels.stft_power(X, np.ones(16), 0), ValueError, r"hop must be an int >= 1, got 0"),
@@ -209,7 +221,7 @@ def test_stft_pieces_cover_every_frame_once(seed):
 # the graphs, with NumPy stand-ins for the plain functions
 
 
-def _lfilter(x, taps, fft_size=None, stream=None):
+def _lfilter(x, taps, fft_size=None, method="auto", stream=None):
     from scipy.signal import lfilter
 
     assert isinstance(x, np.ndarray) and x.flags.c_contiguous
@@ -243,12 +255,30 @@ def test_fir_time_blocks_equal_one_call(seed, monkeypatch):
     np.testing.assert_allclose(y2.compute(scheduler="sync"), _lfilter(x, taps), rtol=1e-10, atol=1e-12)
 
 
+def test_fir_time_blocks_pass_the_method(monkeypatch):
+    """method="direct" reaches every whole-block call; the tails' short pieces (any length, the
+    direct kernel takes multiples of 64) run with "auto"."""
+    calls = []
+
+    def recording(x, taps, fft_size=None, method="auto", stream=None):
+        calls.append((x.shape[-1], method))
+        return _lfilter(x, taps)
+
+    monkeypatch.setattr(convolution, "fir_filter", recording)
+    x = np.random.default_rng(6).standard_normal((2, 256)).astype(np.float32)
+    taps = np.arange(1.0, 12.0)
+    y = kernels.fir_filter(da.from_array(x, chunks=(2, (128, 64, 64))), taps, method="direct")
+    np.testing.assert_allclose(y.compute(scheduler="sync"), _lfilter(x, taps), rtol=1e-5, atol=1e-5)
+    # three blocks; the second and third add their 10-sample tail's filter, tail + 10 zeros
+    assert sorted(calls) == [(20, "auto"), (20, "auto"), (64, "direct"), (64, "direct"), (128, "direct")]
+
+
 def test_fir_time_blocks_filter_blocks_in_place(monkeypatch):
     """Every filter call of a time-chunked graph is a whole block or a tail + zeros (at most
     2 * (len(taps) - 1) samples): no block is copied to prepend its halo."""
     lengths = []
 
-    def recording(x, taps, fft_size=None, stream=None):
+    def recording(x, taps, fft_size=None, method="auto", stream=None):
         lengths.append(x.shape[-1])
         return _lfilter(x, taps)
 

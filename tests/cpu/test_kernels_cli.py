@@ -32,8 +32,8 @@ def no_work(monkeypatch):
     (["--taps", "0"], "--taps must be >= 1"),
     (["--taps", "200"], "--taps must be smaller than n / 2"),  # the default n
     (["--method", "dft"], "argument --method: invalid choice: 'dft'"),
-    (["--method", "direct", "--taps", "65", "--n", "256"],
-     "--method direct cannot run here (method='direct': h has 65 taps; at most 64"),
+    (["--method", "direct", "--taps", "129", "--n", "512"],
+     "--method direct cannot run here (method='direct': h has 129 taps; at most 128"),
 ])
 def test_bad_arguments_are_argparse_errors(argv, flag, no_work, capsys):
     with pytest.raises(SystemExit) as e:

@@ -115,11 +115,13 @@ def test_taps_param_splits_the_reversed_taps_by_phase():
     assert _direct.taps_param(h, 1) is not _direct.taps_param(h, 2)
 
 
-@pytest.mark.parametrize("n,m,lev", [(4096, 63, 2), (4096, 63, 1), (64, 7, 0), (1024, 16, 1)])
-def test_direct_kernel_links_for_sm90_without_local_memory(n, m, lev):
+@pytest.mark.parametrize("n,m,lev,nseg", [(4096, 63, 2, 0), (4096, 63, 1, 0), (64, 7, 0, 0), (1024, 16, 1, 0),
+                                           (4096, 127, 2, 256)])
+def test_direct_kernel_links_for_sm90_without_local_memory(n, m, lev, nseg):
     """The main job's kernel (4096 samples, 63 taps: one row of 128 threads per block) with the
-    taps split twice (what levels() picks) and once, and short-row ones (64 rows of 2 threads, 4
-    rows of 32 per block; 16 taps: the row stored to shared memory as floats): no spills,
+    taps split twice (what levels() picks) and once, short-row ones (64 rows of 2 threads, 4
+    rows of 32 per block; 16 taps: the row stored to shared memory as floats), and fir_filter's
+    for the FIR benchmark (rows of 2**20 samples as 4096-sample segments, 127 taps): no spills,
     registers within the launch bounds' 4 blocks of 128 threads per SM."""
     from numba import types
 
@@ -129,7 +131,7 @@ def test_direct_kernel_links_for_sm90_without_local_memory(n, m, lev):
     ntaps = len(_direct.taps_param(np.ones(m), lev))
     argtypes = ((types.complex64[::1], types.float32[::1], types.complex64[::1])
                 + (() if one_row else (types.int64,)) + (types.UniTuple(types.float32, ntaps),))
-    ck = compile_kernel(_direct.kernel(n, m, lev), argtypes, sm=90)
+    ck = compile_kernel(_direct.kernel(n, m, lev, nseg), argtypes, sm=90)
     assert ck.frame_bytes == 0
     assert 0 < ck.registers <= 128
     assert ck.linked == ()  # no Dx library: plain FMAs
@@ -155,16 +157,47 @@ def test_unsupported_names_the_argument():
     assert "float32" in _direct.unsupported(4096, 63, np.float64, False)
     assert "float32" in _direct.unsupported(4096, 63, np.complex64, False)
     assert "host taps" in _direct.unsupported(4096, 63, f32, True)
-    assert "at most 64" in _direct.unsupported(4096, 65, f32, False)
     assert "multiple of 64" in _direct.unsupported(4000, 7, f32, False)
     assert "up to 8192" in _direct.unsupported(8256, 7, f32, False)
+    assert "at most 128" in _direct.unsupported(4096, 129, f32, False)
+    # fir_filter's rows: any multiple of 64, its taps named taps
+    assert _direct.unsupported(2**20 + 64, 128, f32, False, linear=True) is None
+    assert _direct.unsupported(100, 7, f32, False, linear=True) == "x's rows must have a multiple of 64 samples, got 100"
+    assert _direct.unsupported(64, 129, f32, False, linear=True) == "taps has 129 taps; at most 128 (longer filters: method='fft')"
+    assert _direct.unsupported(64, 9, f32, True, linear=True).startswith("taps must be host taps")
 
 
+def test_auto_picks_direct_only_where_measured():
+    assert _direct.faster(4096, 63) and _direct.faster(4096, 64)
+    assert not _direct.faster(4096, 65)  # runs (up to 128 taps), never timed against the FFT kernel
+    assert not _direct.faster(512, 33) and not _direct.faster(256, 7)
+
+
+def test_segments_of_fir_rows():
+    assert _direct.segments(2**20) == (4096, 256)
+    assert _direct.segments(8192) == (4096, 2)
+    assert _direct.segments(6144) == (2048, 3)
+    assert _direct.segments(4160) == (64, 65)
+    assert _direct.segments(64) == (64, 1)
+
+
+def test_linear_source_reads_the_previous_segment_or_zeros():
+    """fir_filter's kernel: the halo before a segment from the segment before it in the row, or
+    zeros at a row's start (no wraparound, no modulo of positions); after it zeros (zero taps)."""
+    many, one, circ = _direct.source(4096, 127, 2, 256), _direct.source(4096, 127, 2, 1), _direct.source(4096, 127, 2)
+    assert "first = row % uint64(256) * uint64(4096)" in many
+    assert "if first + tx >= uint64(126) else float32(0)" in many
+    assert "first" not in one and "x[row" not in one  # one segment per row: the halo is zeros
+    assert "x[row * uint64(4096) + uint64(3970) + tx]" in circ  # circular: the row's own end
+    assert all(" % " not in src.split("cuda.syncthreads()")[0].replace("row % uint64(256)", "") for src in (many, one, circ))
+
+
+@pytest.mark.parametrize("fn", ["fft_convolve", "fir_filter"])
 @pytest.mark.parametrize("method", ["dft", None, "FFT"])
-def test_a_bad_method_is_refused_before_the_signal_is_read(method):
+def test_a_bad_method_is_refused_before_the_signal_is_read(method, fn):
     """(The other refusals of method="direct" need the signal on a device: tests/sim.)"""
     with pytest.raises(ValueError, match=re.escape(f"method must be 'auto', 'fft' or 'direct', got {method!r}")):
-        kernels.fft_convolve(object(), [1.0], method=method)
+        getattr(kernels, fn)(object(), [1.0], method=method)
 
 
 @pytest.mark.parametrize("method,x,h,want", [
@@ -173,7 +206,7 @@ def test_a_bad_method_is_refused_before_the_signal_is_read(method):
     ("auto", np.zeros((2, 512), np.float32), np.ones(32), "direct"),
     ("auto", np.zeros((2, 512), np.float32), np.ones(33), "fft"),  # measured slower there
     ("auto", np.zeros((2, 256), np.float32), np.ones(7), "fft"),  # not measured
-    ("auto", np.zeros((2, 4096), np.float32), np.ones(65), "fft"),  # too many taps
+    ("auto", np.zeros((2, 4096), np.float32), np.ones(65), "fft"),  # runs, not measured beyond 64 taps
     ("auto", np.zeros((2, 4096), np.float64), np.ones(63), "fft"),
     ("auto", np.zeros((2, 1000), np.float32), np.ones(7), "fft"),  # not a multiple of 64
     ("fft", np.zeros((2, 4096), np.float32), np.ones(63), "fft"),

@@ -60,6 +60,17 @@ def test_every_nesting_level(monkeypatch, n, m, lev):
     assert _rel(y, _circular(x, h)) < 1e-6
 
 
+@pytest.mark.parametrize("batch,length,m", [(4, 2**20, 127), (3, 6144, 64), (65, 192, 33), (2, 64, 128)])
+def test_fir_direct_equals_lfilter(batch, length, m):
+    import cupy
+
+    x = rng.standard_normal((batch, length)).astype(np.float32)
+    h = rng.standard_normal(m)
+    y = kernels.fir_filter(cupy.asarray(x), h, method="direct").get()
+    ref = np.array([np.convolve(r.astype(np.float64), h)[:length] for r in x])
+    assert _rel(y, ref) < 1e-6
+
+
 def test_direct_at_an_odd_float_offset():
     """Rows starting 4 bytes into an allocation cannot be read as 8-byte sample pairs: the
     kernel reads an aligned copy and gives the same bits."""

@@ -93,6 +93,14 @@ def test_chained_fir_filters_in_time_blocks():
     _same(y.compute(), ref, 1e-5)
 
 
+def test_fir_filter_direct_in_time_blocks():
+    """method="direct" on time blocks of multiples of 64 samples (the tails' pieces: "auto")."""
+    x = _sig((2, 256))
+    taps = rng.standard_normal(13)
+    y = kernels.fir_filter(da.from_array(x, chunks=(1, (128, 64, 64))), taps, method="direct")
+    _same(y.compute(), kernels.fir_filter(x, taps, method="direct"), 1e-6)
+
+
 def test_stft_power_time_blocks():
     """hop 20 divides no block boundary but 40; frames straddle blocks (64 samples)."""
     x = _sig((3, 300))

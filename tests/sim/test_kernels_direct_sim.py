@@ -98,7 +98,7 @@ def test_auto_runs_the_kernel_convolve_method_names(monkeypatch, x, h, want):
     (np.zeros((2, 64), np.float64), [1.0], "method='direct': x must be float32, got float64"),
     (np.zeros((2, 64), np.complex64), [1.0], "method='direct': x must be float32, got complex64"),
     (np.zeros((2, 96), np.float32), [1.0], "method='direct': x's rows must have a multiple of 64 samples up to 8192, got 96"),
-    (np.zeros((2, 128), np.float32), np.ones(65), "method='direct': h has 65 taps; at most 64"),
+    (np.zeros((2, 256), np.float32), np.ones(129), "method='direct': h has 129 taps; at most 128"),
     (np.zeros((2, 64), np.float32), np.ones(65), "h has 65 taps; at most 64 fit this FFT length"),  # the general rule first
 ])
 def test_direct_refusals_come_before_any_kernel(monkeypatch, x, h, match):
@@ -132,3 +132,72 @@ def test_a_plan_of_the_direct_method_equals_the_call():
     want = np.asarray(kernels.fft_convolve(x2, h, method="direct"))
     np.testing.assert_array_equal(np.asarray(p(x2)), want)
     assert _rel(want, _circular(np.asarray(x2), h)) < 1e-6
+
+
+def _lfilter(x, h):
+    """Causal FIR filtering of each row in float64 (scipy.signal.lfilter(h, 1, x))."""
+    x2 = np.atleast_2d(x).astype(np.float64)
+    return np.array([np.convolve(r, h)[:r.size] for r in x2]).reshape(x.shape)
+
+
+@pytest.mark.parametrize("batch,length,m", [
+    (3, 64, 7),       # one 64-sample segment per row, 64 segments per block: zeros before each row
+    (2, 192, 33),     # three segments per row: the halo from the segment before, or zeros
+    (1, 8192, 127),   # two 4096-sample segments, the FIR benchmark's taps (split twice)
+    (2, 4160, 5),     # 65 segments of 64 per row
+    (1, 6144, 64),    # three 2048-sample segments, 64 taps: the row stored as floats (D odd)
+    (2, 64, 128),     # more taps than samples
+    (1, 128, 1),      # one tap: a scaled copy
+    (2, 0, 9),        # empty rows
+])
+def test_fir_direct_equals_lfilter(batch, length, m):
+    x = rng.standard_normal((batch, length)).astype(np.float32)
+    h = rng.standard_normal(m)
+    y = kernels.fir_filter(x, h, method="direct")
+    assert y.dtype == np.float32 and y.shape == x.shape
+    if length:
+        assert _rel(y, _lfilter(x, h)) < 1e-6
+        if m <= 64:  # fft_size >= 2 m: both methods agree
+            assert _rel(y, kernels.fir_filter(x, h, method="fft")) < 2e-6
+
+
+def test_fir_direct_1d_and_auto_is_fft(monkeypatch):
+    import kernels.convolution as conv
+
+    x = rng.standard_normal(256).astype(np.float32)
+    y = kernels.fir_filter(x, [0.5, 0.5], method="direct")
+    np.testing.assert_allclose(y, 0.5 * (x + np.concatenate([[0], x[:-1]])), atol=1e-6)
+    ran = []
+    monkeypatch.setattr(conv, "_run_direct", lambda *a, **k: ran.append("direct"))
+    kernels.fir_filter(x, [0.5, 0.5])
+    assert ran == []  # auto: the FFT kernel (direct not yet measured against it)
+
+
+@pytest.mark.parametrize("x,kw,match", [
+    (np.zeros((2, 64), np.float64), {}, "method='direct': x must be float32, got float64"),
+    (np.zeros((2, 96), np.float32), {}, "method='direct': x's rows must have a multiple of 64 samples, got 96"),
+    (np.zeros((2, 64), np.float32), {"taps": np.ones(129)}, "method='direct': taps has 129 taps; at most 128"),
+    (np.zeros((2, 64), np.float32), {"fft_size": 64}, "fft_size=64 is method='fft''s segment length; method='direct' takes none"),
+])
+def test_fir_direct_refusals_come_before_any_kernel(monkeypatch, x, kw, match):
+    def no_kernel(*a, **k):
+        raise AssertionError("a kernel was built for a refused call")
+
+    monkeypatch.setattr(_direct, "kernel", no_kernel)
+    taps = kw.pop("taps", np.ones(5))
+    with pytest.raises(ValueError, match=re.escape(match)):
+        kernels.fir_filter(x, taps, method="direct", **kw)
+
+
+def test_fir_direct_refuses_device_taps_and_plans_replay():
+    from numba import cuda
+
+    with pytest.raises(ValueError, match=re.escape("method='direct': taps must be host taps")):
+        kernels.fir_filter(np.zeros((2, 64), np.float32), cuda.to_device(np.ones(3, np.float32)), method="direct")
+    x = cuda.to_device(rng.standard_normal((3, 192)).astype(np.float32))
+    h = rng.standard_normal(17)
+    p = kernels.plan(kernels.fir_filter, x, h, method="direct")
+    x2 = cuda.to_device(rng.standard_normal((3, 192)).astype(np.float32))
+    want = np.asarray(kernels.fir_filter(x2, h, method="direct"))
+    np.testing.assert_array_equal(np.asarray(p(x2)), want)
+    assert _rel(want, _lfilter(np.asarray(x2), h)) < 1e-6
