@@ -4,12 +4,15 @@ CuPy's rfft -> multiply -> irfft on the same data: where direct summation (``met
 beats the FFT kernel (``method="fft"``), and so what ``method="auto"`` should pick.
 
     python benchmarks/conv_methods.py --out DIR [--mbytes 1024] [--sizes 512 1024 2048 4096] [--taps 7 15 31 63 64]
+                                      [--levels 1 2]
 
 Each (n, taps): rows = mbytes MiB / (4 n); the direct and FFT results are checked against a
 float64 reference on a few rows and against each other over the whole output before timing
 (``triton.testing.do_bench``, median). Memory floor: read + write at 4.3e12 B/s; the direct
 kernel's arithmetic bound: ``kernels._direct.flops`` at the fp32 FMA rate measured at the start
-(``benchmarks/ceilings.py``). Writes conv_methods.json and conv_methods.md into --out; exits with
+(``benchmarks/ceilings.py``). With ``--levels``, the direct kernel is also timed (and checked)
+with its taps split each given number of times (``kernels._direct.levels`` overridden; 0: plain
+sums, 1: two-parallel fast FIR, 2: nested), one column per level. Writes conv_methods.json and conv_methods.md into --out; exits with
 status 2 and a message when no GPU is usable.
 """
 
@@ -33,20 +36,25 @@ def parse_args(argv=None):
     ap.add_argument("--mbytes", type=int, default=1024, help="MiB of input per case (default 1024)")
     ap.add_argument("--sizes", type=int, nargs="+", default=[512, 1024, 2048, 4096], help="row lengths")
     ap.add_argument("--taps", type=int, nargs="+", default=[7, 15, 31, 63, 64], help="tap counts")
+    ap.add_argument("--levels", type=int, nargs="+", default=[], choices=(0, 1, 2),
+                    help="also time the direct kernel with its taps split this many times")
     a = ap.parse_args(argv)
     if a.mbytes < 1:
         ap.error("--mbytes must be >= 1")
     bad = [n for n in a.sizes if n < 64 or n > 4096 or n & (n - 1)]
     if bad:
         ap.error(f"--sizes must be powers of 2 from 64 to 4096 (both kernels run them), got {bad}")
-    bad = [m for m in a.taps if not 1 <= m <= 64]
+    bad = [m for m in a.taps if not 1 <= m <= 128]
     if bad:
-        ap.error(f"--taps must be from 1 to 64 (the direct kernel's range), got {bad}")
+        ap.error(f"--taps must be from 1 to 128 (the direct kernel's range), got {bad}")
     return a
 
 
-def measure(n, m, mbytes, fma_flops, do_bench):
-    """One (n, taps) row: both methods and CuPy's peer, checked, timed."""
+def measure(n, m, mbytes, fma_flops, do_bench, levels=()):
+    """One (n, taps) row: both methods and CuPy's peer (and the direct kernel at each of
+    ``levels``), checked, timed."""
+    from unittest import mock
+
     import cupy as cp
 
     import kernels
@@ -70,6 +78,15 @@ def measure(n, m, mbytes, fma_flops, do_bench):
     row["direct_ms"] = do_bench(lambda: kernels.fft_convolve(x, h, method="direct"), return_mode="median")
     row["fft_ms"] = do_bench(lambda: kernels.fft_convolve(x, h, method="fft"), return_mode="median")
     row["cupy_ms"] = do_bench(lambda: cp.fft.irfft(cp.fft.rfft(x, axis=-1) * H, n=n, axis=-1), return_mode="median")
+    row["levels"] = {}
+    for lev in levels:  # the kernel of this many splits, whatever levels() picks
+        with mock.patch.object(_direct, "levels", lambda m, lev=lev: lev):
+            y = kernels.fft_convolve(x, h, method="direct")
+            err = float(cp.linalg.norm(y[:REF_ROWS] - ref) / cp.linalg.norm(ref))
+            del y
+            ms = do_bench(lambda: kernels.fft_convolve(x, h, method="direct"), return_mode="median")
+        row["levels"][str(lev)] = dict(ms=ms, rel_err=err, flops=rows * _direct.flops(n, m, lev))
+        row["ok"] = row["ok"] and err < 1e-5
     row["floor_ms"] = 2 * x.nbytes / PEAK_BPS * 1e3
     row["direct_arith_ms"] = rows * _direct.flops(n, m) / fma_flops * 1e3
     row["direct_pct_bound"] = 100 * max(row["floor_ms"], row["direct_arith_ms"]) / row["direct_ms"]
@@ -81,13 +98,16 @@ def format_table(rows, meta) -> str:
     lines = [f"fft_convolve's kernels, float32 rows ({meta['device']}; fp32 FMA {meta['fp32_flops'] / 1e12:.1f} "
              f"TFLOP/s measured; {meta['mbytes']} MiB per case)", "",
              "| n | taps | rows | direct ms | fft ms | CuPy ms | faster | direct / fft | floor ms | direct arith. ms "
-             "| direct % of bound | rel. err direct / fft | check |",
-             "|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|---|"]
+             "| direct % of bound | rel. err direct / fft | direct ms at levels | check |",
+             "|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|---|---|"]
     for r in rows:
+        levs = ", ".join(f"{k}: {v['ms']:.3f}" for k, v in r.get("levels", {}).items())
         lines.append(f"| {r['n']} | {r['taps']} | {r['rows']} | {r['direct_ms']:.3f} | {r['fft_ms']:.3f} | "
                      f"{r['cupy_ms']:.3f} | {r['faster']} | {r['direct_ms'] / r['fft_ms']:.2f} | {r['floor_ms']:.3f} | "
                      f"{r['direct_arith_ms']:.3f} | {r['direct_pct_bound']:.0f}% | "
-                     f"{r['direct_rel_err']:.1e} / {r['fft_rel_err']:.1e} | {'ok' if r['ok'] else 'MISMATCH'} |")
+                     f"{r['direct_rel_err']:.1e} / {r['fft_rel_err']:.1e} | "
+                     f"{levs} | "
+                     f"{'ok' if r['ok'] else 'MISMATCH'} |")
     return "\n".join(lines) + "\n"
 
 
@@ -112,7 +132,7 @@ def main(argv=None) -> int:
         for m in args.taps:
             if m > n // 2:
                 continue
-            r = measure(n, m, args.mbytes, meta["fp32_flops"], do_bench)
+            r = measure(n, m, args.mbytes, meta["fp32_flops"], do_bench, args.levels)
             print(f"n={n} taps={m}: direct {r['direct_ms']:.3f} ms, fft {r['fft_ms']:.3f} ms, CuPy "
                   f"{r['cupy_ms']:.3f} ms, direct at {r['direct_pct_bound']:.0f}% of its bound, "
                   f"{'ok' if r['ok'] else 'MISMATCH'}", flush=True)

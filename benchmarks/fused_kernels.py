@@ -37,7 +37,8 @@ FLOP = 2 per FMA). FLOP counts used (the usual ones; n = FFT length, radix-2 cou
   (``fft_convolve``'s ``method="direct"``, its default for 63 taps) the operations that kernel does,
   ``kernels._direct.flops``: 2 per multiply-add, 1 per add, ~0.77 x 2 x 63 per output; conv_complex: rows x (2 x 5 n log2 n + 6 n);
 - fir: segments x (2 x 2.5 N log2 N + 6 (N/2 + 1)), N the segment FFT (512 for 127 taps),
-  segments = rows x ceil(L / (N - 126));
+  segments = rows x ceil(L / (N - 126)); with ``--fir-method direct``, ``kernels._direct.flops``
+  per 32 outputs as for conv_real;
 - matched: rows x (2 x 5 n log2 n + 6 n + 3 n); stft: frames x (2.5 n log2 n + n + 3 (n/2 + 1));
 - gemm: batch x 2 m n k; beamform: batch x (8 beams samples channels + beams x 5 s log2 s).
 
@@ -97,6 +98,8 @@ def parse_args(argv=None):
                     help="time every valid FFT configuration of each FFT case (fft_configs.md)")
     ap.add_argument("--conv-method", choices=("auto", "fft", "direct"), default="auto",
                     help="conv_real's fft_convolve method (default auto: direct summation for its 63 taps)")
+    ap.add_argument("--fir-method", choices=("auto", "fft", "direct"), default="auto",
+                    help="fir's fir_filter method (default auto: the FFT kernel, overlap-save)")
     ap.add_argument("--beamform-kernel", choices=("gemm", "direct"),
                     help="which beamforming kernel beamform_spectra runs (kernels.gemm.BEAMFORM_KERNEL; "
                          "default: the library's choice)")
@@ -182,6 +185,7 @@ def _cnoise(rng, shape):
 
 PROFILE_WINDOW = False  # --profile-window (main sets it)
 CONV_METHOD = "auto"  # --conv-method (main sets it)
+FIR_METHOD = "auto"  # --fir-method (main sets it)
 
 
 def _measure(ours, peer, check):
@@ -287,12 +291,20 @@ def case_fir(K, mbytes):
         ref = cp.fft.irfft(spec, n=nfft, axis=-1)[:, :length]
         return dict(_errors(yo, yp, ref), peer_dtype=str(yp.dtype))
 
-    res = _measure(lambda: K.fir_filter(x, taps), peer, check)
-    nfft = 512  # fir_filter's default segment FFT for 127 taps: the smallest power of 2 >= 4 * 127
-    segments = rows * -(-length // (nfft - ntaps + 1))
-    return dict(shape=f"{rows}x{length} f32, {ntaps} taps", peer="cupyx oaconvolve(axes=-1)[:, :L]",
-                bytes=2 * x.nbytes, flops=segments * (2 * _rfft_flops(nfft) + 6 * (nfft // 2 + 1)),
-                fft=(nfft, True, segments, True), **res)
+    from kernels.convolution import fir_method
+
+    method = fir_method(FIR_METHOD, length, taps, np.float32)
+    res = _measure(lambda: K.fir_filter(x, taps, method=method), peer, check)
+    if method == "direct":  # no FFT: its own operation count, no FFT-work bound
+        from kernels import _direct
+
+        work = dict(flops=rows * length // _direct.OUTPUTS * (_direct.flops(_direct.OUTPUTS, ntaps)))
+    else:
+        nfft = 512  # fir_filter's default segment FFT for 127 taps: the smallest power of 2 >= 4 * 127
+        segments = rows * -(-length // (nfft - ntaps + 1))
+        work = dict(flops=segments * (2 * _rfft_flops(nfft) + 6 * (nfft // 2 + 1)), fft=(nfft, True, segments, True))
+    return dict(shape=f"{rows}x{length} f32, {ntaps} taps, {method}", peer="cupyx oaconvolve(axes=-1)[:, :L]",
+                bytes=2 * x.nbytes, **work, **res)
 
 
 def case_matched(K, mbytes):
@@ -706,10 +718,11 @@ def format_config_table(rows, meta):
 
 
 def main(argv=None):
-    global PROFILE_WINDOW, CONV_METHOD
+    global PROFILE_WINDOW, CONV_METHOD, FIR_METHOD
     args = parse_args(argv)
     PROFILE_WINDOW = args.profile_window
     CONV_METHOD = "fft" if args.fft_configs else args.conv_method  # configurations are the FFT kernel's
+    FIR_METHOD = "fft" if args.fft_configs else args.fir_method
     why = no_gpu_reason()
     if why:
         print(f"benchmarks/fused_kernels.py needs a CUDA GPU (with CuPy and triton): {why}", file=sys.stderr)

@@ -200,13 +200,9 @@ def fir_filter(x, taps, *, fft_size=None, method="auto", stream=None):
     if method == "direct":
         if fft_size is not None:
             raise ValueError(f"fft_size={fft_size!r} is method='fft''s segment length; method='direct' takes none")
-        taps = _taps("taps", taps, real, precision, float("inf"))  # the count: unsupported() below
-        length = xo.shape[-1]
-        why = _direct.unsupported(length, taps.size if not isinstance(taps, Operand) else m, xo.dtype,
-                                  on_device(taps) or isinstance(taps, Operand), linear=True)
-        if why is not None:
-            raise ValueError(f"method='direct': {why}")
-        return _run_direct(xo, taps, length, stream, linear=True)
+        taps = _taps("taps", taps, real, precision, float("inf"))  # the count: fir_method's
+        if fir_method(method, xo.shape[-1], taps, xo.dtype) == "direct":
+            return _run_direct(xo, taps, xo.shape[-1], stream, linear=True)
     if fft_size is None:
         fft_size = 64
         while fft_size < 4 * m and fft_size < 4096:
@@ -219,6 +215,21 @@ def fir_filter(x, taps, *, fft_size=None, method="auto", stream=None):
     taps = _taps("taps", taps, real, precision, fft_size // 2)
     return _run(xo, taps, int(fft_size), real, precision, halo=m - 1, stream=stream, conj=False,
                 fn_name="fir_filter")
+
+
+def fir_method(method, length, taps, dtype) -> str:
+    """The kernel :func:`fir_filter` runs for ``method``, rows of ``length`` samples of
+    ``dtype`` and ``taps`` (host or device): ``"fft"`` or ``"direct"``; ``"auto"`` is
+    ``"fft"`` (the direct kernel not yet measured against it). ValueError naming the argument
+    where ``method="direct"`` cannot run."""
+    _check_method(method)
+    if method != "direct":
+        return "fft"
+    why = _direct.unsupported(length, _ntaps(taps), dtype, on_device(taps) or isinstance(taps, Operand),
+                              linear=True)
+    if why is not None:
+        raise ValueError(f"method='direct': {why}")
+    return "direct"
 
 
 def _run(xo, taps, n, real, precision, *, halo, stream, conj, fn_name):

@@ -34,7 +34,10 @@ def test_parse_args(bk):
     assert a.out == "bench_out" and a.mbytes == 512 and a.cases == list(bk.CASES) and not a.profile_window
     a = bk.parse_args(["--out", "/tmp/x", "--mbytes", "64", "--cases", "fir", "gemm", "--profile-window"])
     assert (a.out, a.mbytes, a.cases, a.profile_window) == ("/tmp/x", 64, ["fir", "gemm"], True)
-    for bad in (["--cases", "nope"], ["--mbytes", "0"]):
+    assert (a.conv_method, a.fir_method) == ("auto", "auto")
+    a = bk.parse_args(["--conv-method", "fft", "--fir-method", "direct"])
+    assert (a.conv_method, a.fir_method) == ("fft", "direct")
+    for bad in (["--cases", "nope"], ["--mbytes", "0"], ["--fir-method", "dft"]):
         with pytest.raises(SystemExit):
             bk.parse_args(bad)
 
