@@ -1,0 +1,150 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The direct-summation kernel's sm_90 machine code, counted without a GPU: registers, local
+memory and instructions per thread by opcode, for each (row length, taps, levels, segments).
+
+    python benchmarks/sass_counts.py --out DIR [--cases 4096:63 1024:63 4096:127:256] [--levels 1 2]
+
+A case is ``n:taps`` (``fft_convolve``'s circular kernel for rows of n samples) or
+``n:taps:nseg`` (``fir_filter``'s kernel for rows of nseg segments of n samples). Each is
+compiled for sm_90 by ``nvmath_device.aot.compile_kernel`` (NVVM + nvJitLink, no driver) at each
+of ``--levels`` (default: what ``kernels._direct.levels`` picks) and disassembled by
+``nvdisasm`` (``$NVDISASM``, else on ``PATH``, else that of the ``nvidia-cuda-nvdisasm`` wheel,
+which the test extras install).
+The kernel is unrolled, so these static counts are the instructions every thread issues. An
+instruction-bound kernel's time scales with them (the 4096 x 63 kernel was: issue slots 87 %
+busy); they do not replace a timing. Writes sass_counts.json and sass_counts.md into --out;
+exits with status 2 and a message when nvdisasm is not found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+# one instruction line of nvdisasm's output: /*0a30*/  [@!P0] OPCODE.MODIFIERS operands ;
+_INSTR = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*)")
+COLUMNS = ("FFMA", "FMUL", "FADD", "LDS", "STS", "LDG", "STG", "ULDC", "LDC")
+
+
+def parse_case(text: str) -> tuple:
+    """``"n:taps"`` or ``"n:taps:nseg"`` -> ``(n, taps, nseg)`` (nseg 0: circular)."""
+    parts = text.split(":")
+    if len(parts) not in (2, 3) or not all(p.isdigit() for p in parts):
+        raise argparse.ArgumentTypeError(f"a case is n:taps or n:taps:nseg, got {text!r}")
+    n, m, nseg = (int(p) for p in (*parts, "0")[:3])
+    return n, m, nseg
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="bench_out", help="folder for sass_counts.json and .md")
+    ap.add_argument("--cases", type=parse_case, nargs="+", default=[(4096, 63, 0), (1024, 63, 0), (4096, 127, 256)],
+                    help="n:taps (circular) or n:taps:nseg (FIR segments)")
+    ap.add_argument("--levels", type=int, nargs="+", choices=(0, 1, 2), default=None,
+                    help="times the taps are split (default: kernels._direct.levels' choice)")
+    a = ap.parse_args(argv)
+    from kernels import _direct
+
+    for n, m, _ in a.cases:
+        why = _direct.unsupported(n, m, "float32", False)
+        if why is not None:
+            ap.error(f"--cases {n}:{m}: {why}")
+    return a
+
+
+def opcodes(sass: str) -> collections.Counter:
+    """Instructions by opcode (without modifiers: ``LDS.64`` counts as ``LDS``) in nvdisasm's text."""
+    return collections.Counter(m.group(1).split(".")[0] for line in sass.splitlines() if (m := _INSTR.match(line)))
+
+
+def count(n: int, m: int, lev: int, nseg: int, nvdisasm: str) -> dict:
+    """One case: compile, disassemble, count."""
+    import numpy as np
+    from numba import types
+
+    from kernels import _direct
+    from nvmath_device.aot import compile_kernel
+
+    ntaps = len(_direct.taps_param(np.ones(m), lev))
+    one_row = _direct.geometry(n)[1] == 1
+    argtypes = ((types.complex64[::1], types.float32[::1], types.complex64[::1])
+                + (() if one_row else (types.int64,)) + (types.UniTuple(types.float32, ntaps),))
+    ck = compile_kernel(_direct.kernel(n, m, lev, nseg), argtypes, sm=90)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "k.cubin")
+        with open(path, "wb") as f:
+            f.write(ck.cubin)
+        sass = subprocess.run([nvdisasm, "-c", path], capture_output=True, text=True, check=True).stdout
+    ops = opcodes(sass)
+    return dict(n=n, taps=m, levels=lev, nseg=nseg, registers=ck.registers, local_bytes=ck.frame_bytes,
+                instructions=sum(ops.values()), opcodes=dict(ops.most_common()),
+                outputs_per_thread=_direct.OUTPUTS)
+
+
+def format_table(rows) -> str:
+    lines = ["Direct-summation kernel, sm_90 code per thread (static counts, nvdisasm; no GPU)", "",
+             "| n | taps | segments | levels | registers | local bytes | instructions | "
+             + " | ".join(COLUMNS) + " |",
+             "|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(COLUMNS)]
+    for r in rows:
+        cells = " | ".join(str(r["opcodes"].get(c, 0)) for c in COLUMNS)
+        lines.append(f"| {r['n']} | {r['taps']} | {r['nseg'] or '-'} | {r['levels']} | {r['registers']} | "
+                     f"{r['local_bytes']} | {r['instructions']} | {cells} |")
+    return "\n".join(lines) + "\n"
+
+
+def find_nvdisasm() -> str | None:
+    """``$NVDISASM`` when set (None if it names no file), else nvdisasm on ``PATH``, else the
+    one in an installed ``nvidia-cuda-nvdisasm`` wheel (``nvidia/cu*/bin``)."""
+    env = os.environ.get("NVDISASM")
+    if env is not None:
+        return env if os.path.isfile(env) else None
+    found = shutil.which("nvdisasm")
+    if found:
+        return found
+    import importlib.util
+
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations if spec else None) or ():
+        for cu in sorted(os.listdir(root), reverse=True):
+            path = os.path.join(root, cu, "bin", "nvdisasm")
+            if cu.startswith("cu") and os.access(path, os.X_OK):
+                return path
+    return None
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    nvdisasm = find_nvdisasm()
+    if nvdisasm is None:
+        print("benchmarks/sass_counts.py needs nvdisasm: set NVDISASM, put it on PATH or "
+              "pip install nvidia-cuda-nvdisasm", file=sys.stderr)
+        return 2
+    from kernels import _direct
+
+    rows = []
+    for n, m, nseg in args.cases:
+        for lev in args.levels or [_direct.levels(m)]:
+            r = count(n, m, lev, nseg, nvdisasm)
+            print(f"n={n} taps={m} nseg={nseg} levels={lev}: {r['registers']} registers, "
+                  f"{r['instructions']} instructions", flush=True)
+            rows.append(r)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "sass_counts.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+    table = format_table(rows)
+    with open(os.path.join(args.out, "sass_counts.md"), "w") as f:
+        f.write(table)
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
