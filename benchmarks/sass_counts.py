@@ -52,8 +52,10 @@ def parse_args(argv=None):
     a = ap.parse_args(argv)
     from kernels import _direct
 
-    for n, m, _ in a.cases:
-        why = _direct.unsupported(n, m, "float32", False)
+    for n, m, nseg in a.cases:
+        why = _direct.unsupported(n, m, "float32", False, linear=bool(nseg))
+        if why is None and n > _direct.MAX_N:
+            why = f"at most {_direct.MAX_N} samples per row or segment, got {n}"
         if why is not None:
             ap.error(f"--cases {n}:{m}: {why}")
     return a
@@ -73,7 +75,7 @@ def count(n: int, m: int, lev: int, nseg: int, nvdisasm: str) -> dict:
     from nvmath_device.aot import compile_kernel
 
     ntaps = len(_direct.taps_param(np.ones(m), lev))
-    one_row = _direct.geometry(n)[1] == 1
+    one_row = _direct.geometry(n, m, lev)[1] == 1
     argtypes = ((types.complex64[::1], types.float32[::1], types.complex64[::1])
                 + (() if one_row else (types.int64,)) + (types.UniTuple(types.float32, ntaps),))
     ck = compile_kernel(_direct.kernel(n, m, lev, nseg), argtypes, sm=90)

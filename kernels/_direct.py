@@ -35,6 +35,7 @@ MAX_TAPS = 128  # the generated code grows as taps x OUTPUTS (128 taps: ~16 s to
 MEASURED_TAPS = 64  # method="auto" picks this kernel only up to here: measured against the FFT kernel
 MAX_N = 8192  # a row (plus halo and padding) in static shared memory, < 48 KiB
 ROW_THREADS = 128  # threads per block at least (several rows per block for short rows)
+MAX_SHARED = 48 * 1024  # static shared memory per block, bytes
 
 
 def faster(n: int, m: int) -> bool:
@@ -58,6 +59,8 @@ def unsupported(n: int, m: int, dtype, device_taps: bool, linear: bool = False) 
         return f"{h} has {m} taps; at most {MAX_TAPS} (longer filters: method='fft')"
     if linear:
         return None if n % (2 * OUTPUTS) == 0 else f"x's rows must have a multiple of {2 * OUTPUTS} samples, got {n}"
+    if m > n:
+        return f"h has {m} taps; at most the row length, {n}"
     if n % (2 * OUTPUTS) or n > MAX_N:
         return f"x's rows must have a multiple of {2 * OUTPUTS} samples up to {MAX_N}, got {n}"
     return None
@@ -96,11 +99,15 @@ def segments(length: int) -> tuple:
     return n, length // n
 
 
-def geometry(n: int) -> tuple:
-    """``(threads per row, rows per block)`` of the kernel for rows of ``n`` samples."""
+@functools.cache
+def geometry(n: int, m: int, lev: int) -> tuple:
+    """``(threads per row, rows per block)`` of the kernel for rows (or segments) of ``n``
+    samples and ``m`` taps split ``lev`` times: at least ROW_THREADS threads per block where
+    the rows' shared memory fits the 48 KiB of static shared memory, fewer rows where not
+    (long filters on short segments)."""
     t = n // OUTPUTS
-    rows = max(1, ROW_THREADS // t)
-    return t, rows
+    fit = MAX_SHARED // (4 * _row_floats(n, m, lev))
+    return t, max(1, min(ROW_THREADS // t, fit))
 
 
 PAD = 2  # floats of padding after every OUTPUTS floats of s in shared memory (see source())
@@ -111,7 +118,7 @@ def _row_floats(n: int, m: int, lev: int) -> int:
     thread reads ``s`` in pairs, the last pair's second sample unused), and congruent to twice
     the threads per row modulo 32, so that the pairs a half-warp reads at once, across rows too,
     fall on distinct banks."""
-    t = geometry(n)[0]
+    t = n // OUTPUTS
     end = n + padded_taps(m, lev)  # one past the largest index of s any thread reads
     need = end + PAD * (-(-end // OUTPUTS))
     return need + (2 * t - need) % 32
@@ -238,7 +245,7 @@ def source(n: int, m: int, lev: int, nseg: int = 0) -> str:
     filtering of rows of ``nseg`` consecutive such segments (``fir_filter``)."""
     R, K = OUTPUTS, OUTPUTS // 2
     M = padded_taps(m, lev)
-    t, rows = geometry(n)
+    t, rows = geometry(n, m, lev)
     sh = _row_floats(n, m, lev)
     # s[D + j] = x[j]; s[0 : D] = the row's end (circular), the previous segment's end or zeros
     # (linear); s[n + D + j] = 0 for j < M - m: read by zero taps only
@@ -337,7 +344,7 @@ def kernel(n: int, m: int, lev: int, nseg: int = 0):
     ``x2``/``y2`` the rows as flat complex64 sample pairs, ``x`` the same rows as flat float32,
     ``g`` the :func:`taps_param` tuple (same ``lev``). Launch :func:`geometry`'s block shape over
     ``ceil(nrows / rows per block)`` blocks."""
-    t, rows = geometry(n)
+    t, rows = geometry(n, m, lev)
     ns = {"__name__": __name__, "np": np, "cuda": cuda, "float32": float32, "complex64": complex64, "uint64": uint64,
           "load_complex": load_complex, "store_complex": store_complex}
     code = compile(source(n, m, lev, nseg), f"<kernels._direct n={n} m={m} lev={lev} nseg={nseg}>", "exec")
@@ -354,8 +361,8 @@ def convolve(xp, x, yp, nrows: int, n: int, taps: np.ndarray, stream, lev: int |
     float32 rows, ``taps`` host float64, the taps split ``lev`` times (default :func:`levels`);
     ``nrows`` rows of ``n`` samples (``nseg`` 0: circular convolution), or ``nrows`` segments
     of ``n`` samples, ``nseg`` to a row (linear filtering)."""
-    t, rows = geometry(n)
     lev = levels(taps.size) if lev is None else lev
+    t, rows = geometry(n, taps.size, lev)
     k, g = kernel(n, taps.size, lev, nseg), taps_param(taps, lev)
     if rows == 1:
         launch(k, nrows, (t, 1), stream, 0, xp, x, yp, g)

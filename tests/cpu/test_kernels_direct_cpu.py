@@ -116,18 +116,19 @@ def test_taps_param_splits_the_reversed_taps_by_phase():
 
 
 @pytest.mark.parametrize("n,m,lev,nseg", [(4096, 63, 2, 0), (4096, 63, 1, 0), (64, 7, 0, 0), (1024, 16, 1, 0),
-                                           (4096, 127, 2, 256)])
+                                           (4096, 127, 2, 256), (64, 128, 2, 3)])
 def test_direct_kernel_links_for_sm90_without_local_memory(n, m, lev, nseg):
     """The main job's kernel (4096 samples, 63 taps: one row of 128 threads per block) with the
     taps split twice (what levels() picks) and once, short-row ones (64 rows of 2 threads, 4
     rows of 32 per block; 16 taps: the row stored to shared memory as floats), and fir_filter's
-    for the FIR benchmark (rows of 2**20 samples as 4096-sample segments, 127 taps): no spills,
-    registers within the launch bounds' 4 blocks of 128 threads per SM."""
+    for the FIR benchmark (rows of 2**20 samples as 4096-sample segments, 127 taps) and for 128
+    taps on 64-sample segments (fewer rows per block: their shared memory within 48 KiB): no
+    spills, registers within the launch bounds' 4 blocks of 128 threads per SM."""
     from numba import types
 
     from nvmath_device.aot import compile_kernel
 
-    one_row = _direct.geometry(n)[1] == 1  # no row count parameter
+    one_row = _direct.geometry(n, m, lev)[1] == 1  # no row count parameter
     ntaps = len(_direct.taps_param(np.ones(m), lev))
     argtypes = ((types.complex64[::1], types.float32[::1], types.complex64[::1])
                 + (() if one_row else (types.int64,)) + (types.UniTuple(types.float32, ntaps),))
@@ -138,16 +139,18 @@ def test_direct_kernel_links_for_sm90_without_local_memory(n, m, lev, nseg):
 
 
 def test_geometry_and_shared_rows():
-    assert _direct.geometry(4096) == (128, 1)
-    assert _direct.geometry(64) == (2, 64)
-    assert _direct.geometry(8192) == (256, 1)
-    for n, m, lev in [(64, 7, 0), (4096, 63, 2), (192, 64, 1), (8192, 64, 2), (8192, 63, 0)]:
-        t, rows = _direct.geometry(n)
+    assert _direct.geometry(4096, 63, 2) == (128, 1)
+    assert _direct.geometry(64, 7, 0) == (2, 64)
+    assert _direct.geometry(8192, 64, 2) == (256, 1)
+    assert _direct.geometry(64, 128, 2) == (2, 53)  # 128 taps on 64-sample segments: 53 rows fit 48 KiB
+    for n, m, lev in [(64, 7, 0), (4096, 63, 2), (192, 64, 1), (8192, 64, 2), (8192, 63, 0), (8192, 128, 2),
+                      (64, 128, 2), (128, 127, 1)]:
+        t, rows = _direct.geometry(n, m, lev)
         sh = _direct._row_floats(n, m, lev)
         end = n + _direct.padded_taps(m, lev)  # s[0 : end] read, in pairs
         assert sh >= _direct._slot(end - 1) + 1  # every index a thread reads fits
         assert sh % 2 == 0 and sh % 32 == 2 * t % 32  # pairs; a half-warp's pairs on distinct banks
-        assert rows * sh * 4 < 48 * 1024  # static shared memory
+        assert rows * sh * 4 <= 48 * 1024  # static shared memory
 
 
 def test_unsupported_names_the_argument():
@@ -160,6 +163,7 @@ def test_unsupported_names_the_argument():
     assert "multiple of 64" in _direct.unsupported(4000, 7, f32, False)
     assert "up to 8192" in _direct.unsupported(8256, 7, f32, False)
     assert "at most 128" in _direct.unsupported(4096, 129, f32, False)
+    assert _direct.unsupported(64, 65, f32, False) == "h has 65 taps; at most the row length, 64"
     # fir_filter's rows: any multiple of 64, its taps named taps
     assert _direct.unsupported(2**20 + 64, 128, f32, False, linear=True) is None
     assert _direct.unsupported(100, 7, f32, False, linear=True) == "x's rows must have a multiple of 64 samples, got 100"

@@ -26,8 +26,9 @@ def test_parse_args(sc):
     assert a.cases == [(4096, 63, 0), (1024, 63, 0), (4096, 127, 256)] and a.levels is None
     a = sc.parse_args(["--cases", "64:7", "4096:127:256", "--levels", "1", "2"])
     assert (a.cases, a.levels) == ([(64, 7, 0), (4096, 127, 256)], [1, 2])
+    assert sc.parse_args(["--cases", "64:128:3"]).cases == [(64, 128, 3)]  # FIR segments: more taps than samples
     for bad in (["--cases", "64"], ["--cases", "64:x"], ["--cases", "100:7"], ["--cases", "64:129"],
-                ["--levels", "3"]):
+                ["--cases", "64:65"], ["--cases", "16384:7:2"], ["--levels", "3"]):
         with pytest.raises(SystemExit):
             sc.parse_args(bad)
 
