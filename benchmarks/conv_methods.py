@@ -4,7 +4,7 @@ CuPy's rfft -> multiply -> irfft on the same data: where direct summation (``met
 beats the FFT kernel (``method="fft"``), and so what ``method="auto"`` should pick.
 
     python benchmarks/conv_methods.py --out DIR [--mbytes 1024] [--sizes 512 1024 2048 4096] [--taps 7 15 31 63 64]
-                                      [--levels 1 2]
+                                      [--levels 1 2] [--pipeline]
 
 Each (n, taps): rows = mbytes MiB / (4 n); the direct and FFT results are checked against a
 float64 reference on a few rows and against each other over the whole output before timing
@@ -12,7 +12,9 @@ float64 reference on a few rows and against each other over the whole output bef
 kernel's arithmetic bound: ``kernels._direct.flops`` at the fp32 FMA rate measured at the start
 (``benchmarks/ceilings.py``). With ``--levels``, the direct kernel is also timed (and checked)
 with its taps split each given number of times (``kernels._direct.levels`` overridden; 0: plain
-sums, 1: two-parallel fast FIR, 2: nested), one column per level. Writes conv_methods.json and conv_methods.md into --out; exits with
+sums, 1: two-parallel fast FIR, 2: nested), one column per level; ``--pipeline`` adds the
+pipelined kernel (persistent, cp.async into two row buffers; rows of 4096) at each level and at
+the default one. Writes conv_methods.json and conv_methods.md into --out; exits with
 status 2 and a message when no GPU is usable.
 """
 
@@ -38,6 +40,8 @@ def parse_args(argv=None):
     ap.add_argument("--taps", type=int, nargs="+", default=[7, 15, 31, 63, 64], help="tap counts")
     ap.add_argument("--levels", type=int, nargs="+", default=[], choices=(0, 1, 2),
                     help="also time the direct kernel with its taps split this many times")
+    ap.add_argument("--pipeline", action="store_true",
+                    help="also time the pipelined direct kernel (kernels._direct.PIPELINE) where it exists")
     a = ap.parse_args(argv)
     if a.mbytes < 1:
         ap.error("--mbytes must be >= 1")
@@ -50,9 +54,9 @@ def parse_args(argv=None):
     return a
 
 
-def measure(n, m, mbytes, fma_flops, do_bench, levels=()):
+def measure(n, m, mbytes, fma_flops, do_bench, levels=(), pipeline=False):
     """One (n, taps) row: both methods and CuPy's peer (and the direct kernel at each of
-    ``levels``), checked, timed."""
+    ``levels``, and pipelined), checked, timed."""
     from unittest import mock
 
     import cupy as cp
@@ -79,13 +83,18 @@ def measure(n, m, mbytes, fma_flops, do_bench, levels=()):
     row["fft_ms"] = do_bench(lambda: kernels.fft_convolve(x, h, method="fft"), return_mode="median")
     row["cupy_ms"] = do_bench(lambda: cp.fft.irfft(cp.fft.rfft(x, axis=-1) * H, n=n, axis=-1), return_mode="median")
     row["levels"] = {}
-    for lev in levels:  # the kernel of this many splits, whatever levels() picks
-        with mock.patch.object(_direct, "levels", lambda m, lev=lev: lev):
+    variants = [(str(lev), lev, False) for lev in levels]
+    if pipeline:
+        variants += [(f"{lev}p", lev, True) for lev in [*levels, _direct.levels(m)]
+                     if _direct.pipelines(n, m, lev) and f"{lev}p" not in {v[0] for v in variants}]
+    for name, lev, pipe in variants:  # the kernel of this many splits, whatever levels() picks
+        with mock.patch.object(_direct, "levels", lambda m, lev=lev: lev), \
+                mock.patch.object(_direct, "PIPELINE", pipe):
             y = kernels.fft_convolve(x, h, method="direct")
             err = float(cp.linalg.norm(y[:REF_ROWS] - ref) / cp.linalg.norm(ref))
             del y
             ms = do_bench(lambda: kernels.fft_convolve(x, h, method="direct"), return_mode="median")
-        row["levels"][str(lev)] = dict(ms=ms, rel_err=err, flops=rows * _direct.flops(n, m, lev))
+        row["levels"][name] = dict(ms=ms, rel_err=err, flops=rows * _direct.flops(n, m, lev))
         row["ok"] = row["ok"] and err < 1e-5
     row["floor_ms"] = 2 * x.nbytes / PEAK_BPS * 1e3
     row["direct_arith_ms"] = rows * _direct.flops(n, m) / fma_flops * 1e3
@@ -98,7 +107,7 @@ def format_table(rows, meta) -> str:
     lines = [f"fft_convolve's kernels, float32 rows ({meta['device']}; fp32 FMA {meta['fp32_flops'] / 1e12:.1f} "
              f"TFLOP/s measured; {meta['mbytes']} MiB per case)", "",
              "| n | taps | rows | direct ms | fft ms | CuPy ms | faster | direct / fft | floor ms | direct arith. ms "
-             "| direct % of bound | rel. err direct / fft | direct ms at levels | check |",
+             "| direct % of bound | rel. err direct / fft | direct ms at levels (p: pipelined) | check |",
              "|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|---|---|"]
     for r in rows:
         levs = ", ".join(f"{k}: {v['ms']:.3f}" for k, v in r.get("levels", {}).items())
@@ -132,7 +141,7 @@ def main(argv=None) -> int:
         for m in args.taps:
             if m > n // 2:
                 continue
-            r = measure(n, m, args.mbytes, meta["fp32_flops"], do_bench, args.levels)
+            r = measure(n, m, args.mbytes, meta["fp32_flops"], do_bench, args.levels, args.pipeline)
             print(f"n={n} taps={m}: direct {r['direct_ms']:.3f} ms, fft {r['fft_ms']:.3f} ms, CuPy "
                   f"{r['cupy_ms']:.3f} ms, direct at {r['direct_pct_bound']:.0f}% of its bound, "
                   f"{'ok' if r['ok'] else 'MISMATCH'}", flush=True)

@@ -100,6 +100,9 @@ def parse_args(argv=None):
                     help="conv_real's fft_convolve method (default auto: direct summation for its 63 taps)")
     ap.add_argument("--fir-method", choices=("auto", "fft", "direct"), default="auto",
                     help="fir's fir_filter method (default auto: the FFT kernel, overlap-save)")
+    ap.add_argument("--direct-pipeline", action="store_true",
+                    help="direct summation (conv_real's, and fir's with --fir-method direct) by the pipelined "
+                         "kernel where it exists (kernels._direct.PIPELINE; rows or segments of 4096)")
     ap.add_argument("--beamform-kernel", choices=("gemm", "direct"),
                     help="which beamforming kernel beamform_spectra runs (kernels.gemm.BEAMFORM_KERNEL; "
                          "default: the library's choice)")
@@ -723,6 +726,10 @@ def main(argv=None):
     PROFILE_WINDOW = args.profile_window
     CONV_METHOD = "fft" if args.fft_configs else args.conv_method  # configurations are the FFT kernel's
     FIR_METHOD = "fft" if args.fft_configs else args.fir_method
+    if args.direct_pipeline:
+        from kernels import _direct
+
+        _direct.PIPELINE = True
     why = no_gpu_reason()
     if why:
         print(f"benchmarks/fused_kernels.py needs a CUDA GPU (with CuPy and triton): {why}", file=sys.stderr)

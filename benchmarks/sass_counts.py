@@ -2,12 +2,14 @@
 """The direct-summation kernel's sm_90 machine code, counted without a GPU: registers, local
 memory and instructions per thread by opcode, for each (row length, taps, levels, segments).
 
-    python benchmarks/sass_counts.py --out DIR [--cases 4096:63 1024:63 4096:127:256] [--levels 1 2]
+    python benchmarks/sass_counts.py --out DIR [--cases 4096:63 1024:63 4096:127:256] [--levels 1 2] [--pipeline]
 
 A case is ``n:taps`` (``fft_convolve``'s circular kernel for rows of n samples) or
 ``n:taps:nseg`` (``fir_filter``'s kernel for rows of nseg segments of n samples). Each is
 compiled for sm_90 by ``nvmath_device.aot.compile_kernel`` (NVVM + nvJitLink, no driver) at each
-of ``--levels`` (default: what ``kernels._direct.levels`` picks) and disassembled by
+of ``--levels`` (default: what ``kernels._direct.levels`` picks; with ``--pipeline`` also the
+pipelined kernel where it exists, whose count holds its first row's copies once and the loop's
+per-row code) and disassembled by
 ``nvdisasm`` (``$NVDISASM``, else on ``PATH``, else that of the ``nvidia-cuda-nvdisasm`` wheel,
 which the test extras install).
 The kernel is unrolled, so these static counts are the instructions every thread issues. An
@@ -30,7 +32,7 @@ import tempfile
 
 # one instruction line of nvdisasm's output: /*0a30*/  [@!P0] OPCODE.MODIFIERS operands ;
 _INSTR = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*)")
-COLUMNS = ("FFMA", "FMUL", "FADD", "LDS", "STS", "LDG", "STG", "ULDC", "LDC")
+COLUMNS = ("FFMA", "FMUL", "FADD", "LDS", "STS", "LDG", "LDGSTS", "STG", "ULDC", "LDC")
 
 
 def parse_case(text: str) -> tuple:
@@ -49,6 +51,7 @@ def parse_args(argv=None):
                     help="n:taps (circular) or n:taps:nseg (FIR segments)")
     ap.add_argument("--levels", type=int, nargs="+", choices=(0, 1, 2), default=None,
                     help="times the taps are split (default: kernels._direct.levels' choice)")
+    ap.add_argument("--pipeline", action="store_true", help="also the pipelined kernel, where it exists")
     a = ap.parse_args(argv)
     from kernels import _direct
 
@@ -66,7 +69,7 @@ def opcodes(sass: str) -> collections.Counter:
     return collections.Counter(m.group(1).split(".")[0] for line in sass.splitlines() if (m := _INSTR.match(line)))
 
 
-def count(n: int, m: int, lev: int, nseg: int, nvdisasm: str) -> dict:
+def count(n: int, m: int, lev: int, nseg: int, nvdisasm: str, pipe: bool = False) -> dict:
     """One case: compile, disassemble, count."""
     import numpy as np
     from numba import types
@@ -75,29 +78,30 @@ def count(n: int, m: int, lev: int, nseg: int, nvdisasm: str) -> dict:
     from nvmath_device.aot import compile_kernel
 
     ntaps = len(_direct.taps_param(np.ones(m), lev))
-    one_row = _direct.geometry(n, m, lev)[1] == 1
+    one_row = _direct.geometry(n, m, lev)[1] == 1 and not pipe
     argtypes = ((types.complex64[::1], types.float32[::1], types.complex64[::1])
                 + (() if one_row else (types.int64,)) + (types.UniTuple(types.float32, ntaps),))
-    ck = compile_kernel(_direct.kernel(n, m, lev, nseg), argtypes, sm=90)
+    ck = compile_kernel(_direct.kernel(n, m, lev, nseg, pipe), argtypes, sm=90)
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "k.cubin")
         with open(path, "wb") as f:
             f.write(ck.cubin)
         sass = subprocess.run([nvdisasm, "-c", path], capture_output=True, text=True, check=True).stdout
     ops = opcodes(sass)
-    return dict(n=n, taps=m, levels=lev, nseg=nseg, registers=ck.registers, local_bytes=ck.frame_bytes,
+    return dict(n=n, taps=m, levels=lev, nseg=nseg, pipelined=pipe, registers=ck.registers, local_bytes=ck.frame_bytes,
                 instructions=sum(ops.values()), opcodes=dict(ops.most_common()),
                 outputs_per_thread=_direct.OUTPUTS)
 
 
 def format_table(rows) -> str:
     lines = ["Direct-summation kernel, sm_90 code per thread (static counts, nvdisasm; no GPU)", "",
-             "| n | taps | segments | levels | registers | local bytes | instructions | "
+             "| n | taps | segments | levels | pipelined | registers | local bytes | instructions | "
              + " | ".join(COLUMNS) + " |",
-             "|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(COLUMNS)]
+             "|---:|---:|---:|---:|---|---:|---:|---:|" + "---:|" * len(COLUMNS)]
     for r in rows:
         cells = " | ".join(str(r["opcodes"].get(c, 0)) for c in COLUMNS)
-        lines.append(f"| {r['n']} | {r['taps']} | {r['nseg'] or '-'} | {r['levels']} | {r['registers']} | "
+        lines.append(f"| {r['n']} | {r['taps']} | {r['nseg'] or '-'} | {r['levels']} | "
+                     f"{'yes' if r.get('pipelined') else 'no'} | {r['registers']} | "
                      f"{r['local_bytes']} | {r['instructions']} | {cells} |")
     return "\n".join(lines) + "\n"
 
@@ -134,10 +138,11 @@ def main(argv=None) -> int:
     rows = []
     for n, m, nseg in args.cases:
         for lev in args.levels or [_direct.levels(m)]:
-            r = count(n, m, lev, nseg, nvdisasm)
-            print(f"n={n} taps={m} nseg={nseg} levels={lev}: {r['registers']} registers, "
-                  f"{r['instructions']} instructions", flush=True)
-            rows.append(r)
+            for pipe in (False, True) if args.pipeline and _direct.pipelines(n, m, lev) else (False,):
+                r = count(n, m, lev, nseg, nvdisasm, pipe)
+                print(f"n={n} taps={m} nseg={nseg} levels={lev} pipelined={pipe}: {r['registers']} registers, "
+                      f"{r['instructions']} instructions", flush=True)
+                rows.append(r)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "sass_counts.json"), "w") as f:
         json.dump(rows, f, indent=1)

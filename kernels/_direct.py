@@ -26,9 +26,15 @@ import math
 import numpy as np
 from numba import complex64, cuda, float32, uint64
 
-from nvmath_device import load_complex, store_complex
+from nvmath_device import (
+    copy_async,
+    copy_async_commit,
+    copy_async_wait,
+    load_complex,
+    store_complex,
+)
 
-from ._launch import ScalarTuple, launch
+from ._launch import ScalarTuple, launch, resident_blocks
 
 OUTPUTS = 32  # consecutive outputs per thread (16 pairs): measured fastest of 16/32/64 at 4096 x 63
 MAX_TAPS = 128  # the generated code grows as taps x OUTPUTS (128 taps: ~16 s to compile on 2 CPU cores)
@@ -238,11 +244,21 @@ def _pair_slots(a, ind: str, t: int, first: int, unit: int):
                       f" // uint64({unit})")
 
 
+def pipelines(n: int, m: int, lev: int) -> bool:
+    """Whether the pipelined (persistent, two-buffer) kernel exists for rows of ``n`` samples and
+    ``m`` taps split ``lev`` times: one row per block, two rows' shared memory within 48 KiB
+    (rows of 2048 to 4096 samples)."""
+    return geometry(n, m, lev)[1] == 1 and 2 * 4 * _row_floats(n, m, lev) <= MAX_SHARED
+
+
 @functools.cache
-def source(n: int, m: int, lev: int, nseg: int = 0) -> str:
+def source(n: int, m: int, lev: int, nseg: int = 0, pipe: bool = False) -> str:
     """The kernel's Python source for rows of ``n`` samples and ``m`` taps split ``lev`` times
     (see the module): circular convolution (``nseg`` 0) or, with ``nseg`` > 0, causal linear
-    filtering of rows of ``nseg`` consecutive such segments (``fir_filter``)."""
+    filtering of rows of ``nseg`` consecutive such segments (``fir_filter``). ``pipe``: the
+    persistent form (one row per block only): each block loops over rows ``gridDim.x`` apart,
+    two row buffers in shared memory, the next row copied in by ``cp.async`` while the current
+    one is summed."""
     R, K = OUTPUTS, OUTPUTS // 2
     M = padded_taps(m, lev)
     t, rows = geometry(n, m, lev)
@@ -251,103 +267,172 @@ def source(n: int, m: int, lev: int, nseg: int = 0) -> str:
     # (linear); s[n + D + j] = 0 for j < M - m: read by zero taps only
     D = m - 1
     halo = M - 1
+    slot = f"uint64({R}) * uint64({PAD})"
 
     # one row per block (n >= 4096): no row test (the grid is the rows), no row count parameter,
     # a 1-D shared array. At 4096 x 63 the general form ran 0.734 ms,
     # the 1-D array 0.718, no row test 0.713 (H200, one float of padding per 32, float accesses)
     one = rows == 1
-    ind = "    " if one else "        "
+    if pipe and not pipelines(n, m, lev):
+        raise ValueError(f"no pipelined kernel for rows of {n} samples and {m} taps (one row per block, two "
+                         f"rows in {MAX_SHARED} bytes of shared memory)")
     lines = [
-        "def kernel(x2, x, y2, g):" if one else "def kernel(x2, x, y2, nrows, g):",
-        f"    xc = cuda.shared.array({sh // 2}, complex64)" if one else
+        "def kernel(x2, x, y2, g):" if one and not pipe else "def kernel(x2, x, y2, nrows, g):",
+        f"    xc = cuda.shared.array({sh // 2 * (2 if pipe else 1)}, complex64)" if one else
         f"    sm = cuda.shared.array(({rows}, {sh // 2}), complex64)",
         "    tx = uint64(cuda.threadIdx.x)",
-        "    row = uint64(cuda.blockIdx.x)" if one else
-        f"    row = uint64(cuda.blockIdx.x) * uint64({rows}) + uint64(cuda.threadIdx.y)",
+        f"    row = uint64(cuda.blockIdx.x){'' if one else f' * uint64({rows}) + uint64(cuda.threadIdx.y)'}",
     ]
     a = lines.append
     if not one:
         a("    xc = sm[cuda.threadIdx.y]")
     a("    xs = xc.view(np.float32)")  # s as floats: the halo, and the pairs when D is odd
-    if not one:
-        a("    ok = row < uint64(nrows)")
-        a("    if ok:")
-    a(f"{ind}base = row * uint64({n // 2}) + tx")
-    # the row as sample pairs, coalesced: s[D + 2p], s[D + 2p + 1]; one 8-byte store where D is even
-    if D % 2 == 0:
-        pairs = _pair_slots(a, ind, t, D, 2)
-        for k in range(K):
-            a(f"{ind}store_complex(xc, {pairs(k)}, load_complex(x2, base + uint64({k * t})))")
-    else:
-        pr, pi = _pair_slots(a, ind, t, D, 1), _pair_slots(a, ind, t, D + 1, 1)
-        for k in range(K):
-            a(f"{ind}v = load_complex(x2, base + uint64({k * t}))")
-            a(f"{ind}xs[{pr(k)}] = v.real")
-            a(f"{ind}xs[{pi(k)}] = v.imag")
-    slot = f"uint64({R}) * uint64({PAD})"
-    if nseg > 1:
-        a(f"{ind}first = row % uint64({nseg}) * uint64({n})")  # the segment's first sample in its row
-    for c in range(0, halo, t):  # the halo, at most one sample per thread per pass, no modulo
-        i = f"tx + uint64({c})" if c else "tx"
-        if nseg == 0:
-            before = f"x[row * uint64({n}) + uint64({n - D}) + {i}]"
-        elif nseg == 1:
-            before = "float32(0)"
-        else:
-            before = f"x[row * uint64({n}) + {i} - uint64({D})] if first + {i} >= uint64({D}) else float32(0)"
-        if D:
-            a(f"{ind}if {i} < uint64({D}):")
-            a(f"{ind}    xs[{i} + ({i}) // {slot}] = {before}")
-        if halo > D:
-            a(f"{ind}{'el' if D else ''}if {i} < uint64({halo}):")
-            a(f"{ind}    j = {i} + uint64({n})")
-            a(f"{ind}    xs[j + j // {slot}] = float32(0)")
-    if not one:
-        a("    else:")  # a row past the last: zeros, so that its (unstored) sums are finite
-        a("        i = tx")
-        a(f"        while i < uint64({sh}):")
-        a("            xs[i] = float32(0)")
-        a(f"            i += uint64({t})")
-    body, outs, _ = _sums(M, lev)
     for q in range(_tap_count(M, lev)):  # the taps as locals: one IR variable each, not one per use
         a(f"    h{q} = g[{q}]")
-    a("    cuda.syncthreads()")
-    a(f"    w = xc[tx * uint64({(R + PAD) // 2}):]")  # the thread's window, s[R tx:], as pairs
-    for c in range(0, len(body), _BLOCK):
-        # an always-true test every _BLOCK statements splits numba's IR into blocks: its lowering's
-        # singly-assigned-variable search is quadratic in a block's size (4096 x 63: 26 s to
-        # compile in one block, 11 s in blocks; LLVM folds the test: the same cubin, byte for byte)
-        a("    if tx >= uint64(0):")
-        for b in body[c:c + _BLOCK]:
-            if b.startswith("u"):  # u{i} = s[i]: s[i - 1], s[i] read as one pair where i is odd
-                i = int(b[b.index("[") + 1:-1])
-                if i % 2 == 0:
-                    a(f"        c{i // 2} = load_complex(w, {_slot(i) // 2})")
-                b = f"u{i} = c{i // 2}.{'imag' if i % 2 else 'real'}"
-            a("        " + b)
-    a("    cuda.syncthreads()")  # every read of s done: the outputs go where the thread read
-    for k in range(K):
-        a(f"    store_complex(w, {_slot(2 * k) // 2}, complex({outs[2 * k]}, {outs[2 * k + 1]}))")
-    a("    cuda.syncthreads()")
-    if not one:
-        a("    if ok:")
-    pairs = _pair_slots(a, ind, t, 0, 2)
-    for k in range(K):  # y[2p], y[2p + 1] from s's slots 2p, 2p + 1, coalesced
-        a(f"{ind}store_complex(y2, base + uint64({k * t}), load_complex(xc, {pairs(k)}))")
+
+    def halo_passes(ind, body):  # body(i) for i = tx, tx + t, ... below `halo`: one sample per thread per pass
+        for c in range(0, halo, t):
+            body(ind, f"tx + uint64({c})" if c else "tx")
+
+    def zeros_after(ind, i, off="", test="elif"):  # s[n + D + j], j < M - m: zeros (read by zero taps only)
+        if halo > D:
+            a(f"{ind}{test if D else 'if'} {i} < uint64({halo}){f' and {i} >= uint64({D})' if test == 'if' else ''}:")
+            a(f"{ind}    j = {i} + uint64({n})")
+            a(f"{ind}    xs[{off}j + j // {slot}] = float32(0)")
+
+    if D % 2 == 0:
+        pairs = _pair_slots(a, "    ", t, D, 2)
+    else:
+        pr, pi = _pair_slots(a, "    ", t, D, 1), _pair_slots(a, "    ", t, D + 1, 1)
+    out = _pair_slots(a, "    ", t, 0, 2)
+
+    def fill(ind, off, row="row"):
+        """The row ``row`` (a variable's name) into the buffer at float offset ``off`` ("" or a
+        name + " + "): loads and stores, or, pipelined, cp.async copies."""
+        coff = f"({off[:-3]} >> uint64(1)) + " if off else ""
+        a(f"{ind}base = {row} * uint64({n // 2}) + tx")
+        for k in range(K):  # the row as sample pairs, coalesced: s[D + 2p], s[D + 2p + 1]
+            src = f"base + uint64({k * t})"
+            if D % 2 == 0 and pipe:
+                a(f"{ind}copy_async(xc, {coff}{pairs(k)}, x2, {src})")
+            elif D % 2 == 0:
+                a(f"{ind}store_complex(xc, {pairs(k)}, load_complex(x2, {src}))")
+            elif pipe:
+                a(f"{ind}copy_async(xs, {off}{pr(k)}, x, ({src}) * uint64(2))")
+                a(f"{ind}copy_async(xs, {off}{pi(k)}, x, ({src}) * uint64(2) + uint64(1))")
+            else:
+                a(f"{ind}v = load_complex(x2, {src})")
+                a(f"{ind}xs[{pr(k)}] = v.real")
+                a(f"{ind}xs[{pi(k)}] = v.imag")
+        if nseg > 1:
+            a(f"{ind}first = {row} % uint64({nseg}) * uint64({n})")  # the segment's first sample in its row
+
+        def before(ind, i):
+            if not D:
+                if not pipe:
+                    zeros_after(ind, i)
+                return
+            top = ind
+            dst = f"{off}{i} + ({i}) // {slot}"
+            a(f"{ind}if {i} < uint64({D}):")
+            if nseg == 1:
+                a(f"{ind}    xs[{dst}] = float32(0)")
+                if not pipe:
+                    zeros_after(top, i)
+                return
+            src = (f"{row} * uint64({n}) + uint64({n - D}) + {i}" if nseg == 0 else
+                   f"{row} * uint64({n}) + {i} - uint64({D})")
+            if nseg > 1:
+                a(f"{ind}    if first + {i} < uint64({D}):")
+                a(f"{ind}        xs[{dst}] = float32(0)")
+                a(f"{ind}    else:")
+                ind += "    "
+            a(f"{ind}    copy_async(xs, {dst}, x, {src})" if pipe else f"{ind}    xs[{dst}] = x[{src}]")
+            if not pipe:
+                zeros_after(top, i)
+
+        halo_passes(ind, before)
+
+    def compute_and_store(ind, off):
+        coff = f"({off[:-3]} >> uint64(1)) + " if off else ""
+        body, outs, _ = _sums(M, lev)
+        a(f"{ind}w = xc[{coff}tx * uint64({(R + PAD) // 2}):]")  # the thread's window, s[R tx:], as pairs
+        for c in range(0, len(body), _BLOCK):
+            # an always-true test every _BLOCK statements splits numba's IR into blocks: its lowering's
+            # singly-assigned-variable search is quadratic in a block's size (4096 x 63: 26 s to
+            # compile in one block, 11 s in blocks; LLVM folds the test: the same cubin, byte for byte)
+            a(f"{ind}if tx >= uint64(0):")
+            for b in body[c:c + _BLOCK]:
+                if b.startswith("u"):  # u{i} = s[i]: s[i - 1], s[i] read as one pair where i is odd
+                    i = int(b[b.index("[") + 1:-1])
+                    if i % 2 == 0:
+                        a(f"{ind}    c{i // 2} = load_complex(w, {_slot(i) // 2})")
+                    b = f"u{i} = c{i // 2}.{'imag' if i % 2 else 'real'}"
+                a(f"{ind}    {b}")
+        a(f"{ind}cuda.syncthreads()")  # every read of s done: the outputs go where the thread read
+        for k in range(K):
+            a(f"{ind}store_complex(w, {_slot(2 * k) // 2}, complex({outs[2 * k]}, {outs[2 * k + 1]}))")
+        a(f"{ind}cuda.syncthreads()")
+        ok = "" if one else "if ok: "
+        a(f"{ind}base = row * uint64({n // 2}) + tx")
+        for k in range(K):  # y[2p], y[2p + 1] from s's slots 2p, 2p + 1, coalesced
+            a(f"{ind}{ok}store_complex(y2, base + uint64({k * t}), load_complex(xc, {coff}{out(k)}))")
+
+    if not pipe:
+        if not one:
+            a("    ok = row < uint64(nrows)")
+            a("    if ok:")
+            fill("        ", "")
+            a("    else:")  # a row past the last: zeros, so that its (unstored) sums are finite
+            a("        i = tx")
+            a(f"        while i < uint64({sh}):")
+            a("            xs[i] = float32(0)")
+            a(f"            i += uint64({t})")
+        else:
+            fill("    ", "")
+        a("    cuda.syncthreads()")
+        compute_and_store("    ", "")
+        return "\n".join(lines) + "\n"
+
+    # pipelined: the zeros after the halo once in both buffers, the first row's copies, then per
+    # row: start the next row's copies into the other buffer, wait for this row's, sum, store
+    for boff in ("", f"uint64({sh}) + "):
+        halo_passes("    ", lambda ind, i, boff=boff: zeros_after(ind, i, boff, test="if"))
+    a("    step = uint64(cuda.gridDim.x)")
+    a("    bo = uint64(0)")  # the current row's buffer: float offset 0 or sh
+    a("    if row < uint64(nrows):")
+    fill("        ", "bo + ")
+    a("    copy_async_commit()")
+    a("    while row < uint64(nrows):")
+    a("        nxt = row + step")
+    a(f"        nb = uint64({sh}) - bo")
+    a("        if nxt < uint64(nrows):")
+    fill("            ", "nb + ", "nxt")
+    a("        copy_async_commit()")  # (an empty group after the last row: the wait below stays 1)
+    a("        copy_async_wait(1)")
+    a("        cuda.syncthreads()")
+    compute_and_store("        ", "bo + ")
+    a("        cuda.syncthreads()")  # every read of this buffer done before its next fill
+    a("        row = nxt")
+    a("        bo = nb")
     return "\n".join(lines) + "\n"
 
 
 @functools.cache
-def kernel(n: int, m: int, lev: int, nseg: int = 0):
+def kernel(n: int, m: int, lev: int, nseg: int = 0, pipe: bool = False):
     """The ``@cuda.jit`` kernel ``(x2, x, y2, nrows, g)`` for rows of ``n`` samples and ``m``
-    taps split ``lev`` times (``(x2, x, y2, g)`` where :func:`geometry` puts one row in a block: one block per row):
-    ``x2``/``y2`` the rows as flat complex64 sample pairs, ``x`` the same rows as flat float32,
-    ``g`` the :func:`taps_param` tuple (same ``lev``). Launch :func:`geometry`'s block shape over
-    ``ceil(nrows / rows per block)`` blocks."""
+    taps split ``lev`` times (``(x2, x, y2, g)`` where :func:`geometry` puts one row in a block
+    and not ``pipe``: one block per row): ``x2``/``y2`` the rows as flat complex64 sample pairs,
+    ``x`` the same rows as flat float32, ``g`` the :func:`taps_param` tuple (same ``lev``).
+    Launch :func:`geometry`'s block shape over ``ceil(nrows / rows per block)`` blocks, or, for
+    ``pipe`` (:func:`source`), over any number of blocks up to the rows (each loops over rows
+    ``gridDim.x`` apart)."""
     t, rows = geometry(n, m, lev)
     ns = {"__name__": __name__, "np": np, "cuda": cuda, "float32": float32, "complex64": complex64, "uint64": uint64,
-          "load_complex": load_complex, "store_complex": store_complex}
-    code = compile(source(n, m, lev, nseg), f"<kernels._direct n={n} m={m} lev={lev} nseg={nseg}>", "exec")
+          "load_complex": load_complex, "store_complex": store_complex, "copy_async": copy_async,
+          "copy_async_commit": copy_async_commit, "copy_async_wait": copy_async_wait}
+    code = compile(source(n, m, lev, nseg, pipe), f"<kernels._direct n={n} m={m} lev={lev} nseg={nseg} pipe={pipe}>",
+                   "exec")
     exec(code, ns)  # noqa: S102 - our own generated source (see source())
     # launch bounds: the block, and 4 blocks of 128 threads per SM (measured equal to 3 and faster
     # than 5 with the taps split once and one float of padding, 96 registers at 4096 x 63; this
@@ -355,16 +440,29 @@ def kernel(n: int, m: int, lev: int, nseg: int = 0):
     return cuda.jit(launch_bounds=(t * rows, max(1, 512 // (t * rows))))(ns["kernel"])
 
 
+SIM_GRID = 3  # blocks of the pipelined kernel under the simulator (each loops over several rows)
+# convolve()'s default where pipelines(): the pipelined kernel is built and tested, not yet timed
+# against the one-block-per-row kernel (benchmarks/conv_methods.py --pipeline times both)
+PIPELINE = False
+
+
 def convolve(xp, x, yp, nrows: int, n: int, taps: np.ndarray, stream, lev: int | None = None,
-             nseg: int = 0) -> None:
+             nseg: int = 0, pipe: bool | None = None) -> None:
     """Launch the kernel: ``xp``/``yp`` complex64 pair views of the flat rows, ``x`` the flat
     float32 rows, ``taps`` host float64, the taps split ``lev`` times (default :func:`levels`);
     ``nrows`` rows of ``n`` samples (``nseg`` 0: circular convolution), or ``nrows`` segments
-    of ``n`` samples, ``nseg`` to a row (linear filtering)."""
+    of ``n`` samples, ``nseg`` to a row (linear filtering); ``pipe``: the pipelined kernel
+    (where :func:`pipelines`; default :data:`PIPELINE`), as many blocks as fit the GPU at once."""
     lev = levels(taps.size) if lev is None else lev
     t, rows = geometry(n, taps.size, lev)
-    k, g = kernel(n, taps.size, lev, nseg), taps_param(taps, lev)
-    if rows == 1:
+    if pipe is None:
+        pipe = PIPELINE and pipelines(n, taps.size, lev)
+    k, g = kernel(n, taps.size, lev, nseg, pipe), taps_param(taps, lev)
+    if pipe:
+        args = (xp, x, yp, nrows, g)
+        grid = min(nrows, resident_blocks(k, (t, 1), 0, *args) or SIM_GRID)
+        launch(k, grid, (t, 1), stream, 0, *args)
+    elif rows == 1:
         launch(k, nrows, (t, 1), stream, 0, xp, x, yp, g)
     else:
         launch(k, -(-nrows // rows), (t, rows), stream, 0, xp, x, yp, nrows, g)

@@ -101,9 +101,13 @@ def _lower_store(context, builder, sig, args):
     return context.get_dummy_value()
 
 
-def _element_pointer(context, builder, aryty, ary, idxty, idx):
-    """Address of element ``idx`` of ``ary`` (a generic pointer) as an i64."""
-    return builder.ptrtoint(_item_pointer(context, builder, aryty, ary, idxty, idx), ir.IntType(64))
+def _element_pointer(context, builder, aryty, ary, idxty, idx, space):
+    """Address of element ``idx`` of ``ary`` in address space ``space`` (3 shared, 1 global) as
+    an i64. The cast is LLVM's, not PTX's ``cvta`` in the asm: LLVM folds it into the array's own
+    shared/global base, so that the element offsets stay constants (one base register and
+    immediate offsets for a run of copies, instead of an address computed per copy)."""
+    ptr = _item_pointer(context, builder, aryty, ary, idxty, idx)
+    return builder.ptrtoint(builder.addrspacecast(ptr, ir.PointerType(ptr.type.pointee, space)), ir.IntType(64))
 
 
 @type_callable(copy_async)
@@ -151,16 +155,15 @@ def _asm(builder, text, args=(), constraints=""):
 @lower_builtin(copy_async, types.Array, types.Any, types.Array, types.Any)
 def _lower_copy_async(context, builder, sig, args):
     dty, dity, sty, sity = sig.args
-    dst = _element_pointer(context, builder, dty, args[0], dity, args[1])
-    src = _element_pointer(context, builder, sty, args[2], sity, args[3])
+    dst = _element_pointer(context, builder, dty, args[0], dity, args[1], 3)
+    src = _element_pointer(context, builder, sty, args[2], sity, args[3], 1)
     size = dty.dtype.bitwidth // 8
-    # generic -> shared (32-bit) and -> global addresses. 16 bytes: .cg, cached in L2 only (data
+    # shared (32-bit) and global addresses. 16 bytes: .cg, cached in L2 only (data
     # streamed into shared memory has no use in L1, and L1 is what a large shared-memory carveout
     # leaves small); 4 and 8 bytes: .ca, the only form PTX allows for them
     level = "cg" if size == 16 else "ca"
-    _asm(builder, "{ .reg .u64 nmdx_s64, nmdx_g; .reg .u32 nmdx_s;"
-         " cvta.to.shared.u64 nmdx_s64, $0; cvt.u32.u64 nmdx_s, nmdx_s64; cvta.to.global.u64 nmdx_g, $1;"
-         f" cp.async.{level}.shared.global [nmdx_s], [nmdx_g], {size}; }}", (dst, src), "l,l,~{memory}")
+    _asm(builder, "{ .reg .u32 nmdx_s; cvt.u32.u64 nmdx_s, $0;"
+         f" cp.async.{level}.shared.global [nmdx_s], [$1], {size}; }}", (dst, src), "l,l,~{memory}")
     return context.get_dummy_value()
 
 

@@ -35,8 +35,8 @@ def test_parse_args(bk):
     a = bk.parse_args(["--out", "/tmp/x", "--mbytes", "64", "--cases", "fir", "gemm", "--profile-window"])
     assert (a.out, a.mbytes, a.cases, a.profile_window) == ("/tmp/x", 64, ["fir", "gemm"], True)
     assert (a.conv_method, a.fir_method) == ("auto", "auto")
-    a = bk.parse_args(["--conv-method", "fft", "--fir-method", "direct"])
-    assert (a.conv_method, a.fir_method) == ("fft", "direct")
+    a = bk.parse_args(["--conv-method", "fft", "--fir-method", "direct", "--direct-pipeline"])
+    assert (a.conv_method, a.fir_method, a.direct_pipeline) == ("fft", "direct", True)
     for bad in (["--cases", "nope"], ["--mbytes", "0"], ["--fir-method", "dft"]):
         with pytest.raises(SystemExit):
             bk.parse_args(bad)

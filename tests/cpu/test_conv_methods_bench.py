@@ -24,7 +24,8 @@ def test_parse_args(cm):
     assert (a.out, a.mbytes, a.sizes, a.taps) == ("bench_out", 1024, [512, 1024, 2048, 4096], [7, 15, 31, 63, 64])
     a = cm.parse_args(["--sizes", "64", "4096", "--taps", "1", "64", "--mbytes", "8"])
     assert (a.sizes, a.taps, a.mbytes, a.levels) == ([64, 4096], [1, 64], 8, [])
-    assert cm.parse_args(["--taps", "128", "--levels", "1", "2"]).levels == [1, 2]
+    a = cm.parse_args(["--taps", "128", "--levels", "1", "2", "--pipeline"])
+    assert (a.levels, a.pipeline) == ([1, 2], True)
     for bad in (["--sizes", "100"], ["--sizes", "8192"], ["--taps", "129"], ["--taps", "0"], ["--mbytes", "0"],
                 ["--levels", "3"]):
         with pytest.raises(SystemExit):

@@ -115,24 +115,26 @@ def test_taps_param_splits_the_reversed_taps_by_phase():
     assert _direct.taps_param(h, 1) is not _direct.taps_param(h, 2)
 
 
-@pytest.mark.parametrize("n,m,lev,nseg", [(4096, 63, 2, 0), (4096, 63, 1, 0), (64, 7, 0, 0), (1024, 16, 1, 0),
-                                           (4096, 127, 2, 256), (64, 128, 2, 3)])
-def test_direct_kernel_links_for_sm90_without_local_memory(n, m, lev, nseg):
+@pytest.mark.parametrize("n,m,lev,nseg,pipe", [(4096, 63, 2, 0, False), (4096, 63, 1, 0, False), (64, 7, 0, 0, False),
+                                                (1024, 16, 1, 0, False), (4096, 127, 2, 256, False),
+                                                (64, 128, 2, 3, False), (4096, 63, 2, 0, True), (4096, 127, 2, 256, True)])
+def test_direct_kernel_links_for_sm90_without_local_memory(n, m, lev, nseg, pipe):
     """The main job's kernel (4096 samples, 63 taps: one row of 128 threads per block) with the
     taps split twice (what levels() picks) and once, short-row ones (64 rows of 2 threads, 4
     rows of 32 per block; 16 taps: the row stored to shared memory as floats), and fir_filter's
     for the FIR benchmark (rows of 2**20 samples as 4096-sample segments, 127 taps) and for 128
-    taps on 64-sample segments (fewer rows per block: their shared memory within 48 KiB): no
-    spills, registers within the launch bounds' 4 blocks of 128 threads per SM."""
+    taps on 64-sample segments (fewer rows per block: their shared memory within 48 KiB), and the
+    pipelined (persistent, cp.async) form of the first and the FIR one: no spills, registers
+    within the launch bounds' 4 blocks of 128 threads per SM."""
     from numba import types
 
     from nvmath_device.aot import compile_kernel
 
-    one_row = _direct.geometry(n, m, lev)[1] == 1  # no row count parameter
+    one_row = _direct.geometry(n, m, lev)[1] == 1 and not pipe  # no row count parameter
     ntaps = len(_direct.taps_param(np.ones(m), lev))
     argtypes = ((types.complex64[::1], types.float32[::1], types.complex64[::1])
                 + (() if one_row else (types.int64,)) + (types.UniTuple(types.float32, ntaps),))
-    ck = compile_kernel(_direct.kernel(n, m, lev, nseg), argtypes, sm=90)
+    ck = compile_kernel(_direct.kernel(n, m, lev, nseg, pipe), argtypes, sm=90)
     assert ck.frame_bytes == 0
     assert 0 < ck.registers <= 128
     assert ck.linked == ()  # no Dx library: plain FMAs
@@ -177,6 +179,20 @@ def test_auto_picks_direct_only_where_measured():
     assert not _direct.faster(512, 33) and not _direct.faster(256, 7)
 
 
+def test_pipelined_kernel_where_two_rows_fit():
+    """The persistent two-buffer kernel: one row per block and two rows' shared memory within
+    48 KiB (rows of 4096 samples); elsewhere it is refused by name, and convolve() runs it only
+    when PIPELINE (not yet timed: off) says so."""
+    assert _direct.pipelines(4096, 63, 2) and _direct.pipelines(4096, 128, 2)
+    assert not _direct.pipelines(8192, 63, 2) and not _direct.pipelines(1024, 63, 2)
+    with pytest.raises(ValueError, match="no pipelined kernel for rows of 1024 samples and 63 taps"):
+        _direct.source(1024, 63, 2, pipe=True)
+    assert _direct.PIPELINE is False
+    src = _direct.source(4096, 63, 2, pipe=True)
+    assert src.count("copy_async(xc, ") == 32 and src.count("copy_async_wait(1)") == 1  # 16 pairs, twice
+    assert "while row < uint64(nrows):" in src and src.count("cuda.syncthreads()") == 4
+
+
 def test_segments_of_fir_rows():
     assert _direct.segments(2**20) == (4096, 256)
     assert _direct.segments(8192) == (4096, 2)
@@ -190,7 +206,7 @@ def test_linear_source_reads_the_previous_segment_or_zeros():
     zeros at a row's start (no wraparound, no modulo of positions); after it zeros (zero taps)."""
     many, one, circ = _direct.source(4096, 127, 2, 256), _direct.source(4096, 127, 2, 1), _direct.source(4096, 127, 2)
     assert "first = row % uint64(256) * uint64(4096)" in many
-    assert "if first + tx >= uint64(126) else float32(0)" in many
+    assert "    if first + tx < uint64(126):\n            xs[tx + (tx) // uint64(32) * uint64(2)] = float32(0)\n" in many
     assert "first" not in one and "x[row" not in one  # one segment per row: the halo is zeros
     assert "x[row * uint64(4096) + uint64(3970) + tx]" in circ  # circular: the row's own end
     assert all(" % " not in src.split("cuda.syncthreads()")[0].replace("row % uint64(256)", "") for src in (many, one, circ))

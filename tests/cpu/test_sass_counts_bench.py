@@ -25,7 +25,7 @@ def test_parse_args(sc):
     a = sc.parse_args([])
     assert a.cases == [(4096, 63, 0), (1024, 63, 0), (4096, 127, 256)] and a.levels is None
     a = sc.parse_args(["--cases", "64:7", "4096:127:256", "--levels", "1", "2"])
-    assert (a.cases, a.levels) == ([(64, 7, 0), (4096, 127, 256)], [1, 2])
+    assert (a.cases, a.levels, a.pipeline) == ([(64, 7, 0), (4096, 127, 256)], [1, 2], False)
     assert sc.parse_args(["--cases", "64:128:3"]).cases == [(64, 128, 3)]  # FIR segments: more taps than samples
     for bad in (["--cases", "64"], ["--cases", "64:x"], ["--cases", "100:7"], ["--cases", "64:129"],
                 ["--cases", "64:65"], ["--cases", "16384:7:2"], ["--levels", "3"]):
@@ -50,7 +50,7 @@ def test_table(sc):
     rows = [dict(n=4096, taps=63, levels=2, nseg=0, registers=127, local_bytes=0, instructions=1744,
                  opcodes={"FFMA": 1140, "FMUL": 76, "FADD": 237, "LDS": 64})]
     t = sc.format_table(rows).splitlines()
-    assert t[4] == "| 4096 | 63 | - | 2 | 127 | 0 | 1744 | 1140 | 76 | 237 | 64 | 0 | 0 | 0 | 0 | 0 |"
+    assert t[4] == "| 4096 | 63 | - | 2 | no | 127 | 0 | 1744 | 1140 | 76 | 237 | 64 | 0 | 0 | 0 | 0 | 0 | 0 |"
 
 
 def test_exits_2_without_nvdisasm(tmp_path):

@@ -71,6 +71,23 @@ def test_fir_direct_equals_lfilter(batch, length, m):
     assert _rel(y, ref) < 1e-6
 
 
+@pytest.mark.parametrize("fn,batch,length,m", [("conv", 1000, 4096, 63), ("conv", 300, 4096, 64), ("conv", 1, 4096, 9),
+                                                ("fir", 40, 2**16, 127), ("fir", 3, 4096, 30)])
+def test_pipelined_kernel(monkeypatch, fn, batch, length, m):
+    """The persistent kernel (cp.async into two row buffers, as many blocks as fit the GPU, each
+    looping over rows) gives the one-block-per-row kernel's bits."""
+    import cupy
+
+    from kernels import _direct
+
+    x = cupy.asarray(rng.standard_normal((batch, length)).astype(np.float32))
+    h = rng.standard_normal(m)
+    f = kernels.fft_convolve if fn == "conv" else kernels.fir_filter
+    want = f(x, h, method="direct").get()
+    monkeypatch.setattr(_direct, "PIPELINE", True)
+    np.testing.assert_array_equal(f(x, h, method="direct").get(), want)
+
+
 def test_direct_at_an_odd_float_offset():
     """Rows starting 4 bytes into an allocation cannot be read as 8-byte sample pairs: the
     kernel reads an aligned copy and gives the same bits."""

@@ -15,6 +15,31 @@ from kernels import _direct
 rng = np.random.default_rng(23)
 
 
+@pytest.fixture(autouse=True)
+def _nan_shared_memory(monkeypatch):
+    """The simulator's shared arrays start as NaN (its own start as np.empty, often zeros): a
+    kernel that sums an element it never wrote gives NaN here, as it may on the GPU."""
+    import sys
+    import traceback
+
+    from numba.cuda.simulator import kernelapi
+    from numba.np import numpy_support
+
+    def array(self, shape, dtype, alignment=None):
+        if isinstance(dtype, kernelapi.types.Type):
+            dtype = numpy_support.as_dtype(dtype)
+        if shape == 0 or alignment is not None:
+            return original(self, shape, dtype, alignment)
+        caller = traceback.extract_stack(sys._getframe())[-2][0:2]  # as the simulator keys them
+        res = self._allocations.get(caller)
+        if res is None:  # the block's threads race here: setdefault keeps the first one's (atomic)
+            res = self._allocations.setdefault(caller, np.full(shape, np.nan if dtype.kind in "fc" else 0, dtype))
+        return res
+
+    original = kernelapi.FakeCUDAShared.array
+    monkeypatch.setattr(kernelapi.FakeCUDAShared, "array", array)
+
+
 def _circular(x, h):
     n = x.shape[-1]
     return np.real(np.fft.ifft(np.fft.fft(x.astype(np.float64), axis=-1) * np.fft.fft(h, n), axis=-1))
@@ -148,6 +173,7 @@ def _lfilter(x, h):
     (1, 6144, 64),    # three 2048-sample segments, 64 taps: the row stored as floats (D odd)
     (2, 64, 128),     # more taps than samples
     (1, 128, 1),      # one tap: a scaled copy
+    (2, 4096, 63),    # one 4096-sample segment per row: zeros before it, and one zero tap after
     (2, 0, 9),        # empty rows
 ])
 def test_fir_direct_equals_lfilter(batch, length, m):
@@ -201,3 +227,30 @@ def test_fir_direct_refuses_device_taps_and_plans_replay():
     want = np.asarray(kernels.fir_filter(x2, h, method="direct"))
     np.testing.assert_array_equal(np.asarray(p(x2)), want)
     assert _rel(want, _lfilter(np.asarray(x2), h)) < 1e-6
+
+
+@pytest.mark.parametrize("fn,batch,length,m", [
+    ("conv", 7, 4096, 63),    # 7 rows over 3 blocks (kernels._direct.SIM_GRID): each block loops
+    ("conv", 4, 4096, 64),    # D = 63 odd: the row copied as floats
+    ("conv", 2, 4096, 1),     # no halo
+    ("conv", 1, 4096, 17),    # one row: a block with no next row to copy
+    ("fir", 3, 8192, 127),    # segments: the halo copied from the segment before, or zeros
+    ("fir", 2, 12288, 30),
+    ("fir", 1, 4096, 64),     # one segment per row: zeros before it
+])
+def test_pipelined_kernel(monkeypatch, fn, batch, length, m):
+    """The persistent kernel (two row buffers, the next row's copies in flight while the current
+    one is summed) gives the one-block-per-row kernel's results."""
+    x = rng.standard_normal((batch, length)).astype(np.float32)
+    h = rng.standard_normal(m)
+    f = kernels.fft_convolve if fn == "conv" else kernels.fir_filter
+    want = f(x, h, method="direct")
+    ran = []
+    real = _direct.kernel
+    monkeypatch.setattr(_direct, "kernel", lambda *a: ran.append(a[4:]) or real(*a))
+    monkeypatch.setattr(_direct, "PIPELINE", True)
+    y = f(x, h, method="direct")
+    assert ran == [(True,)]
+    np.testing.assert_allclose(y, want, rtol=0, atol=2e-5 * float(np.abs(want).max()))
+    ref = _circular(x, h) if fn == "conv" else _lfilter(x, h)
+    assert _rel(y, ref) < 1e-6
