@@ -247,7 +247,7 @@ def _pair_slots(a, ind: str, t: int, first: int, unit: int):
 def pipelines(n: int, m: int, lev: int) -> bool:
     """Whether the pipelined (persistent, two-buffer) kernel exists for rows of ``n`` samples and
     ``m`` taps split ``lev`` times: one row per block, two rows' shared memory within 48 KiB
-    (rows of 2048 to 4096 samples)."""
+    (rows or segments of 4096 samples)."""
     return geometry(n, m, lev)[1] == 1 and 2 * 4 * _row_floats(n, m, lev) <= MAX_SHARED
 
 
