@@ -360,7 +360,9 @@ def fft_convolve(x, h, *, method="auto", stream=None):
 
 def fir_filter(x, taps, *, fft_size=None, method="auto", stream=None):
     """:func:`kernels.fir_filter` of a Dask array: rows chunked freely; each time block filtered
-    on its own plus the contribution of the ``len(taps) - 1`` samples before it (no copies)."""
+    on its own plus the contribution of the ``len(taps) - 1`` samples before it (no copies).
+    ``method="direct"`` needs time chunks of multiples of 64 samples (refused before any task
+    runs otherwise); the tails' short pieces then run with ``"auto"``."""
     func = "fir_filter"
     _no_stream(func, stream)
     convolution._check_method(method)
