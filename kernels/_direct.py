@@ -136,12 +136,12 @@ _BLOCK = 256  # generated statements per IR block (see source())
 @functools.cache
 def _sums(M: int, lev: int) -> tuple:
     """The thread's arithmetic for :data:`OUTPUTS` outputs of an ``M``-tap correlation split
-    ``lev`` times: ``(statements, outputs, counts)``. Statements read ``s[i]`` as
-    ``{w}[{off(i)}]`` (filled in by the caller) in order, each input once, and feed it at once
-    to every correlation that uses it (products into accumulators that start from their first
-    product) and to the sums ``X[2j + 1] + X[2j + 2]`` the next level reads; the outputs are the
-    names holding ``y[0 : OUTPUTS]``; counts are the ``fma``, ``mul`` and ``add`` statements.
-    Inputs are the statements ``u{i} = s[i]``."""
+    ``lev`` times: ``(statements, outputs, counts)``. The statements read the window ``s``
+    in order, each input once (``u{i} = s[i]``, which :func:`source` turns into shared-memory
+    reads), and feed it at once to every correlation that uses it (products into accumulators
+    that start from their first product) and to the sums ``X[2j + 1] + X[2j + 2]`` the next
+    level reads; the outputs are the names holding ``y[0 : OUTPUTS]``; counts are the ``fma``,
+    ``mul`` and ``add`` statements."""
     body, counts, leaves = [], {"fma": 0, "mul": 0, "add": 0}, []
 
     def node(taps, nout, depth, name):  # (feed(i, var), outputs()) of a correlation on sequence `name`
