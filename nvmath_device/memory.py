@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import sys
+import threading
+
 
 def load_complex(array, index):
     """``array[index]`` of a complex array, read as one vector access.
@@ -70,14 +73,34 @@ def copy_async(dst, dst_index, src, src_index):
         Elements of 4, 8 or 16 bytes (e.g. float32, float64 or complex64, complex128), each at
         an address that is a multiple of its size.
 
-    Outside kernels and under the CUDA simulator this is ``dst[dst_index] = src[src_index]``.
+    Outside kernels this is ``dst[dst_index] = src[src_index]``. Under the CUDA simulator the
+    source is read at the call and the copy lands at the :func:`copy_async_wait` that waits for
+    its group, not before: a kernel that reads the destination before its wait sees the old
+    value there, as it may on the GPU.
     """
-    dst[dst_index] = src[src_index]
+    groups = _sim_groups()
+    if groups is None:
+        dst[dst_index] = src[src_index]
+    else:
+        groups[-1].append((dst, dst_index, src[src_index]))
+
+
+def _sim_groups():
+    """This simulated CUDA thread's copies in flight (a list of groups, the last one open), or
+    None outside a kernel under the simulator."""
+    sim = sys.modules.get("numba.cuda.simulator.kernel")
+    thread = threading.current_thread()
+    if sim is None or not isinstance(thread, sim.BlockThread):
+        return None
+    return thread.__dict__.setdefault("_nmdx_copy_groups", [[]])
 
 
 def copy_async_commit():
     """Close the group of :func:`copy_async` copies this thread has started since the last
-    commit (PTX ``cp.async.commit_group``). A no-op outside kernels and under the simulator."""
+    commit (PTX ``cp.async.commit_group``). A no-op outside kernels."""
+    groups = _sim_groups()
+    if groups is not None:
+        groups.append([])
 
 
 def copy_async_wait(pending):
@@ -89,5 +112,13 @@ def copy_async_wait(pending):
     pending : int
         A constant from 0 to 7 known when the kernel compiles; ``0`` waits for every group.
 
-    A no-op outside kernels and under the simulator.
+    A no-op outside kernels; under the simulator the copies of the groups waited for land here.
     """
+    groups = _sim_groups()
+    if groups is not None:
+        committed = len(groups) - 1
+        landing = groups[:max(0, committed - pending)]
+        for group in landing:
+            for dst, index, value in group:
+                dst[index] = value
+        del groups[:len(landing)]
