@@ -38,7 +38,7 @@ FLOP = 2 per FMA). FLOP counts used (the usual ones; n = FFT length, radix-2 cou
   ``kernels._direct.flops``: 2 per multiply-add, 1 per add, ~0.77 x 2 x 63 per output; conv_complex: rows x (2 x 5 n log2 n + 6 n);
 - fir: segments x (2 x 2.5 N log2 N + 6 (N/2 + 1)), N the segment FFT (512 for 127 taps),
   segments = rows x ceil(L / (N - 126)); with ``--fir-method direct``, ``kernels._direct.flops``
-  per 32 outputs as for conv_real;
+  of the rows as for conv_real;
 - matched: rows x (2 x 5 n log2 n + 6 n + 3 n); stft: frames x (2.5 n log2 n + n + 3 (n/2 + 1));
 - gemm: batch x 2 m n k; beamform: batch x (8 beams samples channels + beams x 5 s log2 s).
 
@@ -301,7 +301,7 @@ def case_fir(K, mbytes):
     if method == "direct":  # no FFT: its own operation count, no FFT-work bound
         from kernels import _direct
 
-        work = dict(flops=rows * length // _direct.OUTPUTS * (_direct.flops(_direct.OUTPUTS, ntaps)))
+        work = dict(flops=rows * _direct.flops(length, ntaps))  # its 4096-sample segments: the same sums per output
     else:
         nfft = 512  # fir_filter's default segment FFT for 127 taps: the smallest power of 2 >= 4 * 127
         segments = rows * -(-length // (nfft - ntaps + 1))

@@ -370,8 +370,7 @@ def fir_filter(x, taps, *, fft_size=None, method="auto", stream=None):
     m = _length(func, "taps", taps, "a non-empty 1-D array")
     ind, ax = _ind(x.ndim), x.ndim - 1
     if method == "direct":
-        if fft_size is not None:
-            raise ValueError(f"fft_size={fft_size!r} is method='fft''s segment length; method='direct' takes none")
+        convolution._no_fft_size(fft_size)
         why = _direct.unsupported(0, m, x.dtype, is_dask_array(taps) or on_device(taps), linear=True)
         _known(func, "x", x, ax)
         bad = [c for c in x.chunks[ax] if c % (2 * _direct.OUTPUTS)]

@@ -198,11 +198,10 @@ def fir_filter(x, taps, *, fft_size=None, method="auto", stream=None):
     precision = _precision(xo.dtype)
     m = _ntaps(taps)
     if method == "direct":
-        if fft_size is not None:
-            raise ValueError(f"fft_size={fft_size!r} is method='fft''s segment length; method='direct' takes none")
+        _no_fft_size(fft_size)
         taps = _taps("taps", taps, real, precision, float("inf"))  # the count: fir_method's
-        if fir_method(method, xo.shape[-1], taps, xo.dtype) == "direct":
-            return _run_direct(xo, taps, xo.shape[-1], stream, linear=True)
+        fir_method(method, xo.shape[-1], taps, xo.dtype)  # raises where "direct" cannot run
+        return _run_direct(xo, taps, xo.shape[-1], stream, linear=True)
     if fft_size is None:
         fft_size = 64
         while fft_size < 4 * m and fft_size < 4096:
@@ -215,6 +214,12 @@ def fir_filter(x, taps, *, fft_size=None, method="auto", stream=None):
     taps = _taps("taps", taps, real, precision, fft_size // 2)
     return _run(xo, taps, int(fft_size), real, precision, halo=m - 1, stream=stream, conj=False,
                 fn_name="fir_filter")
+
+
+def _no_fft_size(fft_size):
+    """fir_filter's ``method="direct"`` takes no ``fft_size`` (overlap-save's segment length)."""
+    if fft_size is not None:
+        raise ValueError(f"fft_size={fft_size!r} is method='fft''s segment length; method='direct' takes none")
 
 
 def fir_method(method, length, taps, dtype) -> str:
