@@ -13,13 +13,15 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from numba import cuda
+from numba import complex64, cuda
 
 from mathdx_operands import simulator
 from nvmath_device import FFT, load_complex, store_complex
 
 from ._arrays import Output
 from ._launch import launch
+from ._regfft import SIZES, RegFFT
+from ._regfft import pair as own_pair
 
 
 def _pair_descriptors(n, precision, real, ept, fpb, sm=None, folded=False):
@@ -45,6 +47,12 @@ cuFFTDx's suggestion (absent: the suggestion). ``benchmarks/fused_kernels.py --f
 times every valid configuration of each case's FFT in the case's own kernel; an entry goes here
 only with that run's figures in the commit that adds it. Keyed by function: the same FFT's best
 configuration differs between kernels (the work around the FFT changes register pressure)."""
+
+
+OWN_FFT: set = set()
+"""Functions (``kernel`` names of :func:`fft_pair`: "fft_convolve", "matched_filter") whose complex
+float32 FFT pairs are :mod:`kernels._regfft`'s instead of cuFFTDx's, where it has the size. Empty
+until timed on the GPU (``benchmarks/fused_kernels.py --own-fft``)."""
 
 
 def fft_config(n: int, precision, real: bool, folded: bool, kernel: str | None = None) -> tuple:
@@ -75,6 +83,8 @@ def fft_pair(n: int, precision, real: bool, ept=None, fpb=None, folded=False, ke
     ``ept``/``fpb`` None: :func:`fft_config`'s for function ``kernel`` (the measured table's, else
     cuFFTDx's suggestion).
     """
+    if kernel in OWN_FFT and not real and np.dtype(precision) == np.float32 and n in SIZES:
+        return own_pair(n, ept, 1 if fpb is None else fpb)
     if ept is None or fpb is None:
         e, f = fft_config(n, precision, real, folded, kernel)
         ept, fpb = e if ept is None else ept, f if fpb is None else fpb
@@ -187,6 +197,8 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
     # (complex kernels: left to the compiler; a minimum of 5 blocks of 192 threads made the
     # 512-point one take 48 registers instead of 40, fewer blocks; float64: not measured)
     max_regs = None if not real or prec != np.float32 or s2 > 36 else 64 if flat else 80
+    own = isinstance(fwd, RegFFT)  # our own FFT (kernels._regfft): shared memory as complex64
+    fexec, iexec = (fwd.execute, inv.execute) if own else (None, None)
 
     @jit(nthreads, max_regs)
     def kernel(x, h, y, nrows, nseg, step, halo):
@@ -232,7 +244,10 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
                         v = load_complex(x, (b, t)) if inside else czero
                         r[2 * i] = v.real
                         r[2 * i + 1] = v.imag
-        fwd.execute(r, smem)
+        if own:
+            fexec(r, cuda.shared.array(0, dtype=complex64))
+        else:
+            fwd.execute(r, smem)
         # the filter spectrum: every load issued before the first use (one loop that loads and
         # multiplies serialized them: each load's latency exposed in turn)
         hl = cuda.local.array(mid_ept, dtype=cdt)
@@ -248,7 +263,10 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
                 r[2 * i] = re
                 r[2 * i + 1] = im
         cuda.syncthreads()
-        inv.execute(r, smem)
+        if own:
+            iexec(r, cuda.shared.array(0, dtype=complex64))
+        else:
+            inv.execute(r, smem)
         if flat:
             if ok:
                 for i in range(out_ept):
@@ -327,6 +345,8 @@ def spectrum_kernel(fwd: FFT):
 def device_spectrum(fwd: FFT, h, like, stream):
     """``FFT(h, n) / n`` of the device taps ``h`` (a DevArray, or the simulator's array), on the
     device and on ``stream``: a new device array of ``fwd.output_length`` complex values."""
+    if isinstance(fwd, RegFFT):  # the spectrum's layout (natural order) is cuFFTDx's as well
+        fwd = _fft_pair(fwd.size, np.float32, False, "suggested", "suggested", False)[0]
     cdt = np.complex64 if fwd.precision_type == np.float32 else np.complex128
     out = Output((fwd.output_length,), cdt, like, stream).dev
     launch_rows(spectrum_kernel(fwd), fwd, 1, stream, h, out)

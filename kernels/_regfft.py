@@ -1,0 +1,346 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Our own block FFT: a complex float32 FFT of power-of-2 size, generated as straight-line numba
+code, with bank-conflict-free shared-memory exchanges; usable in place of a cuFFTDx descriptor
+pair in :func:`kernels._fused.filter_kernel`.
+
+Why: Nsight Compute on the fused FFT kernels (benchmarks/RESULTS.md, twenty-first session) found
+them bound by cuFFTDx's shared-memory exchanges: 0.95-2.31 bank conflicts per shared instruction,
+L1 at 78-96 %, and no cuFFTDx option changes its exchange layout. This FFT moves the same data
+with every warp access at its minimum number of wavefronts (checked by :func:`wavefronts`).
+
+The algorithm is Stockham's autosort FFT (radix ``R`` per pass, ``Ns`` the size of the
+transforms done so far): a butterfly ``j`` reads elements ``j + r N/R``, multiplies them by
+``exp(s 2 pi i r (j mod Ns) / (Ns R))``, takes their ``R``-point DFT and writes output ``r`` to
+``(j div Ns) Ns R + (j mod Ns) + r Ns``. Thread ``t`` of ``T = N / E`` runs butterflies
+``j = t + T b``, so it reads elements ``t + T i`` (``i = b + r E/R``): cuFFTDx's register
+layout (``stride = T``). The first pass reads the input from registers and the last writes the
+output to registers in that layout, natural order; between passes the data goes through shared
+memory, at padded addresses ``a + (a div P) pad`` chosen per exchange so that every warp access
+is conflict-free and every address is one per-thread base plus a constant. Exchanges alternate
+between two buffers (one barrier each) where they fit, else share one (two barriers).
+
+The twiddles of a pass come from one ``sincospif`` per butterfly and its powers (products).
+
+Same contract as a cuFFTDx Block FFT: ``execute(r, smem)`` with ``r`` the thread's registers
+(``2 E`` float32: element ``t + T i`` at ``r[2i], r[2i+1]``) and ``smem`` the dynamic shared
+memory as complex64 (``shared_memory_size`` bytes per block); unnormalized in both directions;
+the caller synchronizes the block between two calls that share ``smem``. Rows of a block are
+``threadIdx.y`` (``ffts_per_block``).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from mathdx_operands import simulator
+
+SIZES = tuple(2**k for k in range(6, 13))  # 64 .. 4096
+HALF_WARP = 16  # threads whose 8-byte shared accesses share one wavefront
+MAX_SHARED = 48 * 1024  # bytes per block without the opt-in attribute
+
+
+def radices(n: int, ept: int) -> tuple:
+    """The passes' radices for ``n`` points with ``ept`` elements per thread: ``ept`` each, one
+    smaller radix first where ``log2 ept`` does not divide ``log2 n``."""
+    ln, le = n.bit_length() - 1, ept.bit_length() - 1
+    rem = ln % le
+    return ((1 << rem,) if rem else ()) + (ept,) * (ln // le)
+
+
+def default_ept(n: int) -> int:
+    """Elements per thread when the caller gives none: 16 from 2048 points up (at most 256
+    threads per row), 8 from 128 (64 threads at 512), else 4 (at least a half-warp per row)."""
+    return 16 if n >= 2048 else 8 if n >= 128 else 4
+
+
+def unsupported(n: int, ept: int, fpb: int) -> str | None:
+    """Why an FFT of ``n`` points with ``ept`` elements per thread and ``fpb`` rows per block
+    cannot be built (a sentence naming the argument), or None."""
+    if n not in SIZES:
+        return f"size must be a power of 2 from {SIZES[0]} to {SIZES[-1]}, got {n}"
+    if ept not in (4, 8, 16) or ept > n:
+        return f"elements_per_thread must be 4, 8 or 16 (at most size), got {ept}"
+    if n // ept < HALF_WARP:
+        return f"size / elements_per_thread must be at least {HALF_WARP} threads, got {n}/{ept}"
+    if not isinstance(fpb, int) or fpb < 1 or (n // ept) * fpb > 1024:
+        return f"ffts_per_block must be a positive int with at most 1024 threads per block, got {fpb}"
+    return None
+
+
+# ---------------------------------------------------------------------------- shared layout
+
+def _write_index(t, b, r, n, T, ns, R):
+    """Element (pre-padding) index where butterfly ``j = t + T b`` of the pass ``(ns, R)`` puts
+    its output ``r``."""
+    j = t + T * b
+    return (j // ns) * ns * R + j % ns + r * ns
+
+
+def _padded(a, P, pad):
+    return a + (a // P) * pad if pad else a
+
+
+def wavefronts(addresses) -> int:
+    """Shared-memory wavefronts of one warp-wide 8-byte access: per half-warp, the largest number
+    of distinct 8-byte words that fall on one bank pair (32 banks of 4 bytes = 16 pairs)."""
+    total = 0
+    for h in range(0, len(addresses), HALF_WARP):
+        banks: dict = {}
+        for a in addresses[h:h + HALF_WARP]:
+            banks.setdefault(a % HALF_WARP, set()).add(a)
+        total += max(len(s) for s in banks.values())
+    return total
+
+
+@functools.cache
+def exchange(n: int, ept: int, ns: int, R: int) -> dict:
+    """The padding of the exchange after the pass ``(ns, R)``: ``P``, ``pad`` (8-byte words
+    inserted after every ``P``; 0: none), ``space`` (words), and per access the constant offsets
+    from the thread's base (``write[b][r]``, ``read[i]``), with the wavefronts per warp access
+    of the chosen layout (``write_wf``, ``read_wf``; the minimum is 2 per 32 threads)."""
+    T = n // ept
+    best = None
+    for P, pad in [(n, 0)] + [(1 << p, q) for p in range(4, n.bit_length()) for q in (1, 2, 4, 8, 16)]:
+        w = [[[_padded(_write_index(t, b, r, n, T, ns, R), P, pad) for t in range(T)]
+              for r in range(R)] for b in range(ept // R)]
+        rd = [[_padded(t + T * i, P, pad) for t in range(T)] for i in range(ept)]
+        wbase, rbase = w[0][0], rd[0]
+        woff = [[{x - y for x, y in zip(w[b][r], wbase)} for r in range(R)] for b in range(ept // R)]
+        roff = [{x - y for x, y in zip(rd[i], rbase)} for i in range(ept)]
+        if any(len(s) != 1 for row in woff for s in row) or any(len(s) != 1 for s in roff):
+            continue  # not one base per thread plus constants
+        warps = [range(k, min(k + 32, T)) for k in range(0, T, 32)]
+        wwf = max(wavefronts([w[b][r][t] for t in wr]) for b in range(ept // R) for r in range(R) for wr in warps)
+        rwf = max(wavefronts([rd[i][t] for t in wr]) for i in range(ept) for wr in warps)
+        space = n + (n // P) * pad
+        key = (wwf + rwf, space)
+        if best is None or key < best[0]:
+            best = (key, dict(P=P, pad=pad, space=space, write_wf=wwf, read_wf=rwf,
+                              write=[[s.pop() for s in row] for row in woff], read=[s.pop() for s in roff]))
+    return best[1]
+
+
+# ---------------------------------------------------------------------------- code generation
+
+class _Gen:
+    """Straight-line float32 code on named scalars; complex values are (re, im) name pairs."""
+
+    def __init__(self):
+        self.lines: list = []
+        self.consts: dict = {}
+        self.k = 0
+
+    def emit(self, s: str) -> None:
+        self.lines.append("    " + s)
+
+    def new(self, expr: str) -> str:
+        self.k += 1
+        name = f"v{self.k}"
+        self.emit(f"{name} = {expr}")
+        return name
+
+    def const(self, value: float) -> str:
+        name = self.consts.get(value)
+        if name is None:
+            name = self.consts[value] = f"C{len(self.consts)}"
+        return name
+
+    def cmul(self, a, w, conj: bool = False):
+        """a * w (``conj``: a * conj(w)), both (re, im) names."""
+        if conj:
+            return (self.new(f"{a[0]} * {w[0]} + {a[1]} * {w[1]}"), self.new(f"{a[1]} * {w[0]} - {a[0]} * {w[1]}"))
+        return (self.new(f"{a[0]} * {w[0]} - {a[1]} * {w[1]}"), self.new(f"{a[0]} * {w[1]} + {a[1]} * {w[0]}"))
+
+    def rotate(self, a, k: int, R: int, s: int):
+        """``a * exp(s 2 pi i k / R)``, with the cheap cases (1, +-i, (+-1 +-i)/sqrt 2) by hand.
+        Returns ((re, sign), (im, sign)): a name and the sign it enters with."""
+        k %= R
+        if k == 0:
+            return (a[0], 1), (a[1], 1)
+        q = 8 * k * s % (8 * R)  # the angle in units of 2 pi / (8 R), direction folded in
+        if q * 4 % (8 * R) == 0:  # a multiple of pi/2: quarter turns
+            turns = q * 4 // (8 * R) % 4
+            re, im = [((a[0], 1), (a[1], 1)), ((a[1], -1), (a[0], 1)),
+                      ((a[0], -1), (a[1], -1)), ((a[1], 1), (a[0], -1))][turns]
+            return re, im
+        c, d = math.cos(2 * math.pi * q / (8 * R)), math.sin(2 * math.pi * q / (8 * R))
+        if abs(abs(c) - abs(d)) < 1e-12:  # odd multiples of pi/4: sqrt(1/2) (+-1 +-i)
+            h = self.const(abs(c))
+            # (x + iy)(c + id) with |c| = |d| = h: re = h(sgn_c x - sgn_d y), im = h(sgn_d x + sgn_c y)
+            sc, sd = (1 if c > 0 else -1), (1 if d > 0 else -1)
+            u = self.new(f"{a[0]} {'-' if sc == sd else '+'} {a[1]}")  # sgn_c x - sgn_d y = sgn_c (x - sc sd y)
+            v = self.new(f"{a[0]} {'+' if sc == sd else '-'} {a[1]}")  # sgn_d x + sgn_c y = sgn_d (x + sc sd y)
+            # products left as expressions: each of e + t and e - t contracts to one FFMA
+            return (f"{h} * {u}", sc), (f"{h} * {v}", sd)
+        cr, ci = self.const(c), self.const(d)
+        return ((self.new(f"{a[0]} * {cr} - {a[1]} * {ci}"), 1), (self.new(f"{a[0]} * {ci} + {a[1]} * {cr}"), 1))
+
+    def addsub(self, e, t):
+        """(e + t, e - t): e plain names, t (name, sign) pairs."""
+        def comb(x, y, plus):
+            op = "+" if (y[1] > 0) == plus else "-"
+            return self.new(f"{x} {op} {y[0]}")
+        return ((comb(e[0], t[0], True), comb(e[1], t[1], True)), (comb(e[0], t[0], False), comb(e[1], t[1], False)))
+
+    def dft(self, x: list, s: int) -> list:
+        """The ``len(x)``-point DFT of the (re, im) names ``x``, natural order (radix-2 DIT)."""
+        R = len(x)
+        if R == 1:
+            return list(x)
+        ev, od = self.dft(x[0::2], s), self.dft(x[1::2], s)
+        out = [None] * R
+        for k in range(R // 2):
+            out[k], out[k + R // 2] = self.addsub(ev[k], self.rotate(od[k], k, R, s))
+        return out
+
+    def powers(self, w, R: int) -> list:
+        """[w^1 .. w^(R-1)] by squarings and products (at most log2 R deep)."""
+        p = {1: w}
+        for r in range(2, R):
+            hi = 1 << (r.bit_length() - 1)
+            p[r] = self.cmul(p[hi // 2], p[hi // 2]) if r == hi else self.cmul(p[hi], p[r - hi])
+        return [p[r] for r in range(1, R)]
+
+
+def _pad_expr(z: str, e: dict) -> str:
+    """Code for the padded index of element ``z`` in exchange ``e``."""
+    return f"({z} + (({z}) >> {e['P'].bit_length() - 1}) * {e['pad']})" if e["pad"] else z
+
+
+def source(n: int, ept: int, fpb: int, sign: int) -> tuple:
+    """(source of ``execute(r, sc)``, constants, shared bytes per block, exchanges)."""
+    T = n // ept
+    rads = radices(n, ept)
+    g = _Gen()
+    passes, ns = [], 1
+    for R in rads:
+        passes.append((ns, R))
+        ns *= R
+    exs = [exchange(n, ept, ns_, R) for ns_, R in passes[:-1]]
+    space = max((e["space"] for e in exs), default=0)
+    double = 2 * space * 8 * fpb <= MAX_SHARED
+    row = space * (2 if double else 1)
+    g.emit("t = cuda.threadIdx.x")
+    if exs:
+        g.emit(f"o = cuda.threadIdx.y * {row}")
+    x = [(f"x{i}r", f"x{i}i") for i in range(ept)]
+    for i in range(ept):
+        g.emit(f"x{i}r = r[{2 * i}]")
+        g.emit(f"x{i}i = r[{2 * i + 1}]")
+    for p, (ns, R) in enumerate(passes):
+        nb = ept // R
+        y = [None] * ept
+        for b in range(nb):
+            v = [x[b + rr * nb] for rr in range(R)]
+            if ns > 1:  # twiddles exp(s 2 pi i r k / (ns R)), k = (t + T b) mod ns
+                k = f"(t & {ns - 1})" if ns <= T else (f"(t + {T * b % ns})" if T * b % ns else "t")
+                # the powers of exp(+2 pi i k / (ns R)) in both directions (the forward multiplies
+                # by their conjugates): a kernel that runs both FFTs computes them once (LLVM
+                # merges the identical code of the two inlined calls)
+                f = g.new(f"sincospi(np.float32({k}) * np.float32({2.0 / (ns * R)!r}))")
+                ws = g.powers((g.new(f"{f}[1]"), g.new(f"{f}[0]")), R)
+                v = [v[0]] + [g.cmul(v[rr], ws[rr - 1], conj=sign < 0) for rr in range(1, R)]
+            out = g.dft(v, sign)
+            for rr in range(R):
+                y[b + rr * nb] = out[rr]
+        if p == len(passes) - 1:
+            for i in range(ept):
+                g.emit(f"r[{2 * i}] = {y[i][0]}")
+                g.emit(f"r[{2 * i + 1}] = {y[i][1]}")
+            break
+        e = exs[p]
+        buf = (p % 2) * space if double else 0
+        if not double and p > 0:
+            g.emit("cuda.syncthreads()")  # the previous exchange's reads are done
+        # the thread's write base: element (t div ns) ns R + t mod ns (t + 0 when ns > T), padded
+        a0 = f"(((t >> {ns.bit_length() - 1}) << {(ns * R).bit_length() - 1}) + (t & {ns - 1}))" if ns <= T else "t"
+        wb = g.new(f"o + {buf} + {_pad_expr(a0, e)}")
+        for b in range(nb):
+            for rr in range(R):
+                val = y[b + rr * nb]
+                g.emit(f"store_complex(sc, {wb} + {e['write'][b][rr]}, complex({val[0]}, {val[1]}))")
+        g.emit("cuda.syncthreads()")
+        rb = g.new(f"o + {buf} + {_pad_expr('t', e)}")
+        x = []
+        for i in range(ept):
+            c = g.new(f"load_complex(sc, {rb} + {e['read'][i]})")
+            x.append((g.new(f"{c}.real"), g.new(f"{c}.imag")))
+    body = "\n".join(g.lines)
+    src = f"def execute(r, sc):\n{body}\n"
+    return src, dict(g.consts), fpb * row * 8, exs
+
+
+def _sim_sincospi(x):
+    """libdevice's ``sincospif`` for the simulator (whose libdevice functions are stubs)."""
+    return np.float32(math.sin(math.pi * float(x))), np.float32(math.cos(math.pi * float(x)))
+
+
+def _namespace(consts: dict) -> dict:
+    from numba import cuda
+    from numba.cuda import libdevice
+
+    from nvmath_device import load_complex, store_complex
+
+    sincospi = _sim_sincospi if simulator() else libdevice.sincospif
+    ns = dict(cuda=cuda, sincospi=sincospi, np=np, load_complex=load_complex, store_complex=store_complex)
+    ns.update({name: np.float32(v) for v, name in consts.items()})
+    return ns
+
+
+@functools.cache
+def _execute(n: int, ept: int, fpb: int, sign: int):
+    from numba import cuda
+
+    src, consts, _, _ = source(n, ept, fpb, sign)
+    ns = _namespace(consts)
+    exec(compile(src, f"<kernels._regfft n={n} ept={ept} fpb={fpb} sign={sign}>", "exec"), ns)  # noqa: S102 - our own generated source
+    if simulator():
+        return cuda.jit(device=True)(ns["execute"])
+    return cuda.jit(device=True, inline="always")(ns["execute"])
+
+
+class RegFFT:
+    """A float32 c2c Block FFT of ``size`` points (see the module docstring), with the
+    attributes of a cuFFTDx descriptor that :func:`kernels._fused.filter_kernel` and
+    :func:`kernels._fused.launch_rows` read. ``direction``: "forward" (``exp(-2 pi i jk/n)``) or
+    "inverse" (``exp(+...)``, unnormalized)."""
+
+    fft_type = "c2c"
+    precision_type = np.float32
+    value_type = np.complex64
+    real_fft_options = None
+
+    def __init__(self, size: int, direction: str, elements_per_thread: int | None = None, ffts_per_block: int = 1):
+        if direction not in ("forward", "inverse"):
+            raise ValueError(f"direction must be 'forward' or 'inverse', got {direction!r}")
+        ept = default_ept(size) if elements_per_thread is None else elements_per_thread
+        why = unsupported(size, ept, ffts_per_block)
+        if why:
+            raise ValueError(why)
+        self.size, self.direction = size, direction
+        self.elements_per_thread_value = self.storage_size = self.input_ept = self.output_ept = ept
+        self.ffts_per_block_value = ffts_per_block
+        self.stride = size // ept
+        self.output_length = self.input_length = size
+        self.block_dim = (self.stride, ffts_per_block, 1)
+        self.radices = radices(size, ept)
+        self.sign = -1 if direction == "forward" else 1
+        self.shared_memory_size = source(size, ept, ffts_per_block, self.sign)[2]
+
+    @property
+    def execute(self):
+        """The device function ``execute(r, sc)``: ``sc`` the dynamic shared memory as complex64."""
+        return _execute(self.size, self.elements_per_thread_value, self.ffts_per_block_value, self.sign)
+
+    def __repr__(self):
+        return (f"RegFFT(size={self.size}, direction={self.direction!r}, elements_per_thread="
+                f"{self.elements_per_thread_value}, ffts_per_block={self.ffts_per_block_value})")
+
+
+@functools.cache
+def pair(n: int, ept: int | None = None, fpb: int = 1) -> tuple:
+    """(forward, inverse) :class:`RegFFT` of one layout."""
+    return RegFFT(n, "forward", ept, fpb), RegFFT(n, "inverse", ept, fpb)
