@@ -81,10 +81,11 @@ def fft_pair(n: int, precision, real: bool, ept=None, fpb=None, folded=False, ke
     ``folded`` (real pairs, power-of-2 ``n``): registers hold the real signal as complex pairs
     ``(x[2k], x[2k + 1])`` at complex index ``k``, the spectrum in natural order.
     ``ept``/``fpb`` None: :func:`fft_config`'s for function ``kernel`` (the measured table's, else
-    cuFFTDx's suggestion).
+    cuFFTDx's suggestion). A function in :data:`OWN_FFT` gets :func:`kernels._regfft.pair` for a
+    complex float32 FFT of a size it has (``ept``/``fpb``: used where ints, else its defaults).
     """
     if kernel in OWN_FFT and not real and np.dtype(precision) == np.float32 and n in SIZES:
-        return own_pair(n, ept, 1 if fpb is None else fpb)
+        return own_pair(n, *(v if isinstance(v, int) else None for v in (ept, fpb)))
     if ept is None or fpb is None:
         e, f = fft_config(n, precision, real, folded, kernel)
         ept, fpb = e if ept is None else ept, f if fpb is None else fpb
@@ -198,7 +199,7 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
     # 512-point one take 48 registers instead of 40, fewer blocks; float64: not measured)
     max_regs = None if not real or prec != np.float32 or s2 > 36 else 64 if flat else 80
     own = isinstance(fwd, RegFFT)  # our own FFT (kernels._regfft): shared memory as complex64
-    fexec, iexec = (fwd.execute, inv.execute) if own else (None, None)
+    fexec, iexec = (fwd.executor(), inv.executor()) if own else (None, None)
 
     @jit(nthreads, max_regs)
     def kernel(x, h, y, nrows, nseg, step, halo):

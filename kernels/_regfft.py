@@ -51,9 +51,17 @@ def radices(n: int, ept: int) -> tuple:
 
 
 def default_ept(n: int) -> int:
-    """Elements per thread when the caller gives none: 16 from 2048 points up (at most 256
-    threads per row), 8 from 128 (64 threads at 512), else 4 (at least a half-warp per row)."""
-    return 16 if n >= 2048 else 8 if n >= 128 else 4
+    """Elements per thread when the caller gives none: 16 from 1024 points up (at most 256
+    threads per row), 8 from 128 (64 threads at 512), else 4 (at least a half-warp per row).
+    From the sm_90 code of ``filter_kernel`` (``benchmarks/sass_counts.py --fft``): 16 issues
+    fewer instructions per row than 8 from 1024 up (1024: 104 K vs 131 K), the same at 512 with
+    more registers (66 vs 44)."""
+    return 16 if n >= 1024 else 8 if n >= 128 else 4
+
+
+def default_fpb(n: int, ept: int) -> int:
+    """Rows per block when the caller gives none: blocks of at least 128 threads."""
+    return max(1, 128 // (n // ept))
 
 
 def unsupported(n: int, ept: int, fpb: int) -> str | None:
@@ -210,8 +218,9 @@ def _pad_expr(z: str, e: dict) -> str:
     return f"({z} + (({z}) >> {e['P'].bit_length() - 1}) * {e['pad']})" if e["pad"] else z
 
 
-def source(n: int, ept: int, fpb: int, sign: int) -> tuple:
-    """(source of ``execute(r, sc)``, constants, shared bytes per block, exchanges)."""
+def source(n: int, ept: int, fpb: int, sign: int, registers: str = "float") -> tuple:
+    """(source of ``execute(r, sc)``, constants, shared bytes per block, exchanges);
+    ``registers``: ``r`` holds 2 ``ept`` float32 ("float") or ``ept`` complex64 ("complex")."""
     T = n // ept
     rads = radices(n, ept)
     g = _Gen()
@@ -228,8 +237,12 @@ def source(n: int, ept: int, fpb: int, sign: int) -> tuple:
         g.emit(f"o = cuda.threadIdx.y * {row}")
     x = [(f"x{i}r", f"x{i}i") for i in range(ept)]
     for i in range(ept):
-        g.emit(f"x{i}r = r[{2 * i}]")
-        g.emit(f"x{i}i = r[{2 * i + 1}]")
+        if registers == "complex":
+            g.emit(f"x{i}r = r[{i}].real")
+            g.emit(f"x{i}i = r[{i}].imag")
+        else:
+            g.emit(f"x{i}r = r[{2 * i}]")
+            g.emit(f"x{i}i = r[{2 * i + 1}]")
     for p, (ns, R) in enumerate(passes):
         nb = ept // R
         y = [None] * ept
@@ -248,8 +261,11 @@ def source(n: int, ept: int, fpb: int, sign: int) -> tuple:
                 y[b + rr * nb] = out[rr]
         if p == len(passes) - 1:
             for i in range(ept):
-                g.emit(f"r[{2 * i}] = {y[i][0]}")
-                g.emit(f"r[{2 * i + 1}] = {y[i][1]}")
+                if registers == "complex":
+                    g.emit(f"r[{i}] = complex({y[i][0]}, {y[i][1]})")
+                else:
+                    g.emit(f"r[{2 * i}] = {y[i][0]}")
+                    g.emit(f"r[{2 * i + 1}] = {y[i][1]}")
             break
         e = exs[p]
         buf = (p % 2) * space if double else 0
@@ -291,12 +307,13 @@ def _namespace(consts: dict) -> dict:
 
 
 @functools.cache
-def _execute(n: int, ept: int, fpb: int, sign: int):
+def _execute(n: int, ept: int, fpb: int, sign: int, registers: str):
     from numba import cuda
 
-    src, consts, _, _ = source(n, ept, fpb, sign)
+    src, consts, _, _ = source(n, ept, fpb, sign, registers)
     ns = _namespace(consts)
-    exec(compile(src, f"<kernels._regfft n={n} ept={ept} fpb={fpb} sign={sign}>", "exec"), ns)  # noqa: S102 - our own generated source
+    name = f"<kernels._regfft n={n} ept={ept} fpb={fpb} sign={sign} registers={registers}>"
+    exec(compile(src, name, "exec"), ns)  # noqa: S102 - our own generated source
     if simulator():
         return cuda.jit(device=True)(ns["execute"])
     return cuda.jit(device=True, inline="always")(ns["execute"])
@@ -309,14 +326,17 @@ class RegFFT:
     "inverse" (``exp(+...)``, unnormalized)."""
 
     fft_type = "c2c"
-    precision_type = np.float32
-    value_type = np.complex64
+    precision_type = np.dtype(np.float32)
+    value_type = np.dtype(np.complex64)
     real_fft_options = None
 
-    def __init__(self, size: int, direction: str, elements_per_thread: int | None = None, ffts_per_block: int = 1):
+    def __init__(self, size: int, direction: str, elements_per_thread: int | None = None,
+                 ffts_per_block: int | None = None):
         if direction not in ("forward", "inverse"):
             raise ValueError(f"direction must be 'forward' or 'inverse', got {direction!r}")
         ept = default_ept(size) if elements_per_thread is None else elements_per_thread
+        if ffts_per_block is None and size in SIZES and ept in (4, 8, 16) and ept <= size:
+            ffts_per_block = default_fpb(size, ept)
         why = unsupported(size, ept, ffts_per_block)
         if why:
             raise ValueError(why)
@@ -330,10 +350,13 @@ class RegFFT:
         self.sign = -1 if direction == "forward" else 1
         self.shared_memory_size = source(size, ept, ffts_per_block, self.sign)[2]
 
-    @property
-    def execute(self):
-        """The device function ``execute(r, sc)``: ``sc`` the dynamic shared memory as complex64."""
-        return _execute(self.size, self.elements_per_thread_value, self.ffts_per_block_value, self.sign)
+    def executor(self, registers: str = "float"):
+        """The device function ``execute(r, sc)``: ``sc`` the dynamic shared memory as complex64,
+        ``r`` a local array of ``2 * storage_size`` float32 (``registers="float"``: element
+        ``t + T i`` at ``r[2i], r[2i+1]``) or of ``storage_size`` complex64 ("complex")."""
+        if registers not in ("float", "complex"):
+            raise ValueError(f"registers must be 'float' or 'complex', got {registers!r}")
+        return _execute(self.size, self.elements_per_thread_value, self.ffts_per_block_value, self.sign, registers)
 
     def __repr__(self):
         return (f"RegFFT(size={self.size}, direction={self.direction!r}, elements_per_thread="
@@ -341,6 +364,6 @@ class RegFFT:
 
 
 @functools.cache
-def pair(n: int, ept: int | None = None, fpb: int = 1) -> tuple:
+def pair(n: int, ept: int | None = None, fpb: int | None = None) -> tuple:
     """(forward, inverse) :class:`RegFFT` of one layout."""
     return RegFFT(n, "forward", ept, fpb), RegFFT(n, "inverse", ept, fpb)

@@ -23,6 +23,7 @@ from ._fused import (
     launch_rows,
     pairs_ok,
 )
+from ._regfft import RegFFT
 
 _REAL = (np.dtype(np.float32), np.dtype(np.float64))
 _COMPLEX = (np.dtype(np.complex64), np.dtype(np.complex128))
@@ -41,6 +42,8 @@ def _matched_kernel(fwd: FFT, inv: FFT, keep: bool):
         half *= 2
     exact = ept * stride == n  # every register holds an element: no per-element bounds tests
     nthreads = fwd.block_dim[0] * fwd.block_dim[1] * fwd.block_dim[2]
+    own = isinstance(fwd, RegFFT)  # our own FFT (kernels._regfft), on the complex registers
+    fexec, iexec = (fwd.executor("complex"), inv.executor("complex")) if own else (None, None)
 
     @jit(nthreads)
     def kernel(x, tspec, corr, peak_idx, peak_val, nrows):
@@ -55,7 +58,10 @@ def _matched_kernel(fwd: FFT, inv: FFT, keep: bool):
         for i in range(ept):
             j = tx + i * stride
             td[i] = load_complex(x, (row, j)) if ok and (exact or j < n) else czero
-        fwd.execute(td, smem)
+        if own:
+            fexec(td, smem)
+        else:
+            fwd.execute(td, smem)
         # the template spectrum after the FFT: loaded before it, it stayed live through it (half
         # the registers; 163 per thread on sm_90), all loads first so they are in flight together
         for i in range(ept):
@@ -65,7 +71,10 @@ def _matched_kernel(fwd: FFT, inv: FFT, keep: bool):
             if exact or tx + i * stride < n:
                 td[i] = td[i] * tv[i].conjugate()
         cuda.syncthreads()
-        inv.execute(td, smem)
+        if own:
+            iexec(td, smem)
+        else:
+            inv.execute(td, smem)
         # per-thread peak of |c|^2, then the row's peak (lowest index wins ties)
         bv = prec.type(-1.0)
         bi = 0
