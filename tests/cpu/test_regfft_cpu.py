@@ -1,0 +1,137 @@
+# SPDX-License-Identifier: Apache-2.0
+"""kernels._regfft without a GPU: the passes' radices, the shared-memory layout of every exchange
+(each element written once and read once; every warp access at its minimum number of
+wavefronts, by the bank model; one base per thread plus constants), the bank model itself,
+refusals naming the argument, and the sm_90 code of filter_kernel with it (nvdisasm of the test
+extras): 8-byte shared accesses only, as many as the exchanges need, no local memory, no
+float64."""
+
+import os
+import subprocess
+import tempfile
+
+import numpy as np
+import pytest
+
+from kernels import _fused, _regfft
+
+CONFIGS = [(n, e) for n in _regfft.SIZES for e in (4, 8, 16) if _regfft.unsupported(n, e, 1) is None]
+
+
+def test_configs_cover_every_size():
+    assert {n for n, _ in CONFIGS} == set(_regfft.SIZES)
+
+
+@pytest.mark.parametrize("n,ept", CONFIGS)
+def test_radices(n, ept):
+    rads = _regfft.radices(n, ept)
+    assert int(np.prod(rads)) == n and all(ept % r == 0 and r >= 2 for r in rads)
+    assert all(r == ept for r in rads[1:])  # a smaller radix only first
+
+
+def test_wavefront_model():
+    assert _regfft.wavefronts(list(range(32))) == 2  # consecutive 8-byte words: one per half-warp
+    assert _regfft.wavefronts([16 * t for t in range(32)]) == 32  # one bank pair: serialized
+    assert _regfft.wavefronts([0] * 32) == 2  # one word (broadcast)
+    assert _regfft.wavefronts([2 * t for t in range(16)]) == 2  # stride 2: two words per bank pair
+
+
+@pytest.mark.parametrize("n,ept", CONFIGS)
+def test_exchanges_are_permutations_without_conflicts(n, ept):
+    T = n // ept
+    ns = 1
+    rads = _regfft.radices(n, ept)
+    for R in rads[:-1]:
+        e = _regfft.exchange(n, ept, ns, R)
+        pad = (lambda a: a + (a // e["P"]) * e["pad"]) if e["pad"] else (lambda a: a)
+        wbase = [pad(_regfft._write_index(t, 0, 0, n, T, ns, R)) for t in range(T)]
+        writes = [wbase[t] + e["write"][b][r] for t in range(T) for b in range(ept // R) for r in range(R)]
+        # the constants reproduce the padded layout exactly
+        assert writes == [pad(_regfft._write_index(t, b, r, n, T, ns, R))
+                          for t in range(T) for b in range(ept // R) for r in range(R)]
+        reads = [pad(t) + e["read"][i] for t in range(T) for i in range(ept)]
+        assert reads == [pad(t + T * i) for t in range(T) for i in range(ept)]
+        assert len(set(writes)) == n and set(reads) == set(writes)  # each element once, all read back
+        assert max(writes) < e["space"]
+        per_warp = 2 * min(32, T) // 32 if T >= 32 else 1
+        assert (e["write_wf"], e["read_wf"]) == (per_warp, per_warp), (ns, R, e)
+        ns *= R
+
+
+def test_padding_is_needed_and_found():
+    """The first exchange of 512 = 8 x 8 x 8 writes with stride 8: unpadded, 8-way conflicts."""
+    T, ns, R = 64, 1, 8
+    plain = [_regfft._write_index(t, 0, 0, 512, T, ns, R) for t in range(32)]
+    assert _regfft.wavefronts(plain) == 16
+    assert _regfft.exchange(512, 8, 1, 8)["pad"] > 0
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(size=100, direction="forward"), "size must be a power of 2"),
+    (dict(size=8192, direction="forward"), "size must be a power of 2"),
+    (dict(size=512, direction="sideways"), "direction must be"),
+    (dict(size=512, direction="forward", elements_per_thread=32), "elements_per_thread must be"),
+    (dict(size=64, direction="forward", elements_per_thread=8), "at least 16 threads"),
+    (dict(size=512, direction="forward", ffts_per_block=0), "ffts_per_block"),
+    (dict(size=4096, direction="forward", elements_per_thread=4, ffts_per_block=2), "ffts_per_block"),
+])
+def test_refusals(kw, match):
+    with pytest.raises(ValueError, match=match):
+        _regfft.RegFFT(**kw)
+
+
+def test_executor_registers_argument():
+    with pytest.raises(ValueError, match="registers must be"):
+        _regfft.RegFFT(512, "forward").executor("half")
+
+
+def test_descriptor_attributes():
+    f = _regfft.RegFFT(1024, "forward")
+    assert (f.elements_per_thread_value, f.stride, f.ffts_per_block_value) == (16, 64, 2)
+    assert f.block_dim == (64, 2, 1) and f.output_length == 1024 and f.value_type == np.complex64
+    # two buffers of the padded row per row slot, 8 bytes per word
+    e = max(_regfft.exchange(1024, 16, ns, 16)["space"] for ns in (4, 64))
+    assert f.shared_memory_size == 2 * 2 * e * 8
+
+
+def test_generated_source_is_float32_only():
+    src, consts, _, _ = _regfft.source(1024, 16, 1, -1)
+    assert "float64" not in src and all(isinstance(v, float) for v in consts)
+    assert src.count("cuda.syncthreads()") == 2  # two exchanges, two buffers: one barrier each
+    single = _regfft.source(4096, 16, 1, -1)[0]  # two buffers of 34 KiB do not fit 48 KiB: one buffer
+    assert single.count("cuda.syncthreads()") == 3
+
+
+def _sass(n, ept):
+    import sys
+
+    from numba import types
+
+    from nvmath_device.aot import compile_kernel
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
+    from sass_counts import find_nvdisasm, opcodes
+
+    nv = find_nvdisasm()
+    if nv is None:
+        pytest.skip("nvdisasm not installed (pip install nvidia-cuda-nvdisasm: the test extras)")
+    fwd, inv = _regfft.pair(n, ept)
+    k = _fused.filter_kernel(fwd, inv, False, False, flat=True)
+    c = types.complex64[::1]
+    ck = compile_kernel(k, (c, c, c, types.int64, types.int64, types.int64, types.int64), sm=90)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "k.cubin")
+        with open(path, "wb") as f:
+            f.write(ck.cubin)
+        text = subprocess.run([nv, "-c", path], capture_output=True, text=True, check=True).stdout
+    return ck, text, opcodes(text)
+
+
+@pytest.mark.parametrize("n,ept", [(512, 8), (4096, 16)])
+def test_sm90_code(n, ept):
+    ck, text, ops = _sass(n, ept)
+    exchanges = len(_regfft.radices(n, ept)) - 1
+    assert ck.frame_bytes == 0
+    assert text.count("LDS.64") == ops["LDS"] == 2 * exchanges * ept  # forward and inverse
+    assert text.count("STS.64") == ops["STS"] == 2 * exchanges * ept
+    assert not any(op in ops for op in ("DADD", "DMUL", "DFMA", "F2F"))
