@@ -19,6 +19,7 @@ import os
 import time
 
 import numpy as np
+from numba import cuda  # a module global: the CUDA simulator swaps it inside simulated kernels
 
 PEAK_BPS = 4.3e12
 
@@ -26,23 +27,24 @@ PEAK_BPS = 4.3e12
 def _jit(fwd, min_blocks):
     """``cuda.jit``, with launch bounds for ``min_blocks`` blocks of ``fwd.block_dim`` per SM
     when given."""
-    from numba import cuda
 
     nthreads = fwd.block_dim[0] * fwd.block_dim[1] * fwd.block_dim[2]
     return cuda.jit(launch_bounds=(nthreads, min_blocks)) if min_blocks else cuda.jit
 
 
-def conv_kernel(fwd, inv, n, ept, stride, fpb, storage, vt, prefetch=False, min_blocks=None, vector=False):
+def conv_kernel(fwd, inv, n, ept, stride, fpb, storage, vt, prefetch=False, min_blocks=None, vector=False,
+                own=False):
     """The fused kernel, written once for any pair of descriptors with ``execute(td, smem)``.
     ``prefetch``: h is loaded into registers with x, before the forward FFT (its loads are in
     flight during the FFT instead of after it). ``min_blocks``: launch bounds asking the compiler
     for registers that let that many blocks share an SM (occupancy; may spill). ``vector``: x, h
     and y move through ``nvmath_device.load_complex``/``store_complex`` (one 8-byte access per
-    value instead of numba's two 4-byte ones)."""
-    from numba import cuda
+    value instead of numba's two 4-byte ones). ``own``: ``fwd``/``inv`` are kernels._regfft
+    pairs, run by their complex-register executors."""
 
     from nvmath_device import load_complex, store_complex
 
+    fx, ix = (fwd.executor("complex"), inv.executor("complex")) if own else (None, None)
     zero = np.dtype(vt).type(0)  # typed: a bare 0 would make every load a complex128 (f64 converts)
 
     @_jit(fwd, min_blocks)
@@ -62,7 +64,10 @@ def conv_kernel(fwd, inv, n, ept, stride, fpb, storage, vt, prefetch=False, min_
                 td[i] = x[base + i * stride] if ok else zero
                 if prefetch:
                     hv[i] = h[base + i * stride] if ok else zero
-        fwd.execute(td, smem)
+        if own:
+            fx(td, smem)
+        else:
+            fwd.execute(td, smem)
         for i in range(ept):
             if ok:
                 if prefetch:
@@ -72,7 +77,10 @@ def conv_kernel(fwd, inv, n, ept, stride, fpb, storage, vt, prefetch=False, min_
                 else:
                     td[i] = td[i] * h[base + i * stride]
         cuda.syncthreads()
-        inv.execute(td, smem)
+        if own:
+            ix(td, smem)
+        else:
+            inv.execute(td, smem)
         if ok:
             for i in range(ept):
                 if vector:
@@ -89,7 +97,6 @@ def pipelined_kernel(fwd, inv, n, ept, stride, fpb, storage, vt, vector=False):
     into registers before the FFTs of the current one, so every block keeps loads in flight
     through its compute phases. Launch with as many blocks as fit on the GPU at once.
     ``vector``: as for :func:`conv_kernel`."""
-    from numba import cuda
 
     from nvmath_device import load_complex, store_complex
 
@@ -153,7 +160,6 @@ def async_kernel(fwd, inv, n, ept, stride, fpb, storage, vt, min_blocks=None):
     staging buffers (after cuFFTDx's shared memory) need no barrier. y is stored with
     ``store_complex``. Launch with as many blocks as fit at once; dynamic shared memory
     :func:`async_shared_bytes`. ``min_blocks``: as for :func:`conv_kernel`."""
-    from numba import cuda
 
     from nvmath_device import copy_async, copy_async_commit, copy_async_wait, store_complex
 
@@ -214,7 +220,6 @@ def pointwise_row(x, h, x_nb, h_nb, size, do_bench):
     """The ceiling of this access pattern: y = x * h element by element (read x, read h, write y;
     no FFT), one element per thread, 256 threads per block. No fused kernel can beat it."""
     import cupy as cp
-    from numba import cuda
 
     @cuda.jit
     def mul(x, h, y):
@@ -259,6 +264,19 @@ def ours_kernel(size, ept, fpb, prefetch=False, min_blocks=None, vector=False):
     return k, fwd.block_dim, smem, f, f"ept={e} fpb={f}" + label[prefetch] + bounds + vec
 
 
+def own_kernel(size, ept, fpb, prefetch=False, min_blocks=None, vector=True):
+    """The same kernel with our own block FFT (``kernels._regfft``; ``ept``/``fpb`` "suggested":
+    its defaults)."""
+    from kernels import _regfft
+
+    fwd, inv = _regfft.pair(size, None if ept == "suggested" else ept, None if fpb == "suggested" else fpb)
+    e, f = fwd.elements_per_thread_value, fwd.ffts_per_block_value
+    k = conv_kernel(fwd, inv, size, e, fwd.stride, f, fwd.storage_size, fwd.value_type, prefetch, min_blocks,
+                    vector, own=True)
+    cfg = f"ept={e} fpb={f}" + (" h prefetched" if prefetch else "") + (" 8-byte loads/stores" if vector else "")
+    return k, fwd.block_dim, fwd.shared_memory_size, f, cfg
+
+
 def nvmath_kernel(size, ept, fpb, prefetch=False, min_blocks=None, vector=False):
     """The same kernel with nvmath-python's device FFT (its 1.0 API)."""
     from nvmath.device import FFT as NvFFT
@@ -270,6 +288,13 @@ def nvmath_kernel(size, ept, fpb, prefetch=False, min_blocks=None, vector=False)
     k = conv_kernel(fwd, inv, size, e, fwd.stride, f, fwd.storage_size, fwd.value_type, prefetch, min_blocks,
                     vector)
     return k, fwd.block_dim, fwd.shared_memory_size, f, f"ept={e} fpb={f}" + (" h prefetched" if prefetch else "")
+
+
+def own_unsupported(size, ept):
+    """kernels._regfft's refusal of ``size`` points at ``ept`` elements per thread, or None."""
+    from kernels import _regfft
+
+    return _regfft.unsupported(size, ept, 1)
 
 
 def main():
@@ -288,7 +313,6 @@ def main():
     os.makedirs(args.out, exist_ok=True)
 
     import cupy as cp
-    from numba import cuda
     from triton.testing import do_bench
 
     rows_out = []
@@ -318,7 +342,7 @@ def main():
         if size == args.sizes[0]:  # the same bytes for every size: once
             rows_out.append(pointwise_row(x, h_scaled, x_nb, h_nb, size, do_bench))
             print(rows_out[-1], flush=True)
-        impls = [("numba-mathdx (ours)", ours_kernel)]
+        impls = [("numba-mathdx (ours)", ours_kernel), ("numba-mathdx, own FFT (kernels._regfft)", own_kernel)]
         if not args.no_peer:
             impls.append(("nvmath-python device FFT", nvmath_kernel))
         ours_cfgs = [("suggested", "suggested", False), ("suggested", 1, False),
@@ -334,8 +358,13 @@ def main():
                       for vec in (False, True)]
         ours_cfgs += [("suggested", 1, "async", mb, True) for mb in args.min_blocks]
         peer_cfgs = [("suggested", "suggested", False, None, False)]
+        # own FFT: 8-byte accesses, h prefetched or not; with --sweep every elements_per_thread it takes
+        own_cfgs = [(e, "suggested", pre, None, True) for pre in (False, True)
+                    for e in (("suggested",) if not args.sweep else
+                              [e for e in (4, 8, 16) if own_unsupported(size, e) is None])]
         for name, build in impls:
-            for ept, fpb, pre, mb, vec in ours_cfgs if name.startswith("numba") else peer_cfgs:
+            cfgs = own_cfgs if "own FFT" in name else ours_cfgs if name.startswith("numba") else peer_cfgs
+            for ept, fpb, pre, mb, vec in cfgs:
                 try:
                     t0 = time.perf_counter()
                     kern, block, smem, fpb_v, cfg = build(size, ept, fpb, pre, mb, vec)

@@ -37,7 +37,8 @@ def test_parse_args(bk):
     assert (a.conv_method, a.fir_method) == ("auto", "auto")
     a = bk.parse_args(["--conv-method", "fft", "--fir-method", "direct", "--direct-pipeline"])
     assert (a.conv_method, a.fir_method, a.direct_pipeline) == ("fft", "direct", True)
-    for bad in (["--cases", "nope"], ["--mbytes", "0"], ["--fir-method", "dft"]):
+    assert bk.parse_args(["--own-fft"]).own_fft and not bk.parse_args([]).own_fft
+    for bad in (["--cases", "nope"], ["--mbytes", "0"], ["--fir-method", "dft"], ["--own-fft", "--fft-configs"]):
         with pytest.raises(SystemExit):
             bk.parse_args(bad)
 
