@@ -1,8 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """The direct-summation kernel's sm_90 machine code, counted without a GPU: registers, local
-memory and instructions per thread by opcode, for each (row length, taps, levels, segments).
+memory and instructions per thread by opcode, for each (row length, taps, levels, segments);
+with ``--fft``, also the complex FFT convolution kernel's (``kernels._fused.filter_kernel``, one
+row per FFT) with our own FFT (``kernels._regfft``) and with cuFFTDx's at the same elements per
+thread.
 
     python benchmarks/sass_counts.py --out DIR [--cases 4096:63 1024:63 4096:127:256] [--levels 1 2] [--pipeline]
+    python benchmarks/sass_counts.py --out DIR --cases --fft 512:8 1024:16 4096:16
 
 A case is ``n:taps`` (``fft_convolve``'s circular kernel for rows of n samples) or
 ``n:taps:nseg`` (``fir_filter``'s kernel for rows of nseg segments of n samples). Each is
@@ -14,7 +18,8 @@ per-row code) and disassembled by
 which the test extras install).
 The kernel is unrolled, so these static counts are the instructions every thread issues. An
 instruction-bound kernel's time scales with them (the 4096 x 63 kernel was: issue slots 87 %
-busy); they do not replace a timing. Writes sass_counts.json and sass_counts.md into --out;
+busy); they do not replace a timing. Writes sass_counts.json (and with --fft sass_counts_fft.json)
+and sass_counts.md into --out;
 exits with status 2 and a message when nvdisasm is not found.
 """
 
@@ -44,14 +49,30 @@ def parse_case(text: str) -> tuple:
     return n, m, nseg
 
 
+def parse_fft(text: str) -> tuple:
+    """``"n:ept"`` -> ``(n, ept)``, a size and elements per thread that kernels._regfft takes."""
+    from kernels import _regfft
+
+    parts = text.split(":")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        raise argparse.ArgumentTypeError(f"an FFT case is n:ept, got {text!r}")
+    n, ept = int(parts[0]), int(parts[1])
+    why = _regfft.unsupported(n, ept, 1)
+    if why:
+        raise argparse.ArgumentTypeError(f"{text}: {why}")
+    return n, ept
+
+
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="bench_out", help="folder for sass_counts.json and .md")
-    ap.add_argument("--cases", type=parse_case, nargs="+", default=[(4096, 63, 0), (1024, 63, 0), (4096, 127, 256)],
+    ap.add_argument("--cases", type=parse_case, nargs="*", default=[(4096, 63, 0), (1024, 63, 0), (4096, 127, 256)],
                     help="n:taps (circular) or n:taps:nseg (FIR segments)")
     ap.add_argument("--levels", type=int, nargs="+", choices=(0, 1, 2), default=None,
                     help="times the taps are split (default: kernels._direct.levels' choice)")
     ap.add_argument("--pipeline", action="store_true", help="also the pipelined kernel, where it exists")
+    ap.add_argument("--fft", type=parse_fft, nargs="+", default=[],
+                    help="n:ept cases of the complex FFT convolution kernel, our FFT and cuFFTDx's")
     a = ap.parse_args(argv)
     from kernels import _direct
 
@@ -82,15 +103,58 @@ def count(n: int, m: int, lev: int, nseg: int, nvdisasm: str, pipe: bool = False
     argtypes = ((types.complex64[::1], types.float32[::1], types.complex64[::1])
                 + (() if one_row else (types.int64,)) + (types.UniTuple(types.float32, ntaps),))
     ck = compile_kernel(_direct.kernel(n, m, lev, nseg, pipe), argtypes, sm=90)
+    ops = opcodes(_disassemble(ck, nvdisasm))
+    return dict(n=n, taps=m, levels=lev, nseg=nseg, pipelined=pipe, registers=ck.registers, local_bytes=ck.frame_bytes,
+                instructions=sum(ops.values()), opcodes=dict(ops.most_common()),
+                outputs_per_thread=_direct.OUTPUTS)
+
+
+def _disassemble(ck, nvdisasm: str) -> str:
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "k.cubin")
         with open(path, "wb") as f:
             f.write(ck.cubin)
-        sass = subprocess.run([nvdisasm, "-c", path], capture_output=True, text=True, check=True).stdout
-    ops = opcodes(sass)
-    return dict(n=n, taps=m, levels=lev, nseg=nseg, pipelined=pipe, registers=ck.registers, local_bytes=ck.frame_bytes,
-                instructions=sum(ops.values()), opcodes=dict(ops.most_common()),
-                outputs_per_thread=_direct.OUTPUTS)
+        return subprocess.run([nvdisasm, "-c", path], capture_output=True, text=True, check=True).stdout
+
+
+def count_fft(n: int, ept: int, engine: str, nvdisasm: str) -> dict:
+    """The complex64 FFT convolution kernel (flat rows of ``n``) with ``engine`` "own"
+    (kernels._regfft) or "cufftdx" (rows per block: cuFFTDx's suggestion), both at ``ept``."""
+    import numpy as np
+    from numba import types
+
+    from kernels import _fused, _regfft
+    from nvmath_device.aot import compile_kernel
+
+    if engine == "own":
+        fwd, inv = _regfft.pair(n, ept)
+    else:
+        fwd, inv = _fused._pair_descriptors(n, np.float32, False, ept, "suggested", sm=90)
+    c = types.complex64[::1]
+    ck = compile_kernel(_fused.filter_kernel(fwd, inv, False, False, flat=True),
+                        (c, c, c, types.int64, types.int64, types.int64, types.int64), sm=90)
+    text = _disassemble(ck, nvdisasm)
+    ops = opcodes(text)
+    total = sum(ops.values())
+    return dict(n=n, engine=engine, ept=ept, threads_per_row=fwd.stride, ffts_per_block=fwd.ffts_per_block_value,
+                registers=ck.registers, local_bytes=ck.frame_bytes, instructions=total,
+                instructions_per_row=total * fwd.stride, shared_8_byte=text.count("LDS.64") + text.count("STS.64"),
+                opcodes=dict(ops.most_common()))
+
+
+def format_fft_table(rows) -> str:
+    lines = ["Complex FFT convolution kernel (filter_kernel, c2c float32), sm_90 code (static counts, nvdisasm; "
+             "no GPU)", "",
+             "| n | FFT | ept | threads per row | rows per block | registers | local bytes | instructions per thread "
+             "| per row | LDS | STS | of them 8-byte | FFMA | FMUL | FADD |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        o = r["opcodes"]
+        lines.append(f"| {r['n']} | {r['engine']} | {r['ept']} | {r['threads_per_row']} | {r['ffts_per_block']} | "
+                     f"{r['registers']} | {r['local_bytes']} | {r['instructions']} | {r['instructions_per_row']} | "
+                     f"{o.get('LDS', 0)} | {o.get('STS', 0)} | {r['shared_8_byte']} | {o.get('FFMA', 0)} | "
+                     f"{o.get('FMUL', 0)} | {o.get('FADD', 0)} |")
+    return "\n".join(lines) + "\n"
 
 
 def format_table(rows) -> str:
@@ -143,10 +207,21 @@ def main(argv=None) -> int:
                 print(f"n={n} taps={m} nseg={nseg} levels={lev} pipelined={pipe}: {r['registers']} registers, "
                       f"{r['instructions']} instructions", flush=True)
                 rows.append(r)
+    fft_rows = []
+    for n, ept in args.fft:
+        for engine in ("own", "cufftdx"):
+            r = count_fft(n, ept, engine, nvdisasm)
+            print(f"fft n={n} ept={ept} {engine}: {r['registers']} registers, {r['instructions']} instructions "
+                  f"({r['instructions_per_row']} per row)", flush=True)
+            fft_rows.append(r)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "sass_counts.json"), "w") as f:
         json.dump(rows, f, indent=1)
-    table = format_table(rows)
+    if fft_rows:
+        with open(os.path.join(args.out, "sass_counts_fft.json"), "w") as f:
+            json.dump(fft_rows, f, indent=1)
+    table = (format_table(rows) if rows else "") + ("\n" if rows and fft_rows else "") + (
+        format_fft_table(fft_rows) if fft_rows else "")
     with open(os.path.join(args.out, "sass_counts.md"), "w") as f:
         f.write(table)
     print(table)
