@@ -49,9 +49,9 @@ forward + inverse pairs, forward only for stft and beamform, whose descriptor is
 fft_pair's) chained in registers and shared memory (``benchmarks/ceilings.py``); the table gives
 ours against max(floor, FFT work).
 
-With ``--own-fft``, conv_complex and matched run their FFTs by ``kernels._regfft`` (our own block
-FFT, conflict-free shared-memory exchanges) instead of cuFFTDx; their FFT-work column stays the
-cuFFTDx pair's.
+With ``--own-fft`` (and ``--own-fft-ept``), the FFT cases run their float32 FFTs by
+``kernels._regfft`` (our own block FFT, conflict-free shared-memory exchanges) instead of
+cuFFTDx; their FFT-work column stays the cuFFTDx pair's.
 
 With ``--fft-configs``, each FFT case (conv_real, conv_complex, fir, matched, stft) runs once with
 cuFFTDx's suggested configuration and then once per other valid ``(elements_per_thread,
@@ -108,14 +108,20 @@ def parse_args(argv=None):
                     help="direct summation (conv_real's, and fir's with --fir-method direct) by the pipelined "
                          "kernel where it exists (kernels._direct.PIPELINE; rows or segments of 4096)")
     ap.add_argument("--own-fft", action="store_true",
-                    help="conv_complex's and matched's FFTs by kernels._regfft (our own block FFT, conflict-free "
-                         "shared exchanges) instead of cuFFTDx (kernels._fused.OWN_FFT)")
+                    help="the FFT cases' float32 FFTs (conv_real with --conv-method fft, conv_complex, fir, "
+                         "matched, stft) by kernels._regfft (our own block FFT, conflict-free shared exchanges) "
+                         "instead of cuFFTDx (kernels._fused.OWN_FFT)")
+    ap.add_argument("--own-fft-ept", type=int, choices=(4, 8, 16),
+                    help="with --own-fft: complex values per thread of our FFTs (kernels._regfft.EPT; default: "
+                         "its own choice per size)")
     ap.add_argument("--beamform-kernel", choices=("gemm", "direct"),
                     help="which beamforming kernel beamform_spectra runs (kernels.gemm.BEAMFORM_KERNEL; "
                          "default: the library's choice)")
     a = ap.parse_args(argv)
     if a.mbytes < 1:
         ap.error("--mbytes must be >= 1")
+    if a.own_fft_ept and not a.own_fft:
+        ap.error("--own-fft-ept needs --own-fft")
     if a.own_fft and a.fft_configs:
         ap.error("--own-fft and --fft-configs: the configurations swept are cuFFTDx's; run them apart")
     return a
@@ -742,7 +748,11 @@ def main(argv=None):
     if args.own_fft:
         from kernels import _fused
 
-        _fused.OWN_FFT.update({"fft_convolve", "matched_filter"})
+        _fused.OWN_FFT.update({"fft_convolve", "fir_filter", "matched_filter", "stft_power"})
+        if args.own_fft_ept:
+            from kernels import _regfft
+
+            _regfft.EPT = args.own_fft_ept
     why = no_gpu_reason()
     if why:
         print(f"benchmarks/fused_kernels.py needs a CUDA GPU (with CuPy and triton): {why}", file=sys.stderr)
@@ -754,7 +764,7 @@ def main(argv=None):
 
     if args.beamform_kernel:
         kgemm.BEAMFORM_KERNEL = args.beamform_kernel
-    meta = dict(beamform_kernel=kgemm.BEAMFORM_KERNEL, own_fft=args.own_fft, device=cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode(),
+    meta = dict(beamform_kernel=kgemm.BEAMFORM_KERNEL, own_fft=args.own_fft, own_fft_ept=args.own_fft_ept, device=cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode(),
                 mbytes=args.mbytes, peak_bps=PEAK_BPS, ref_rows=REF_ROWS, cupy=cp.__version__,
                 command="python benchmarks/fused_kernels.py " + " ".join(sys.argv[1:] if argv is None else argv))
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/ceilings.py

@@ -6,7 +6,7 @@ row per FFT) with our own FFT (``kernels._regfft``) and with cuFFTDx's at the sa
 thread.
 
     python benchmarks/sass_counts.py --out DIR [--cases 4096:63 1024:63 4096:127:256] [--levels 1 2] [--pipeline]
-    python benchmarks/sass_counts.py --out DIR --cases --fft 512:8 1024:16 4096:16
+    python benchmarks/sass_counts.py --out DIR --cases --fft 512:8 1024:16 4096:16 4096:16:real 512:8:real
 
 A case is ``n:taps`` (``fft_convolve``'s circular kernel for rows of n samples) or
 ``n:taps:nseg`` (``fir_filter``'s kernel for rows of nseg segments of n samples). Each is
@@ -50,17 +50,19 @@ def parse_case(text: str) -> tuple:
 
 
 def parse_fft(text: str) -> tuple:
-    """``"n:ept"`` -> ``(n, ept)``, a size and elements per thread that kernels._regfft takes."""
+    """``"n:ept"`` (complex) or ``"n:ept:real"`` (n real samples, ept complex values per thread of
+    their n/2-point FFT) -> ``(n, ept, real)``, a case kernels._regfft takes."""
     from kernels import _regfft
 
     parts = text.split(":")
-    if len(parts) != 2 or not all(p.isdigit() for p in parts):
-        raise argparse.ArgumentTypeError(f"an FFT case is n:ept, got {text!r}")
+    real = len(parts) == 3 and parts[2] == "real"
+    if len(parts) not in (2, 3) or (len(parts) == 3 and not real) or not all(p.isdigit() for p in parts[:2]):
+        raise argparse.ArgumentTypeError(f"an FFT case is n:ept or n:ept:real, got {text!r}")
     n, ept = int(parts[0]), int(parts[1])
-    why = _regfft.unsupported(n, ept, 1)
+    why = _regfft.unsupported(n // 2 if real else n, ept, 1) if not (real and n % 2) else "n must be even"
     if why:
         raise argparse.ArgumentTypeError(f"{text}: {why}")
-    return n, ept
+    return n, ept, real
 
 
 def parse_args(argv=None):
@@ -117,9 +119,10 @@ def _disassemble(ck, nvdisasm: str) -> str:
         return subprocess.run([nvdisasm, "-c", path], capture_output=True, text=True, check=True).stdout
 
 
-def count_fft(n: int, ept: int, engine: str, nvdisasm: str) -> dict:
-    """The complex64 FFT convolution kernel (flat rows of ``n``) with ``engine`` "own"
-    (kernels._regfft) or "cufftdx" (rows per block: cuFFTDx's suggestion), both at ``ept``."""
+def count_fft(n: int, ept: int, engine: str, nvdisasm: str, real: bool = False) -> dict:
+    """The FFT convolution kernel (flat rows of ``n``: complex64, or with ``real`` float32 rows
+    moved as sample pairs, folded FFTs) with ``engine`` "own" (kernels._regfft) or "cufftdx"
+    (rows per block: cuFFTDx's suggestion), both at ``ept`` complex values per thread."""
     import numpy as np
     from numba import types
 
@@ -127,30 +130,31 @@ def count_fft(n: int, ept: int, engine: str, nvdisasm: str) -> dict:
     from nvmath_device.aot import compile_kernel
 
     if engine == "own":
-        fwd, inv = _regfft.pair(n, ept)
+        fwd, inv = _regfft.pair(n, ept, real=real)
     else:
-        fwd, inv = _fused._pair_descriptors(n, np.float32, False, ept, "suggested", sm=90)
+        fwd, inv = _fused._pair_descriptors(n, np.float32, real, 2 * ept if real else ept, "suggested", sm=90,
+                                            folded=real)
     c = types.complex64[::1]
-    ck = compile_kernel(_fused.filter_kernel(fwd, inv, False, False, flat=True),
+    ck = compile_kernel(_fused.filter_kernel(fwd, inv, real, False, pairs=real, flat=True),
                         (c, c, c, types.int64, types.int64, types.int64, types.int64), sm=90)
     text = _disassemble(ck, nvdisasm)
     ops = opcodes(text)
     total = sum(ops.values())
-    return dict(n=n, engine=engine, ept=ept, threads_per_row=fwd.stride, ffts_per_block=fwd.ffts_per_block_value,
+    return dict(n=n, real=real, engine=engine, ept=ept, threads_per_row=fwd.stride, ffts_per_block=fwd.ffts_per_block_value,
                 registers=ck.registers, local_bytes=ck.frame_bytes, instructions=total,
                 instructions_per_row=total * fwd.stride, shared_8_byte=text.count("LDS.64") + text.count("STS.64"),
                 opcodes=dict(ops.most_common()))
 
 
 def format_fft_table(rows) -> str:
-    lines = ["Complex FFT convolution kernel (filter_kernel, c2c float32), sm_90 code (static counts, nvdisasm; "
-             "no GPU)", "",
-             "| n | FFT | ept | threads per row | rows per block | registers | local bytes | instructions per thread "
+    lines = ["FFT convolution kernel (filter_kernel, float32; real: folded r2c/c2r, ept counts the complex values "
+             "of their n/2-point FFT), sm_90 code (static counts, nvdisasm; no GPU)", "",
+             "| n | type | FFT | ept | threads per row | rows per block | registers | local bytes | instructions per thread "
              "| per row | LDS | STS | of them 8-byte | FFMA | FMUL | FADD |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         o = r["opcodes"]
-        lines.append(f"| {r['n']} | {r['engine']} | {r['ept']} | {r['threads_per_row']} | {r['ffts_per_block']} | "
+        lines.append(f"| {r['n']} | {'real' if r.get('real') else 'c2c'} | {r['engine']} | {r['ept']} | {r['threads_per_row']} | {r['ffts_per_block']} | "
                      f"{r['registers']} | {r['local_bytes']} | {r['instructions']} | {r['instructions_per_row']} | "
                      f"{o.get('LDS', 0)} | {o.get('STS', 0)} | {r['shared_8_byte']} | {o.get('FFMA', 0)} | "
                      f"{o.get('FMUL', 0)} | {o.get('FADD', 0)} |")
@@ -208,10 +212,10 @@ def main(argv=None) -> int:
                       f"{r['instructions']} instructions", flush=True)
                 rows.append(r)
     fft_rows = []
-    for n, ept in args.fft:
+    for n, ept, real in args.fft:
         for engine in ("own", "cufftdx"):
-            r = count_fft(n, ept, engine, nvdisasm)
-            print(f"fft n={n} ept={ept} {engine}: {r['registers']} registers, {r['instructions']} instructions "
+            r = count_fft(n, ept, engine, nvdisasm, real)
+            print(f"fft n={n} ept={ept} real={real} {engine}: {r['registers']} registers, {r['instructions']} instructions "
                   f"({r['instructions_per_row']} per row)", flush=True)
             fft_rows.append(r)
     os.makedirs(args.out, exist_ok=True)

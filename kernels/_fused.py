@@ -50,9 +50,17 @@ configuration differs between kernels (the work around the FFT changes register 
 
 
 OWN_FFT: set = set()
-"""Functions (``kernel`` names of :func:`fft_pair`: "fft_convolve", "matched_filter") whose complex
-float32 FFT pairs are :mod:`kernels._regfft`'s instead of cuFFTDx's, where it has the size. Empty
-until timed on the GPU (``benchmarks/fused_kernels.py --own-fft``)."""
+"""Functions (``kernel`` names of :func:`fft_pair`: "fft_convolve", "fir_filter",
+"matched_filter", "stft_power") whose float32 FFT pairs are :mod:`kernels._regfft`'s instead of
+cuFFTDx's, where it has the size (complex; real in the folded layout). Empty until timed on the
+GPU (``benchmarks/fused_kernels.py --own-fft``)."""
+
+
+def own_fft(n: int, precision, real: bool, folded: bool, kernel) -> bool:
+    """Whether :func:`fft_pair` gives function ``kernel`` this FFT from :mod:`kernels._regfft`."""
+    if kernel not in OWN_FFT or np.dtype(precision) != np.float32:
+        return False
+    return n // 2 in SIZES and n % 2 == 0 and folded if real else n in SIZES
 
 
 def fft_config(n: int, precision, real: bool, folded: bool, kernel: str | None = None) -> tuple:
@@ -82,10 +90,10 @@ def fft_pair(n: int, precision, real: bool, ept=None, fpb=None, folded=False, ke
     ``(x[2k], x[2k + 1])`` at complex index ``k``, the spectrum in natural order.
     ``ept``/``fpb`` None: :func:`fft_config`'s for function ``kernel`` (the measured table's, else
     cuFFTDx's suggestion). A function in :data:`OWN_FFT` gets :func:`kernels._regfft.pair` for a
-    complex float32 FFT of a size it has (``ept``/``fpb``: used where ints, else its defaults).
+    float32 FFT it has (:func:`own_fft`; ``ept``/``fpb``: used where ints, else its defaults).
     """
-    if kernel in OWN_FFT and not real and np.dtype(precision) == np.float32 and n in SIZES:
-        return own_pair(n, *(v if isinstance(v, int) else None for v in (ept, fpb)))
+    if own_fft(n, precision, real, folded, kernel):
+        return own_pair(n, *(v if isinstance(v, int) else None for v in (ept, fpb)), real=real)
     if ept is None or fpb is None:
         e, f = fft_config(n, precision, real, folded, kernel)
         ept, fpb = e if ept is None else ept, f if fpb is None else fpb
@@ -197,8 +205,9 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
     # whole rows, 80 for segments (whose index math needs more: 64 spilled 48 bytes in the FIR)
     # (complex kernels: left to the compiler; a minimum of 5 blocks of 192 threads made the
     # 512-point one take 48 registers instead of 40, fewer blocks; float64: not measured)
-    max_regs = None if not real or prec != np.float32 or s2 > 36 else 64 if flat else 80
     own = isinstance(fwd, RegFFT)  # our own FFT (kernels._regfft): shared memory as complex64
+    # (our own FFT: left to the compiler; at 64 the 4096-point one at 16 values per thread spilled)
+    max_regs = None if own or not real or prec != np.float32 or s2 > 36 else 64 if flat else 80
     fexec, iexec = (fwd.executor(), inv.executor()) if own else (None, None)
 
     @jit(nthreads, max_regs)
@@ -347,7 +356,8 @@ def device_spectrum(fwd: FFT, h, like, stream):
     """``FFT(h, n) / n`` of the device taps ``h`` (a DevArray, or the simulator's array), on the
     device and on ``stream``: a new device array of ``fwd.output_length`` complex values."""
     if isinstance(fwd, RegFFT):  # the spectrum's layout (natural order) is cuFFTDx's as well
-        fwd = _fft_pair(fwd.size, np.float32, False, "suggested", "suggested", False)[0]
+        real = fwd.fft_type == "r2c"
+        fwd = _fft_pair(fwd.size, np.float32, real, "suggested", "suggested", real)[0]
     cdt = np.complex64 if fwd.precision_type == np.float32 else np.complex128
     out = Output((fwd.output_length,), cdt, like, stream).dev
     launch_rows(spectrum_kernel(fwd), fwd, 1, stream, h, out)

@@ -50,13 +50,20 @@ def radices(n: int, ept: int) -> tuple:
     return ((1 << rem,) if rem else ()) + (ept,) * (ln // le)
 
 
+EPT = None
+"""Elements per thread of every FFT built without an explicit count, where it is valid (None:
+:func:`default_ept`'s choice); ``benchmarks/fused_kernels.py --own-fft-ept`` sets it."""
+
+
 def default_ept(n: int) -> int:
-    """Elements per thread when the caller gives none: 16 from 1024 points up (at most 256
-    threads per row), 8 from 128 (64 threads at 512), else 4 (at least a half-warp per row).
-    From the sm_90 code of ``filter_kernel`` (``benchmarks/sass_counts.py --fft``): 16 issues
-    fewer instructions per row than 8 from 1024 up (1024: 104 K vs 131 K), the same at 512 with
-    more registers (66 vs 44)."""
-    return 16 if n >= 1024 else 8 if n >= 128 else 4
+    """Elements per thread when the caller gives none (:data:`EPT` if set and valid for ``n``):
+    16 from 256 points up (at least 16 threads per row), 8 at 128, 4 at 64. From the sm_90 code
+    of ``filter_kernel`` (``benchmarks/sass_counts.py --fft``): 16 issues fewer instructions per
+    row than 8 (c2c 1024: 105 K vs 131 K, 256: 18 K vs 24 K; real 512: 27 K vs 35 K), with more
+    registers (c2c 512: 66 vs 44)."""
+    if EPT is not None and unsupported(n, EPT, 1) is None:
+        return EPT
+    return 16 if n >= 256 else 8 if n >= 128 else 4
 
 
 def default_fpb(n: int, ept: int) -> int:
@@ -218,31 +225,85 @@ def _pad_expr(z: str, e: dict) -> str:
     return f"({z} + (({z}) >> {e['P'].bit_length() - 1}) * {e['pad']})" if e["pad"] else z
 
 
-def source(n: int, ept: int, fpb: int, sign: int, registers: str = "float") -> tuple:
-    """(source of ``execute(r, sc)``, constants, shared bytes per block, exchanges);
-    ``registers``: ``r`` holds 2 ``ept`` float32 ("float") or ``ept`` complex64 ("complex")."""
-    T = n // ept
-    rads = radices(n, ept)
-    g = _Gen()
+def _passes(m: int, ept: int) -> list:
     passes, ns = [], 1
-    for R in rads:
+    for R in radices(m, ept):
         passes.append((ns, R))
         ns *= R
-    exs = [exchange(n, ept, ns_, R) for ns_, R in passes[:-1]]
-    space = max((e["space"] for e in exs), default=0)
+    return passes
+
+
+def layout(m: int, ept: int, fpb: int, kind: str) -> dict:
+    """The shared memory of one FFT of ``m`` complex points (``kind`` "c2c", or "r2c"/"c2r" of
+    ``2 m`` real points): its exchanges, words per buffer, whether the two buffers fit
+    (:data:`MAX_SHARED`) and the bytes per block."""
+    exs = [exchange(m, ept, ns, R) for ns, R in _passes(m, ept)[:-1]]
+    space = max([e["space"] for e in exs] + ([m + 1] if kind != "c2c" else []), default=0)
     double = 2 * space * 8 * fpb <= MAX_SHARED
     row = space * (2 if double else 1)
+    return dict(exchanges=exs, space=space, double=double, row=row, bytes=fpb * row * 8)
+
+
+class _Exchanges:
+    """Emits the shared-memory exchanges of one ``execute`` in turn: the k-th uses buffer
+    ``k mod 2`` (two buffers: one barrier each) or the one buffer (a barrier before each write
+    after the first, too)."""
+
+    def __init__(self, g: _Gen, lay: dict):
+        self.g, self.lay, self.k = g, lay, 0
+
+    def begin(self) -> int:
+        """Start the next exchange: its buffer's offset in words (after ``o``)."""
+        lay = self.lay
+        if not lay["double"] and self.k > 0:
+            self.g.emit("cuda.syncthreads()")  # the previous exchange's reads are done
+        buf = (self.k % 2) * lay["space"] if lay["double"] else 0
+        self.k += 1
+        return buf
+
+
+def source(n: int, ept: int, fpb: int, sign: int, registers: str = "float", kind: str = "c2c") -> tuple:
+    """(source of ``execute(r, sc)``, constants, shared bytes per block, exchanges).
+
+    ``kind`` "c2c": ``n`` complex points; "r2c" / "c2r": ``2 n`` real points through an
+    ``n``-point complex FFT of the sample pairs ``x[2j] + i x[2j + 1]`` (cuFFTDx's folded layout:
+    ``ept`` pairs in, ``ept + 1`` spectrum values out, or the reverse; value ``ept`` is the
+    Nyquist bin on thread 0). ``registers``: ``r`` holds float32 pairs ("float") or complex64
+    values ("complex")."""
+    T = n // ept
+    g = _Gen()
+    lay = layout(n, ept, fpb, kind)
+    ex = _Exchanges(g, lay)
     g.emit("t = cuda.threadIdx.x")
-    if exs:
-        g.emit(f"o = cuda.threadIdx.y * {row}")
-    x = [(f"x{i}r", f"x{i}i") for i in range(ept)]
-    for i in range(ept):
+    if lay["row"]:
+        g.emit(f"o = cuda.threadIdx.y * {lay['row']}")
+    nin = ept + (kind == "c2r")
+    x = []
+    for i in range(nin):
         if registers == "complex":
-            g.emit(f"x{i}r = r[{i}].real")
-            g.emit(f"x{i}i = r[{i}].imag")
+            x.append((g.new(f"r[{i}].real"), g.new(f"r[{i}].imag")))
         else:
-            g.emit(f"x{i}r = r[{2 * i}]")
-            g.emit(f"x{i}i = r[{2 * i + 1}]")
+            x.append((g.new(f"r[{2 * i}]"), g.new(f"r[{2 * i + 1}]")))
+    if kind == "c2r":
+        x = _c2r_pre(g, ex, x, n, T, ept)
+    y = _core(g, ex, x, n, ept, sign)
+    if kind == "r2c":
+        y = _r2c_post(g, ex, y, n, T, ept)
+    for i, v in enumerate(y):
+        if registers == "complex":
+            g.emit(f"r[{i}] = complex({v[0]}, {v[1]})")
+        else:
+            g.emit(f"r[{2 * i}] = {v[0]}")
+            g.emit(f"r[{2 * i + 1}] = {v[1]}")
+    body = "\n".join(g.lines)
+    src = f"def execute(r, sc):\n{body}\n"
+    return src, dict(g.consts), lay["bytes"], lay["exchanges"]
+
+
+def _core(g: _Gen, ex: _Exchanges, x: list, n: int, ept: int, sign: int) -> list:
+    """The ``n``-point complex FFT of the registers ``x`` (names), returning the output names."""
+    T = n // ept
+    passes = _passes(n, ept)
     for p, (ns, R) in enumerate(passes):
         nb = ept // R
         y = [None] * ept
@@ -260,17 +321,9 @@ def source(n: int, ept: int, fpb: int, sign: int, registers: str = "float") -> t
             for rr in range(R):
                 y[b + rr * nb] = out[rr]
         if p == len(passes) - 1:
-            for i in range(ept):
-                if registers == "complex":
-                    g.emit(f"r[{i}] = complex({y[i][0]}, {y[i][1]})")
-                else:
-                    g.emit(f"r[{2 * i}] = {y[i][0]}")
-                    g.emit(f"r[{2 * i + 1}] = {y[i][1]}")
-            break
-        e = exs[p]
-        buf = (p % 2) * space if double else 0
-        if not double and p > 0:
-            g.emit("cuda.syncthreads()")  # the previous exchange's reads are done
+            return y
+        e = ex.lay["exchanges"][p]
+        buf = ex.begin()
         # the thread's write base: element (t div ns) ns R + t mod ns (t + 0 when ns > T), padded
         a0 = f"(((t >> {ns.bit_length() - 1}) << {(ns * R).bit_length() - 1}) + (t & {ns - 1}))" if ns <= T else "t"
         wb = g.new(f"o + {buf} + {_pad_expr(a0, e)}")
@@ -284,9 +337,71 @@ def source(n: int, ept: int, fpb: int, sign: int, registers: str = "float") -> t
         for i in range(ept):
             c = g.new(f"load_complex(sc, {rb} + {e['read'][i]})")
             x.append((g.new(f"{c}.real"), g.new(f"{c}.imag")))
-    body = "\n".join(g.lines)
-    src = f"def execute(r, sc):\n{body}\n"
-    return src, dict(g.consts), fpb * row * 8, exs
+    return x
+
+
+def _partners(g: _Gen, ex: _Exchanges, vals: list, n: int, T: int, extra) -> list:
+    """Each thread's values ``vals[i]`` (index ``k = t + T i``) through shared memory, natural
+    order, plus ``extra`` at index ``n`` (thread 0); returns the names of the values at
+    ``n - k``, which another thread holds (consecutive threads read consecutive words)."""
+    buf = ex.begin()
+    base = g.new(f"o + {buf} + t")
+    for i, v in enumerate(vals):
+        g.emit(f"store_complex(sc, {base} + {T * i}, complex({v[0]}, {v[1]}))")
+    g.emit("if t == 0:")
+    g.emit(f"    store_complex(sc, o + {buf + n}, complex({extra[0]}, {extra[1]}))")
+    g.emit("cuda.syncthreads()")
+    rb = g.new(f"o + {buf + n} - t")
+    out = []
+    for i in range(len(vals)):
+        c = g.new(f"load_complex(sc, {rb} - {T * i})")
+        out.append((g.new(f"{c}.real"), g.new(f"{c}.imag")))
+    return out
+
+
+def _half_turns(g: _Gen, n: int, T: int, ept: int, scale: float) -> list:
+    """``scale exp(+2 pi i k / (2 n))`` for the thread's ``k = t + T i``: one sincospif of ``t``
+    (shared by a kernel's r2c and c2r) times constants."""
+    f = g.new(f"sincospi(np.float32(t) * np.float32({1.0 / n!r}))")
+    u = (g.new(f"{f}[1]"), g.new(f"{f}[0]"))
+    out = []
+    for i in range(ept):
+        ang = math.pi * T * i / n
+        c = (g.const(scale * math.cos(ang)), g.const(scale * math.sin(ang)))
+        out.append(g.cmul(u, c))
+    return out
+
+
+def _r2c_post(g: _Gen, ex: _Exchanges, z: list, n: int, T: int, ept: int) -> list:
+    """Spectrum of the 2n real samples from Z (the pairs' n-point FFT): for k = t + T i,
+    X[k] = (A + B) / 2 - i exp(-2 pi i k / 2n) (A - B) / 2 with A = Z[k], B = conj(Z[n - k])
+    (Z[n] = Z[0]); plus X[n] = Re Z[0] - Im Z[0] (meaningful on thread 0)."""
+    q = _partners(g, ex, z, n, T, z[0])
+    u = _half_turns(g, n, T, ept, 0.5)  # 0.5 exp(+...): its conjugate is the forward's turn
+    out = []
+    for (ar, ai), (qr, qi), (ur, ui) in zip(z, q, u):
+        sr, si = g.new(f"{ar} + {qr}"), g.new(f"{ai} - {qi}")
+        dr, di = g.new(f"{ar} - {qr}"), g.new(f"{ai} + {qi}")
+        # 0.5 (S + conj(U') (D_i - i D_r)) with U' = 2 u: conj(u)(D_i - i D_r)
+        out.append((g.new(f"{g.const(0.5)} * {sr} + ({ur} * {di} - {ui} * {dr})"),
+                    g.new(f"{g.const(0.5)} * {si} - ({ur} * {dr} + {ui} * {di})")))
+    out.append((g.new(f"{z[0][0]} - {z[0][1]}"), g.const(0.0)))
+    return out
+
+
+def _c2r_pre(g: _Gen, ex: _Exchanges, x: list, n: int, T: int, ept: int) -> list:
+    """The pairs' spectrum from the real signal's X[0..n]: Z'[k] = S + i exp(+2 pi i k / 2n) D
+    with S = X[k] + conj(X[n - k]), D = X[k] - conj(X[n - k]); its unnormalized n-point inverse
+    is 2n times the pairs (the c2r's scale)."""
+    p = _partners(g, ex, x[:ept], n, T, x[ept])
+    u = _half_turns(g, n, T, ept, 1.0)
+    out = []
+    for (ar, ai), (pr, pi_), (ur, ui) in zip(x, p, u):
+        sr, si = g.new(f"{ar} + {pr}"), g.new(f"{ai} - {pi_}")
+        dr, di = g.new(f"{ar} - {pr}"), g.new(f"{ai} + {pi_}")
+        # i U D = i (ur dr - ui di) - (ur di + ui dr)
+        out.append((g.new(f"{sr} - ({ur} * {di} + {ui} * {dr})"), g.new(f"{si} + ({ur} * {dr} - {ui} * {di})")))
+    return out
 
 
 def _sim_sincospi(x):
@@ -307,63 +422,92 @@ def _namespace(consts: dict) -> dict:
 
 
 @functools.cache
-def _execute(n: int, ept: int, fpb: int, sign: int, registers: str):
+def _execute(n: int, ept: int, fpb: int, sign: int, registers: str, kind: str):
     from numba import cuda
 
-    src, consts, _, _ = source(n, ept, fpb, sign, registers)
+    src, consts, _, _ = source(n, ept, fpb, sign, registers, kind)
     ns = _namespace(consts)
-    name = f"<kernels._regfft n={n} ept={ept} fpb={fpb} sign={sign} registers={registers}>"
+    name = f"<kernels._regfft {kind} n={n} ept={ept} fpb={fpb} sign={sign} registers={registers}>"
     exec(compile(src, name, "exec"), ns)  # noqa: S102 - our own generated source
     if simulator():
         return cuda.jit(device=True)(ns["execute"])
     return cuda.jit(device=True, inline="always")(ns["execute"])
 
 
-class RegFFT:
-    """A float32 c2c Block FFT of ``size`` points (see the module docstring), with the
-    attributes of a cuFFTDx descriptor that :func:`kernels._fused.filter_kernel` and
-    :func:`kernels._fused.launch_rows` read. ``direction``: "forward" (``exp(-2 pi i jk/n)``) or
-    "inverse" (``exp(+...)``, unnormalized)."""
+_KINDS = {"c2c": None, "r2c": "forward", "c2r": "inverse"}
 
-    fft_type = "c2c"
+
+class RegFFT:
+    """A float32 Block FFT (see the module docstring), with the attributes of a cuFFTDx
+    descriptor that :func:`kernels._fused.filter_kernel`, :func:`kernels._fused.launch_rows` and
+    the spectral kernels read.
+
+    ``fft_type`` "c2c": ``size`` complex points, ``direction`` "forward" (``exp(-2 pi i jk/n)``)
+    or "inverse" (``exp(+...)``, unnormalized). "r2c" (forward) / "c2r" (inverse): ``size`` real
+    points in cuFFTDx's folded layout (sample pairs as complex values, ``size / 2 + 1`` spectrum
+    values in natural order), through a ``size / 2``-point complex FFT. ``elements_per_thread``:
+    complex values per thread of that complex FFT (``elements_per_thread_value`` counts real
+    samples for the real types, as cuFFTDx's folded descriptors do)."""
+
     precision_type = np.dtype(np.float32)
     value_type = np.dtype(np.complex64)
-    real_fft_options = None
 
-    def __init__(self, size: int, direction: str, elements_per_thread: int | None = None,
-                 ffts_per_block: int | None = None):
-        if direction not in ("forward", "inverse"):
+    def __init__(self, size: int, direction: str | None = None, elements_per_thread: int | None = None,
+                 ffts_per_block: int | None = None, fft_type: str = "c2c"):
+        if fft_type not in _KINDS:
+            raise ValueError(f"fft_type must be 'c2c', 'r2c' or 'c2r', got {fft_type!r}")
+        if fft_type != "c2c":
+            if direction not in (None, _KINDS[fft_type]):
+                raise ValueError(f"direction of a {fft_type} FFT is {_KINDS[fft_type]!r}, got {direction!r}")
+            direction = _KINDS[fft_type]
+            if not isinstance(size, int) or size % 2:
+                raise ValueError(f"size of a real FFT must be an even int, got {size!r}")
+        elif direction not in ("forward", "inverse"):
             raise ValueError(f"direction must be 'forward' or 'inverse', got {direction!r}")
-        ept = default_ept(size) if elements_per_thread is None else elements_per_thread
-        if ffts_per_block is None and size in SIZES and ept in (4, 8, 16) and ept <= size:
-            ffts_per_block = default_fpb(size, ept)
-        why = unsupported(size, ept, ffts_per_block)
+        m = size if fft_type == "c2c" else size // 2  # the complex FFT's points
+        ept = default_ept(m) if elements_per_thread is None else elements_per_thread
+        if ffts_per_block is None and m in SIZES and ept in (4, 8, 16) and ept <= m:
+            ffts_per_block = default_fpb(m, ept)
+        why = unsupported(m, ept, ffts_per_block)
         if why:
-            raise ValueError(why)
-        self.size, self.direction = size, direction
-        self.elements_per_thread_value = self.storage_size = self.input_ept = self.output_ept = ept
+            raise ValueError(why if fft_type == "c2c" else f"{fft_type} of {size} real points: the complex {why}")
+        self.size, self.direction, self.fft_type = size, direction, fft_type
+        self.complex_size, self.ept = m, ept
         self.ffts_per_block_value = ffts_per_block
-        self.stride = size // ept
-        self.output_length = self.input_length = size
+        self.stride = m // ept
         self.block_dim = (self.stride, ffts_per_block, 1)
-        self.radices = radices(size, ept)
+        self.radices = radices(m, ept)
         self.sign = -1 if direction == "forward" else 1
-        self.shared_memory_size = source(size, ept, ffts_per_block, self.sign)[2]
+        if fft_type == "c2c":
+            self.real_fft_options = None
+            self.elements_per_thread_value = self.storage_size = self.input_ept = self.output_ept = ept
+            self.output_length = self.input_length = size
+        else:
+            self.real_fft_options = {"complex_layout": "natural", "real_mode": "folded"}
+            self.elements_per_thread_value = 2 * ept
+            self.storage_size = ept + 1
+            ins, outs = (ept, ept + 1) if fft_type == "r2c" else (ept + 1, ept)
+            self.input_ept, self.output_ept = ins, outs
+            self.input_length, self.output_length = (m, m + 1) if fft_type == "r2c" else (m + 1, m)
+        self.shared_memory_size = layout(m, ept, ffts_per_block, fft_type)["bytes"]
 
     def executor(self, registers: str = "float"):
         """The device function ``execute(r, sc)``: ``sc`` the dynamic shared memory as complex64,
-        ``r`` a local array of ``2 * storage_size`` float32 (``registers="float"``: element
-        ``t + T i`` at ``r[2i], r[2i+1]``) or of ``storage_size`` complex64 ("complex")."""
+        ``r`` a local array of ``2 * storage_size`` float32 (``registers="float"``: value ``i``
+        of the thread at ``r[2i], r[2i+1]``) or of ``storage_size`` complex64 ("complex")."""
         if registers not in ("float", "complex"):
             raise ValueError(f"registers must be 'float' or 'complex', got {registers!r}")
-        return _execute(self.size, self.elements_per_thread_value, self.ffts_per_block_value, self.sign, registers)
+        return _execute(self.complex_size, self.ept, self.ffts_per_block_value, self.sign, registers, self.fft_type)
 
     def __repr__(self):
-        return (f"RegFFT(size={self.size}, direction={self.direction!r}, elements_per_thread="
-                f"{self.elements_per_thread_value}, ffts_per_block={self.ffts_per_block_value})")
+        return (f"RegFFT(size={self.size}, fft_type={self.fft_type!r}, direction={self.direction!r}, "
+                f"elements_per_thread={self.ept}, ffts_per_block={self.ffts_per_block_value})")
 
 
 @functools.cache
-def pair(n: int, ept: int | None = None, fpb: int | None = None) -> tuple:
-    """(forward, inverse) :class:`RegFFT` of one layout."""
+def pair(n: int, ept: int | None = None, fpb: int | None = None, real: bool = False) -> tuple:
+    """(forward, inverse) :class:`RegFFT` of one layout: c2c of ``n`` points, or with ``real``
+    r2c and c2r of ``n`` real points (``ept`` counts the complex values of their n/2-point FFT)."""
+    if real:
+        return RegFFT(n, None, ept, fpb, "r2c"), RegFFT(n, None, ept, fpb, "c2r")
     return RegFFT(n, "forward", ept, fpb), RegFFT(n, "inverse", ept, fpb)

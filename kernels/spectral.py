@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from numba import cuda
+from numba import complex64, cuda
 
 from mathdx_operands import on_device, resolve_stream, simulator
 from nvmath_device import FFT, load_complex, store_complex
@@ -212,6 +212,8 @@ def _stft_kernel(fft: FFT, pairs: bool = False):
     rzero = np.dtype(prec).type(0)  # typed: a bare 0 would make the sum float64
     folded = fft.real_fft_options["real_mode"] == "folded"
     n2 = n // 2
+    own = isinstance(fft, RegFFT)  # our own FFT (kernels._regfft): shared memory as complex64
+    fexec = fft.executor() if own else None
 
     @jit(fft.block_dim[0] * fft.block_dim[1] * fft.block_dim[2])
     def kernel(x, w, out, nrows, nframes, hop):
@@ -239,7 +241,10 @@ def _stft_kernel(fft: FFT, pairs: bool = False):
                     r[2 * i + p] = x[b, f * hop + jj] * w[jj] if ok and jj < n else rzero
             else:
                 r[i] = x[b, f * hop + j] * w[j] if ok and j < n else rzero
-        fft.execute(r, smem)
+        if own:
+            fexec(r, cuda.shared.array(0, dtype=complex64))
+        else:
+            fft.execute(r, smem)
         if ok:
             for i in range(out_ept):
                 k = tx + i * stride

@@ -38,7 +38,9 @@ def test_parse_args(bk):
     a = bk.parse_args(["--conv-method", "fft", "--fir-method", "direct", "--direct-pipeline"])
     assert (a.conv_method, a.fir_method, a.direct_pipeline) == ("fft", "direct", True)
     assert bk.parse_args(["--own-fft"]).own_fft and not bk.parse_args([]).own_fft
-    for bad in (["--cases", "nope"], ["--mbytes", "0"], ["--fir-method", "dft"], ["--own-fft", "--fft-configs"]):
+    assert bk.parse_args(["--own-fft", "--own-fft-ept", "8"]).own_fft_ept == 8
+    for bad in (["--cases", "nope"], ["--mbytes", "0"], ["--fir-method", "dft"], ["--own-fft", "--fft-configs"],
+                ["--own-fft-ept", "8"], ["--own-fft", "--own-fft-ept", "32"]):
         with pytest.raises(SystemExit):
             bk.parse_args(bad)
 

@@ -82,6 +82,37 @@ def test_refusals(kw, match):
         _regfft.RegFFT(**kw)
 
 
+def test_real_descriptor_attributes():
+    """cuFFTDx's folded layout: pairs in, n/2 + 1 values out (one more register, the Nyquist bin)."""
+    f, i = _regfft.pair(512, 16, 4, real=True)
+    assert (f.fft_type, f.direction, i.fft_type, i.direction) == ("r2c", "forward", "c2r", "inverse")
+    assert f.real_fft_options == {"complex_layout": "natural", "real_mode": "folded"}
+    assert (f.stride, f.elements_per_thread_value, f.storage_size) == (16, 32, 17)
+    assert (f.input_ept, f.output_ept, f.input_length, f.output_length) == (16, 17, 256, 257)
+    assert (i.input_ept, i.output_ept, i.input_length, i.output_length) == (17, 16, 257, 256)
+    assert f.block_dim == (16, 4, 1) and f.shared_memory_size == i.shared_memory_size
+    src = _regfft.source(256, 16, 4, -1, kind="r2c")[0]
+    assert src.count("store_complex") == 16 + 16 + 1  # one exchange, the partners' (+ Z[0] again at n)
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(size=512, fft_type="r2r"), "fft_type must be"),
+    (dict(size=511, fft_type="r2c"), "even int"),
+    (dict(size=512, fft_type="r2c", direction="inverse"), "direction of a r2c FFT"),
+    (dict(size=64, fft_type="c2r"), "c2r of 64 real points: the complex size"),
+])
+def test_real_refusals(kw, match):
+    with pytest.raises(ValueError, match=match):
+        _regfft.RegFFT(**kw)
+
+
+def test_ept_override(monkeypatch):
+    monkeypatch.setattr(_regfft, "EPT", 8)
+    assert _regfft.default_ept(4096) == 8
+    monkeypatch.setattr(_regfft, "EPT", 16)
+    assert _regfft.default_ept(128) == 8  # 16 leaves fewer than 16 threads: the default instead
+
+
 def test_executor_registers_argument():
     with pytest.raises(ValueError, match="registers must be"):
         _regfft.RegFFT(512, "forward").executor("half")
@@ -91,6 +122,7 @@ def test_descriptor_attributes():
     f = _regfft.RegFFT(1024, "forward")
     assert (f.elements_per_thread_value, f.stride, f.ffts_per_block_value) == (16, 64, 2)
     assert f.block_dim == (64, 2, 1) and f.output_length == 1024 and f.value_type == np.complex64
+    assert f.fft_type == "c2c" and f.real_fft_options is None
     # two buffers of the padded row per row slot, 8 bytes per word
     e = max(_regfft.exchange(1024, 16, ns, 16)["space"] for ns in (4, 64))
     assert f.shared_memory_size == 2 * 2 * e * 8

@@ -35,19 +35,21 @@ def test_parse_args(sc):
 
 def test_parse_fft_cases(sc):
     a = sc.parse_args(["--cases", "--fft", "512:8", "4096:16"])
-    assert a.cases == [] and a.fft == [(512, 8), (4096, 16)]
+    assert a.cases == [] and a.fft == [(512, 8, False), (4096, 16, False)]
+    assert sc.parse_args(["--fft", "4096:16:real"]).fft == [(4096, 16, True)]
     assert sc.parse_args([]).fft == []
-    for bad in (["--fft", "512"], ["--fft", "500:8"], ["--fft", "512:32"], ["--fft", "64:8"]):
+    for bad in (["--fft", "512"], ["--fft", "500:8"], ["--fft", "512:32"], ["--fft", "64:8"], ["--fft", "512:8:x"],
+                ["--fft", "64:4:real"]):
         with pytest.raises(SystemExit):
             sc.parse_args(bad)
 
 
 def test_fft_table(sc):
-    rows = [dict(n=512, engine="own", ept=8, threads_per_row=64, ffts_per_block=2, registers=43, local_bytes=0,
+    rows = [dict(n=512, real=False, engine="own", ept=8, threads_per_row=64, ffts_per_block=2, registers=43, local_bytes=0,
                  instructions=816, instructions_per_row=52224, shared_8_byte=64,
                  opcodes={"LDS": 32, "STS": 32, "FFMA": 192, "FMUL": 130, "FADD": 270})]
     t = sc.format_fft_table(rows).splitlines()
-    assert t[4] == "| 512 | own | 8 | 64 | 2 | 43 | 0 | 816 | 52224 | 32 | 32 | 64 | 192 | 130 | 270 |"
+    assert t[4] == "| 512 | c2c | own | 8 | 64 | 2 | 43 | 0 | 816 | 52224 | 32 | 32 | 64 | 192 | 130 | 270 |"
 
 
 def test_opcodes_of_nvdisasm_text(sc):

@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """kernels._regfft (our own block FFT) under the CUDA simulator: the generated ``execute`` against
-NumPy's FFT for every size, elements per thread, rows per block and both register layouts;
+NumPy's FFT for every size, elements per thread, rows per block and both register layouts, and
+its r2c/c2r (folded) against rfft;
 forward then inverse is n times the input (with the forward equal to NumPy's, the inverse is
 n times NumPy's ifft); ``fft_convolve`` and ``matched_filter`` with it
+, and the real kernels (fft_convolve of float32 rows, fir_filter, stft_power) with it
 (``_fused.OWN_FFT``) against float64 references and against their cuFFTDx kernels. The dynamic
 shared memory starts as NaN, so an exchange that reads a word nobody wrote fails."""
 
@@ -92,9 +94,55 @@ def test_complex_registers(n, ept):
     assert np.linalg.norm(z / n - x) / np.linalg.norm(x) < 1e-6
 
 
+def _run_real(N, ept, fpb, rows):
+    """r2c of float32 rows of N samples (loaded as pairs), then c2r of the spectrum."""
+    fwd, inv = _regfft.pair(N, ept, fpb, real=True)
+    fx, ix = fwd.executor(), inv.executor()
+    T, M, s2 = fwd.stride, N // 2, 2 * fwd.storage_size
+
+    @cuda.jit
+    def k(x, y, z, nrows):
+        r = cuda.local.array(s2, np.float32)
+        sc = cuda.shared.array(0, types.complex64)
+        t = cuda.threadIdx.x
+        row = cuda.blockIdx.x * fpb + cuda.threadIdx.y
+        ok = row < nrows
+        rr = row if ok else 0
+        for i in range(ept):
+            r[2 * i] = x[rr, 2 * (t + T * i)]
+            r[2 * i + 1] = x[rr, 2 * (t + T * i) + 1]
+        fx(r, sc)
+        for i in range(ept + 1):
+            if ok and t + T * i <= M:
+                y[row, t + T * i] = complex(r[2 * i], r[2 * i + 1])
+        cuda.syncthreads()
+        ix(r, sc)
+        for i in range(ept):
+            if ok:
+                z[row, 2 * (t + T * i)] = r[2 * i]
+                z[row, 2 * (t + T * i) + 1] = r[2 * i + 1]
+
+    x = rng.standard_normal((rows, N)).astype(np.float32)
+    y = np.full((rows, M + 1), np.nan, np.complex64)
+    z = np.full_like(x, np.nan)
+    k[-(-rows // fpb), fwd.block_dim, 0, fwd.shared_memory_size](x, y, z, rows)
+    return x, y, z
+
+
+@pytest.mark.parametrize("N,ept,fpb", [(128, 4, 1), (256, 8, 2), (512, 16, 3), (512, 8, 1), (2048, 16, 1),
+                                       (8192, 16, 1)])
+def test_real_execute_matches_numpy(N, ept, fpb):
+    """r2c equals NumPy's rfft (the Nyquist bin from thread 0's extra register), c2r of it is N
+    times the signal (with the r2c equal to rfft, c2r is N times irfft)."""
+    x, y, z = _run_real(N, ept, fpb, fpb + 1 if fpb > 1 else 1)
+    ref = np.fft.rfft(x.astype(np.float64), axis=-1)
+    assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < 1e-6
+    assert np.linalg.norm(z / N - x) / np.linalg.norm(x) < 1e-6
+
+
 @pytest.fixture
 def own_fft(monkeypatch):
-    monkeypatch.setattr(_fused, "OWN_FFT", {"fft_convolve", "matched_filter"})
+    monkeypatch.setattr(_fused, "OWN_FFT", {"fft_convolve", "fir_filter", "matched_filter", "stft_power"})
 
 
 @pytest.mark.parametrize("n", [64, 512, 1024])
@@ -143,9 +191,56 @@ def test_matched_filter_own(own_fft):
     assert np.linalg.norm(corr - ref) / np.linalg.norm(ref) < 1e-6
 
 
-def test_real_and_float64_keep_cufftdx(own_fft):
-    """OWN_FFT covers complex float32 only: real and float64 pairs stay cuFFTDx's."""
-    assert not isinstance(_fused.fft_pair(512, np.float32, True, kernel="fft_convolve")[0], _regfft.RegFFT)
-    assert not isinstance(_fused.fft_pair(512, np.float64, False, kernel="fft_convolve")[0], _regfft.RegFFT)
-    assert isinstance(_fused.fft_pair(512, np.float32, False, kernel="matched_filter")[0], _regfft.RegFFT)
-    assert not isinstance(_fused.fft_pair(512, np.float32, False, kernel="fir_filter")[0], _regfft.RegFFT)
+def test_which_ffts_are_ours(own_fft, monkeypatch):
+    """OWN_FFT covers float32, complex and folded real, of the sizes kernels._regfft has; float64,
+    unfolded real, other sizes and functions not listed stay cuFFTDx's."""
+    def ours(n, precision, real, folded=False, kernel="fft_convolve"):
+        return isinstance(_fused.fft_pair(n, precision, real, folded=folded, kernel=kernel)[0], _regfft.RegFFT)
+
+    assert ours(512, np.float32, False) and ours(512, np.float32, True, True) and ours(1024, np.float32, False)
+    assert not ours(512, np.float32, True, False)
+    assert not ours(512, np.float64, False) and not ours(512, np.float64, True, True)
+    assert not ours(8192, np.float32, False) and not ours(96, np.float32, False)
+    assert ours(8192, np.float32, True, True)  # real: a 4096-point complex FFT
+    monkeypatch.setattr(_fused, "OWN_FFT", {"matched_filter"})
+    assert not ours(512, np.float32, False) and ours(512, np.float32, False, kernel="matched_filter")
+
+
+@pytest.mark.parametrize("n", [128, 512, 4096])
+def test_fft_convolve_real_own(own_fft, n):
+    x = rng.standard_normal((3, n)).astype(np.float32)
+    h = rng.standard_normal(11)
+    assert isinstance(_fused.fft_pair(n, np.float32, True, folded=True, kernel="fft_convolve")[0], _regfft.RegFFT)
+    y = kernels.fft_convolve(x, h, method="fft")
+    ref = np.fft.irfft(np.fft.rfft(x.astype(np.float64), axis=-1) * np.fft.rfft(h, n), n, axis=-1)
+    assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < 1e-6
+
+
+def test_fft_convolve_real_own_device_taps(own_fft):
+    n = 512
+    x = rng.standard_normal((2, n)).astype(np.float32)
+    h = rng.standard_normal(20).astype(np.float32)
+    y = kernels.fft_convolve(cuda.to_device(x), cuda.to_device(h), method="fft")
+    y = y.copy_to_host() if hasattr(y, "copy_to_host") else np.asarray(y)
+    ref = np.fft.irfft(np.fft.rfft(x.astype(np.float64), axis=-1) * np.fft.rfft(h.astype(np.float64), n), n, axis=-1)
+    assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < 1e-6
+
+
+def test_fir_filter_own(own_fft):
+    """Overlap-save segments (halo, last segment cut short) through our r2c/c2r pair."""
+    x = rng.standard_normal((2, 3000)).astype(np.float32)
+    taps = rng.standard_normal(127)
+    assert isinstance(_fused.fft_pair(512, np.float32, True, folded=True, kernel="fir_filter")[0], _regfft.RegFFT)
+    y = kernels.fir_filter(x, taps, method="fft")
+    ref = np.array([np.convolve(r, taps)[:3000] for r in x.astype(np.float64)])
+    assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < 1e-6
+
+
+def test_stft_power_own(own_fft):
+    x = rng.standard_normal((2, 4096)).astype(np.float32)
+    w = np.hanning(512)
+    p = kernels.stft_power(x, w, 256)
+    frames = np.lib.stride_tricks.sliding_window_view(x.astype(np.float64), 512, axis=-1)[:, ::256]
+    ref = np.abs(np.fft.rfft(frames * w, axis=-1)) ** 2
+    assert p.shape == ref.shape
+    assert np.linalg.norm(p - ref) / np.linalg.norm(ref) < 2e-6
