@@ -109,7 +109,7 @@ def parse_args(argv=None):
                          "kernel where it exists (kernels._direct.PIPELINE; rows or segments of 4096)")
     ap.add_argument("--own-fft", action="store_true",
                     help="the FFT cases' float32 FFTs (conv_real with --conv-method fft, conv_complex, fir, "
-                         "matched, stft) by kernels._regfft (our own block FFT, conflict-free shared exchanges) "
+                         "matched, stft, beamform's direct kernel) by kernels._regfft (our own block FFT, conflict-free shared exchanges) "
                          "instead of cuFFTDx (kernels._fused.OWN_FFT)")
     ap.add_argument("--own-fft-ept", type=int, choices=(4, 8, 16),
                     help="with --own-fft: complex values per thread of our FFTs (kernels._regfft.EPT; default: "
@@ -748,7 +748,7 @@ def main(argv=None):
     if args.own_fft:
         from kernels import _fused
 
-        _fused.OWN_FFT.update({"fft_convolve", "fir_filter", "matched_filter", "stft_power"})
+        _fused.OWN_FFT.update({"fft_convolve", "fir_filter", "matched_filter", "stft_power", "beamform_spectra"})
         if args.own_fft_ept:
             from kernels import _regfft
 

@@ -51,7 +51,8 @@ configuration differs between kernels (the work around the FFT changes register 
 
 OWN_FFT: set = set()
 """Functions (``kernel`` names of :func:`fft_pair`: "fft_convolve", "fir_filter",
-"matched_filter", "stft_power") whose float32 FFT pairs are :mod:`kernels._regfft`'s instead of
+"matched_filter", "stft_power"; and "beamform_spectra", whose direct kernel asks for itself)
+whose float32 FFT pairs are :mod:`kernels._regfft`'s instead of
 cuFFTDx's, where it has the size (complex; real in the folded layout). Empty until timed on the
 GPU (``benchmarks/fused_kernels.py --own-fft``)."""
 

@@ -12,10 +12,13 @@ from mathdx_operands import on_device, resolve_stream, simulator
 from nvmath_device import FFT, Matmul, load_complex, store_complex
 from nvmath_device.common_cuda import shared_memory_limit
 
+from . import _fused
 from ._arrays import Operand, Output, host_numbers
 from ._consts import to_device_const
 from ._fused import aligned, copy_1d, vectors_ok
 from ._launch import launch, resident_blocks
+from ._regfft import SIZES as OWN_SIZES
+from ._regfft import RegFFT
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.complex64), np.dtype(np.complex128))
 
@@ -327,9 +330,12 @@ def _batched_gemm(a, b, c, alpha, beta, stream, vector=True, per_block=None, blo
     return out.result(s), "smem"
 
 
-def _beamform_fft(beams, nsamp, prec, sm):
+def _beamform_fft(beams, nsamp, prec, sm, own=False):
     """The beamforming kernel's FFT: one forward FFT of ``nsamp`` per beam, all beams in a block
-    (8 elements per thread from 256 samples up, else 4)."""
+    (8 elements per thread from 256 samples up, else 4). ``own``: kernels._regfft's (float32,
+    its own elements per thread), where it has the size."""
+    if own and np.dtype(prec) == np.float32 and nsamp in OWN_SIZES:
+        return RegFFT(nsamp, "forward", None, beams)
     return FFT(size=nsamp, precision=prec, direction="forward", elements_per_thread=8 if nsamp >= 256 else 4,
                ffts_per_block=beams, sm=sm)
 
@@ -431,6 +437,8 @@ def _beamform_direct_kernel(channels: int, fft: FFT):
     tile = beams * nsamp  # the beams x samples tile, then W after it
     smem = max((tile + beams * channels) * isz, fft.shared_memory_size)
     zero = vt.type(0)
+    own = isinstance(fft, RegFFT)  # our own FFT (kernels._regfft), on the complex registers
+    fexec = fft.executor("complex") if own else None
 
     @cuda.jit
     def kernel(W, X, Y):
@@ -464,7 +472,10 @@ def _beamform_direct_kernel(channels: int, fft: FFT):
         for i in range(ept):
             td[i] = sv[beam * nsamp + cuda.threadIdx.x + i * stride]
         cuda.syncthreads()  # every thread has its elements: the FFTs' workspace may take the tile
-        fft.execute(td, sv)
+        if own:
+            fexec(td, sv)
+        else:
+            fft.execute(td, sv)
         for i in range(ept):
             store_complex(Y, (b, beam, cuda.threadIdx.x + i * stride), td[i])
 
@@ -508,13 +519,14 @@ def beamform_spectra(x, weights, *, stream=None):
     direct = BEAMFORM_KERNEL == "direct"  # read once: the kernel and its operands agree
     try:
         if direct:
-            fft = _beamform_fft(beams, nsamp, prec, _sm())
+            sm = _sm()
+            fft = _beamform_fft(beams, nsamp, prec, sm, own="beamform_spectra" in _fused.OWN_FFT)
             kernel, smem = _beamform_direct_kernel(channels, fft)
             block = fft.block_dim
-            limit = shared_memory_limit(fft.sm)
+            limit = shared_memory_limit(sm)
             if smem > limit:  # the tile and W: W grows with the channels
                 raise ValueError(f"needs {smem} bytes of shared memory per block (the {beams} x {nsamp} "
-                                 f"tile and the {beams} x {channels} weights); sm_{fft.sm} allows "
+                                 f"tile and the {beams} x {channels} weights); sm_{sm} allows "
                                  f"{limit}: use fewer channels, beams or samples")
         else:
             kernel, smem, block = _beamform_plan(beams, nsamp, channels, prec, _sm())

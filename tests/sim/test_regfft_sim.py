@@ -4,7 +4,8 @@ NumPy's FFT for every size, elements per thread, rows per block and both registe
 its r2c/c2r (folded) against rfft;
 forward then inverse is n times the input (with the forward equal to NumPy's, the inverse is
 n times NumPy's ifft); ``fft_convolve`` and ``matched_filter`` with it
-, and the real kernels (fft_convolve of float32 rows, fir_filter, stft_power) with it
+, the real kernels (fft_convolve of float32 rows, fir_filter, stft_power) and the direct
+beamforming kernel with it
 (``_fused.OWN_FFT``) against float64 references and against their cuFFTDx kernels. The dynamic
 shared memory starts as NaN, so an exchange that reads a word nobody wrote fails."""
 
@@ -142,7 +143,8 @@ def test_real_execute_matches_numpy(N, ept, fpb):
 
 @pytest.fixture
 def own_fft(monkeypatch):
-    monkeypatch.setattr(_fused, "OWN_FFT", {"fft_convolve", "fir_filter", "matched_filter", "stft_power"})
+    monkeypatch.setattr(_fused, "OWN_FFT", {"fft_convolve", "fir_filter", "matched_filter", "stft_power",
+                                            "beamform_spectra"})
 
 
 @pytest.mark.parametrize("n", [64, 512, 1024])
@@ -244,3 +246,18 @@ def test_stft_power_own(own_fft):
     ref = np.abs(np.fft.rfft(frames * w, axis=-1)) ** 2
     assert p.shape == ref.shape
     assert np.linalg.norm(p - ref) / np.linalg.norm(ref) < 2e-6
+
+
+@pytest.mark.parametrize("beams,nsamp,channels", [(8, 256, 16), (4, 64, 3), (16, 1024, 2)])
+def test_beamform_spectra_own(own_fft, monkeypatch, beams, nsamp, channels):
+    """The direct beamforming kernel with our FFT (one forward FFT per beam, the beams as the
+    block's rows)."""
+    from kernels import gemm
+
+    monkeypatch.setattr(gemm, "BEAMFORM_KERNEL", "direct")
+    assert isinstance(gemm._beamform_fft(beams, nsamp, np.float32, 90, own=True), _regfft.RegFFT)
+    x = (rng.standard_normal((2, channels, nsamp)) + 1j * rng.standard_normal((2, channels, nsamp))).astype(np.complex64)
+    w = (rng.standard_normal((beams, channels)) + 1j * rng.standard_normal((beams, channels))).astype(np.complex64)
+    y = kernels.beamform_spectra(x, w)
+    ref = np.fft.fft(np.einsum("bc,ncs->nbs", w.astype(np.complex128), x), axis=-1)
+    assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < 1e-6
