@@ -20,7 +20,7 @@ built from one kind of arithmetic instruction can reach at most on this machine.
   with it cannot be faster than this ceiling however well it is pipelined.
 
 - FFT throughput (``measure_fft_rate(fwd, inv)``): FFTs per second of cuFFTDx Block FFT
-  descriptors run back to back on data that never leaves registers and shared memory (as many
+  descriptors (or of ``kernels._regfft``'s, our own) run back to back on data that never leaves registers and shared memory (as many
   blocks as fit on the GPU at once at the kernel's occupancy, each chaining ``reps`` forward
   [+ inverse] FFTs, rescaling between them): the arithmetic,
   shared-memory exchanges and synchronisation of the FFTs themselves, without loads or stores
@@ -33,7 +33,7 @@ Each figure is the best of 5 CUDA-event-timed launches after one warm-up.
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda  # a module global: the simulator swaps it inside kernels
+from numba import complex64, cuda  # cuda a module global: the simulator swaps it inside kernels
 
 FMA_UNROLL = 16
 _FMA_SRC = r"""
@@ -165,19 +165,28 @@ def fft_chain_kernel(fwd, inv=None):
 
     pair = inv is not None
     second = inv if pair else fwd  # typed in both variants; run only in the pair (a constant branch)
+    own = hasattr(fwd, "executor")  # kernels._regfft's FFT: device functions, shared memory as complex64
+    fx, sx = (fwd.executor(), second.executor()) if own else (None, None)
 
     @cuda.jit(launch_bounds=nthreads)
     def fft_chain(out, reps):
         r = cuda.local.array(s2, dtype=prec, alignment=16)
         smem = cuda.shared.array(0, dtype=prec)
+        smc = cuda.shared.array(0, dtype=complex64)
         t = (cuda.blockIdx.x * fpb + cuda.threadIdx.y) * bdx + cuda.threadIdx.x
         for i in range(s2):
             r[i] = ((t * 7 + i * 3) % 13 - 6) * step if i < nin else zero
         for _ in range(reps):
-            fwd.execute(r, smem)
+            if own:
+                fx(r, smc)
+            else:
+                fwd.execute(r, smem)
             if pair:
                 cuda.syncthreads()
-                second.execute(r, smem)
+                if own:
+                    sx(r, smc)
+                else:
+                    second.execute(r, smem)
             for i in range(s2):
                 r[i] *= scale
             cuda.syncthreads()

@@ -51,7 +51,7 @@ ours against max(floor, FFT work).
 
 With ``--own-fft`` (and ``--own-fft-ept``), the FFT cases run their float32 FFTs by
 ``kernels._regfft`` (our own block FFT, conflict-free shared-memory exchanges) instead of
-cuFFTDx; their FFT-work column stays the cuFFTDx pair's.
+cuFFTDx; their FFT-work column is then our pair's (its key in the JSON ends in "ours").
 
 With ``--fft-configs``, each FFT case (conv_real, conv_complex, fir, matched, stft) runs once with
 cuFFTDx's suggested configuration and then once per other valid ``(elements_per_thread,
@@ -543,7 +543,7 @@ def format_table(rows, meta):
              f"{meta.get('mbytes')} MiB per case; median ms (`triton.testing.do_bench`); floor = bytes "
              f"read + written / 4.3e12 B/s; bound = max(floor, FLOP / measured fp32 FMA rate"
              + (f" {meta['fp32_flops'] / 1e12:.1f} TFLOP/s" if meta.get("fp32_flops") else "") + ")", "",
-             "; FFT work ms = the case's FFTs at the cuFFTDx throughput measured for its own descriptors "
+             "; FFT work ms = the case's FFTs at the throughput measured for its own descriptors (cuFFTDx's, ours with --own-fft) "
              "(benchmarks/ceilings.py: FFTs chained in registers and shared memory, no signal traffic)", "",
              "| case | data | ours ms | peer | peer ms | speedup | ours % of floor | bound ms | ours % of bound | "
              "FFT work ms | ours % of max(floor, FFT work) | "
@@ -593,11 +593,12 @@ def fft_rate_meter(meta):
     def rate(n, real, pair, kernel=None, config=None):
         ept, fpb = config if config else (None, None)
         fwd, inv = fft_pair(n, np.float32, real, ept, fpb, folded=real and can_fold(n), kernel=kernel)
+        own = " ours" if hasattr(fwd, "executor") else ""  # kernels._regfft's (--own-fft)
         key = (f"{n} {'real' if real else 'c2c'} {'pair' if pair else 'forward'} "
-               f"ept {fwd.elements_per_thread_value} fpb {fwd.ffts_per_block_value}")
+               f"ept {fwd.elements_per_thread_value} fpb {fwd.ffts_per_block_value}{own}")
         if key not in rates:
             rates[key] = measure_fft_rate(fwd, inv if pair else None)
-            print(f"# cuFFTDx throughput, {key}: {rates[key] / 1e6:.1f} M FFTs/s", flush=True)
+            print(f"# FFT throughput, {key}: {rates[key] / 1e6:.1f} M FFTs/s", flush=True)
         return rates[key]
 
     return rate

@@ -31,6 +31,21 @@ def test_fft_chain_pair_returns_its_input(n, real, reps):
     assert np.abs(want).max() > 0.05  # a test that zeros would not pass
 
 
+@pytest.mark.parametrize("n, real", [(64, False), (128, True), (512, False)])
+def test_fft_chain_of_our_own_fft_returns_its_input(n, real):
+    """The same meter on kernels._regfft's pairs (what fused_kernels.py --own-fft measures)."""
+    from kernels import _regfft
+
+    c = _ceilings()
+    fwd, inv = _regfft.pair(n, real=real)
+    kern = c.fft_chain_kernel(fwd, inv)
+    out = cuda.to_device(np.full(2 * fwd.ffts_per_block_value * fwd.block_dim[0], np.nan, np.float32))
+    kern[2, fwd.block_dim, 0, fwd.shared_memory_size](out, 2)
+    want = c.fft_chain_sums(fwd, 2)
+    np.testing.assert_allclose(out.copy_to_host(), want, atol=2e-5)
+    assert np.abs(want).max() > 0.05
+
+
 def test_fft_chain_forward_only_stays_finite():
     c = _ceilings()
     fwd, _ = fft_pair(64, np.float32, False)
