@@ -91,10 +91,14 @@ def fft_pair(n: int, precision, real: bool, ept=None, fpb=None, folded=False, ke
     ``(x[2k], x[2k + 1])`` at complex index ``k``, the spectrum in natural order.
     ``ept``/``fpb`` None: :func:`fft_config`'s for function ``kernel`` (the measured table's, else
     cuFFTDx's suggestion). A function in :data:`OWN_FFT` gets :func:`kernels._regfft.pair` for a
-    float32 FFT it has (:func:`own_fft`; ``ept``/``fpb``: used where ints, else its defaults).
+    float32 FFT it has (:func:`own_fft`; ``ept``/``fpb``: used where ints, else its defaults;
+    where that layout cannot be built, e.g. needs over 48 KiB of shared memory: cuFFTDx's).
     """
     if own_fft(n, precision, real, folded, kernel):
-        return own_pair(n, *(v if isinstance(v, int) else None for v in (ept, fpb)), real=real)
+        try:
+            return own_pair(n, *(v if isinstance(v, int) else None for v in (ept, fpb)), real=real)
+        except ValueError:  # e.g. the rows asked for need more than 48 KiB: cuFFTDx's
+            pass
     if ept is None or fpb is None:
         e, f = fft_config(n, precision, real, folded, kernel)
         ept, fpb = e if ept is None else ept, f if fpb is None else fpb

@@ -490,6 +490,9 @@ class RegFFT:
             self.input_ept, self.output_ept = ins, outs
             self.input_length, self.output_length = (m, m + 1) if fft_type == "r2c" else (m + 1, m)
         self.shared_memory_size = layout(m, ept, ffts_per_block, fft_type)["bytes"]
+        if self.shared_memory_size > MAX_SHARED:  # our kernels link no code that opts them in to more
+            raise ValueError(f"ffts_per_block={ffts_per_block}: {self.shared_memory_size} bytes of shared memory "
+                             f"per block, more than the {MAX_SHARED} a kernel gets without opting in; use fewer rows")
 
     def executor(self, registers: str = "float"):
         """The device function ``execute(r, sc)``: ``sc`` the dynamic shared memory as complex64,

@@ -76,6 +76,7 @@ def test_padding_is_needed_and_found():
     (dict(size=64, direction="forward", elements_per_thread=8), "at least 16 threads"),
     (dict(size=512, direction="forward", ffts_per_block=0), "ffts_per_block"),
     (dict(size=4096, direction="forward", elements_per_thread=4, ffts_per_block=2), "ffts_per_block"),
+    (dict(size=4096, direction="forward", elements_per_thread=16, ffts_per_block=2), "more than the 49152"),
 ])
 def test_refusals(kw, match):
     with pytest.raises(ValueError, match=match):

@@ -204,6 +204,8 @@ def test_which_ffts_are_ours(own_fft, monkeypatch):
     assert not ours(512, np.float64, False) and not ours(512, np.float64, True, True)
     assert not ours(8192, np.float32, False) and not ours(96, np.float32, False)
     assert ours(8192, np.float32, True, True)  # real: a 4096-point complex FFT
+    # two rows of 4096 points need more than 48 KiB: cuFFTDx's pair instead
+    assert not isinstance(_fused.fft_pair(4096, np.float32, False, 16, 2, kernel="fft_convolve")[0], _regfft.RegFFT)
     monkeypatch.setattr(_fused, "OWN_FFT", {"matched_filter"})
     assert not ours(512, np.float32, False) and ours(512, np.float32, False, kernel="matched_filter")
 
@@ -255,7 +257,8 @@ def test_beamform_spectra_own(own_fft, monkeypatch, beams, nsamp, channels):
     from kernels import gemm
 
     monkeypatch.setattr(gemm, "BEAMFORM_KERNEL", "direct")
-    assert isinstance(gemm._beamform_fft(beams, nsamp, np.float32, 90, own=True), _regfft.RegFFT)
+    ours = isinstance(gemm._beamform_fft(beams, nsamp, np.float32, 90, own=True), _regfft.RegFFT)
+    assert ours == (nsamp < 1024)  # 16 rows of 1024 points need over 48 KiB: cuFFTDx's
     x = (rng.standard_normal((2, channels, nsamp)) + 1j * rng.standard_normal((2, channels, nsamp))).astype(np.complex64)
     w = (rng.standard_normal((beams, channels)) + 1j * rng.standard_normal((beams, channels))).astype(np.complex64)
     y = kernels.beamform_spectra(x, w)
