@@ -214,6 +214,7 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
     # (our own FFT: left to the compiler; at 64 the 4096-point one at 16 values per thread spilled)
     max_regs = None if own or not real or prec != np.float32 or s2 > 36 else 64 if flat else 80
     fexec, iexec = (fwd.executor(), inv.executor()) if own else (None, None)
+    wsync = own and fwd.warp_sync  # its rows are warps: the warp's barrier between the two FFTs
 
     @jit(nthreads, max_regs)
     def kernel(x, h, y, nrows, nseg, step, halo):
@@ -277,7 +278,10 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
                 im = r[2 * i] * hv.imag + r[2 * i + 1] * hv.real
                 r[2 * i] = re
                 r[2 * i + 1] = im
-        cuda.syncthreads()
+        if wsync:
+            cuda.syncwarp()
+        else:
+            cuda.syncthreads()
         if own:
             iexec(r, cuda.shared.array(0, dtype=complex64))
         else:

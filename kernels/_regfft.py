@@ -17,7 +17,8 @@ layout (``stride = T``). The first pass reads the input from registers and the l
 output to registers in that layout, natural order; between passes the data goes through shared
 memory, at padded addresses ``a + (a div P) pad`` chosen per exchange so that every warp access
 is conflict-free and every address is one per-thread base plus a constant. Exchanges alternate
-between two buffers (one barrier each) where they fit, else share one (two barriers).
+between two buffers (one barrier each) where they fit, else share one (two barriers); where a
+row is at most one warp (32 threads) the barriers are the warp's (``syncwarp``), not the block's.
 
 The twiddles of a pass come from one ``sincospif`` per butterfly and its powers (products).
 
@@ -143,7 +144,8 @@ def exchange(n: int, ept: int, ns: int, R: int) -> dict:
 class _Gen:
     """Straight-line float32 code on named scalars; complex values are (re, im) name pairs."""
 
-    def __init__(self):
+    def __init__(self, barrier: str = "cuda.syncthreads()"):
+        self.barrier = barrier
         self.lines: list = []
         self.consts: dict = {}
         self.k = 0
@@ -256,22 +258,24 @@ class _Exchanges:
         """Start the next exchange: its buffer's offset in words (after ``o``)."""
         lay = self.lay
         if not lay["double"] and self.k > 0:
-            self.g.emit("cuda.syncthreads()")  # the previous exchange's reads are done
+            self.g.emit(self.g.barrier)  # the previous exchange's reads are done
         buf = (self.k % 2) * lay["space"] if lay["double"] else 0
         self.k += 1
         return buf
 
 
-def source(n: int, ept: int, fpb: int, sign: int, registers: str = "float", kind: str = "c2c") -> tuple:
+def source(n: int, ept: int, fpb: int, sign: int, registers: str = "float", kind: str = "c2c",
+           warp: bool = False) -> tuple:
     """(source of ``execute(r, sc)``, constants, shared bytes per block, exchanges).
 
     ``kind`` "c2c": ``n`` complex points; "r2c" / "c2r": ``2 n`` real points through an
     ``n``-point complex FFT of the sample pairs ``x[2j] + i x[2j + 1]`` (cuFFTDx's folded layout:
     ``ept`` pairs in, ``ept + 1`` spectrum values out, or the reverse; value ``ept`` is the
     Nyquist bin on thread 0). ``registers``: ``r`` holds float32 pairs ("float") or complex64
-    values ("complex")."""
+    values ("complex"). ``warp``: the exchanges' barriers are ``syncwarp`` (see :func:`warp_rows`),
+    else ``syncthreads``."""
     T = n // ept
-    g = _Gen()
+    g = _Gen(barrier="cuda.syncwarp()" if warp else "cuda.syncthreads()")
     lay = layout(n, ept, fpb, kind)
     ex = _Exchanges(g, lay)
     g.emit("t = cuda.threadIdx.x")
@@ -331,7 +335,7 @@ def _core(g: _Gen, ex: _Exchanges, x: list, n: int, ept: int, sign: int) -> list
             for rr in range(R):
                 val = y[b + rr * nb]
                 g.emit(f"store_complex(sc, {wb} + {e['write'][b][rr]}, complex({val[0]}, {val[1]}))")
-        g.emit("cuda.syncthreads()")
+        g.emit(g.barrier)
         rb = g.new(f"o + {buf} + {_pad_expr('t', e)}")
         x = []
         for i in range(ept):
@@ -350,7 +354,7 @@ def _partners(g: _Gen, ex: _Exchanges, vals: list, n: int, T: int, extra) -> lis
         g.emit(f"store_complex(sc, {base} + {T * i}, complex({v[0]}, {v[1]}))")
     g.emit("if t == 0:")
     g.emit(f"    store_complex(sc, o + {buf + n}, complex({extra[0]}, {extra[1]}))")
-    g.emit("cuda.syncthreads()")
+    g.emit(g.barrier)
     rb = g.new(f"o + {buf + n} - t")
     out = []
     for i in range(len(vals)):
@@ -409,6 +413,12 @@ def _sim_sincospi(x):
     return np.float32(math.sin(math.pi * float(x))), np.float32(math.cos(math.pi * float(x)))
 
 
+def warp_rows(n: int, ept: int, fpb: int) -> bool:
+    """Whether each row's exchanges stay inside one warp (at most 32 threads per row, whole
+    warps per block): then they synchronize the warp (``syncwarp``), not the block."""
+    return n // ept <= 32 and (n // ept * fpb) % 32 == 0
+
+
 def _namespace(consts: dict) -> dict:
     from numba import cuda
     from numba.cuda import libdevice
@@ -425,7 +435,9 @@ def _namespace(consts: dict) -> dict:
 def _execute(n: int, ept: int, fpb: int, sign: int, registers: str, kind: str):
     from numba import cuda
 
-    src, consts, _, _ = source(n, ept, fpb, sign, registers, kind)
+    # the simulator has no syncwarp: the block's barrier there (stronger; the GPU's racecheck
+    # covers the warp's)
+    src, consts, _, _ = source(n, ept, fpb, sign, registers, kind, warp_rows(n, ept, fpb) and not simulator())
     ns = _namespace(consts)
     name = f"<kernels._regfft {kind} n={n} ept={ept} fpb={fpb} sign={sign} registers={registers}>"
     exec(compile(src, name, "exec"), ns)  # noqa: S102 - our own generated source
@@ -490,6 +502,9 @@ class RegFFT:
             self.input_ept, self.output_ept = ins, outs
             self.input_length, self.output_length = (m, m + 1) if fft_type == "r2c" else (m + 1, m)
         self.shared_memory_size = layout(m, ept, ffts_per_block, fft_type)["bytes"]
+        # its barriers are the warp's (not under the simulator, which has no syncwarp): a caller
+        # that reuses the shared memory between two calls may also synchronize just the warp
+        self.warp_sync = warp_rows(m, ept, ffts_per_block) and not simulator()
         if self.shared_memory_size > MAX_SHARED:  # our kernels link no code that opts them in to more
             raise ValueError(f"ffts_per_block={ffts_per_block}: {self.shared_memory_size} bytes of shared memory "
                              f"per block, more than the {MAX_SHARED} a kernel gets without opting in; use fewer rows")

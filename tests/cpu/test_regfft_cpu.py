@@ -135,6 +135,14 @@ def test_generated_source_is_float32_only():
     assert src.count("cuda.syncthreads()") == 2  # two exchanges, two buffers: one barrier each
     single = _regfft.source(4096, 16, 1, -1)[0]  # two buffers of 34 KiB do not fit 48 KiB: one buffer
     assert single.count("cuda.syncthreads()") == 3
+    warp = _regfft.source(512, 16, 4, -1, warp=True)[0]
+    assert warp.count("cuda.syncwarp()") == 2 and "syncthreads" not in warp
+
+
+def test_warp_rows():
+    assert _regfft.warp_rows(512, 16, 4) and _regfft.warp_rows(256, 16, 2)  # 32 / 16 threads per row
+    assert not _regfft.warp_rows(512, 8, 2)  # 64 threads per row: the block's barrier
+    assert not _regfft.warp_rows(256, 16, 1)  # a block of 16 threads: not a whole warp
 
 
 def _sass(n, ept):
@@ -161,11 +169,17 @@ def _sass(n, ept):
     return ck, text, opcodes(text)
 
 
-@pytest.mark.parametrize("n,ept", [(512, 8), (4096, 16)])
+@pytest.mark.parametrize("n,ept", [(512, 8), (512, 16), (4096, 16)])
 def test_sm90_code(n, ept):
     ck, text, ops = _sass(n, ept)
     exchanges = len(_regfft.radices(n, ept)) - 1
     assert ck.frame_bytes == 0
+    # block barriers: one per exchange (two buffers; 4096: one buffer, one more before each later
+    # write) and the kernel's between the FFTs; none where every row is a warp (512 / 16: 32 threads)
+    fwd = _regfft.pair(n, ept)[0]
+    want = 0 if fwd.warp_sync else 2 * (exchanges if _regfft.layout(n, ept, fwd.ffts_per_block_value, "c2c")["double"]
+                                        else 2 * exchanges - 1) + 1
+    assert ops.get("BAR", 0) == want, (n, ept, ops.get("BAR"))
     assert text.count("LDS.64") == ops["LDS"] == 2 * exchanges * ept  # forward and inverse
     assert text.count("STS.64") == ops["STS"] == 2 * exchanges * ept
     assert not any(op in ops for op in ("DADD", "DMUL", "DFMA", "F2F"))
