@@ -361,7 +361,7 @@ def main():
         # own FFT: 8-byte accesses, h prefetched or not; with --sweep every elements_per_thread it takes
         own_cfgs = [(e, "suggested", pre, None, True) for pre in (False, True)
                     for e in (("suggested",) if not args.sweep else
-                              [e for e in (4, 8, 16) if own_unsupported(size, e) is None])]
+                              [e for e in (4, 8, 16, 32) if own_unsupported(size, e) is None])]
         for name, build in impls:
             cfgs = own_cfgs if "own FFT" in name else ours_cfgs if name.startswith("numba") else peer_cfgs
             for ept, fpb, pre, mb, vec in cfgs:

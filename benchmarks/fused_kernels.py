@@ -111,7 +111,7 @@ def parse_args(argv=None):
                     help="the FFT cases' float32 FFTs (conv_real with --conv-method fft, conv_complex, fir, "
                          "matched, stft, beamform's direct kernel) by kernels._regfft (our own block FFT, conflict-free shared exchanges) "
                          "instead of cuFFTDx (kernels._fused.OWN_FFT)")
-    ap.add_argument("--own-fft-ept", type=int, choices=(4, 8, 16),
+    ap.add_argument("--own-fft-ept", type=int, choices=(4, 8, 16, 32),
                     help="with --own-fft: complex values per thread of our FFTs (kernels._regfft.EPT; default: "
                          "its own choice per size)")
     ap.add_argument("--beamform-kernel", choices=("gemm", "direct"),

@@ -39,6 +39,7 @@ import numpy as np
 from mathdx_operands import simulator
 
 SIZES = tuple(2**k for k in range(6, 13))  # 64 .. 4096
+EPTS = (4, 8, 16, 32)  # values per thread (32: ~100 registers; 1024 points in one warp per row)
 HALF_WARP = 16  # threads whose 8-byte shared accesses share one wavefront
 MAX_SHARED = 48 * 1024  # bytes per block without the opt-in attribute
 
@@ -77,8 +78,8 @@ def unsupported(n: int, ept: int, fpb: int) -> str | None:
     cannot be built (a sentence naming the argument), or None."""
     if n not in SIZES:
         return f"size must be a power of 2 from {SIZES[0]} to {SIZES[-1]}, got {n}"
-    if ept not in (4, 8, 16) or ept > n:
-        return f"elements_per_thread must be 4, 8 or 16 (at most size), got {ept}"
+    if ept not in EPTS or ept > n:
+        return f"elements_per_thread must be 4, 8, 16 or 32 (at most size), got {ept}"
     if n // ept < HALF_WARP:
         return f"size / elements_per_thread must be at least {HALF_WARP} threads, got {n}/{ept}"
     if not isinstance(fpb, int) or fpb < 1 or (n // ept) * fpb > 1024:
@@ -478,7 +479,7 @@ class RegFFT:
             raise ValueError(f"direction must be 'forward' or 'inverse', got {direction!r}")
         m = size if fft_type == "c2c" else size // 2  # the complex FFT's points
         ept = default_ept(m) if elements_per_thread is None else elements_per_thread
-        if ffts_per_block is None and m in SIZES and ept in (4, 8, 16) and ept <= m:
+        if ffts_per_block is None and m in SIZES and ept in EPTS and ept <= m:
             ffts_per_block = default_fpb(m, ept)
         why = unsupported(m, ept, ffts_per_block)
         if why:

@@ -15,7 +15,7 @@ import pytest
 
 from kernels import _fused, _regfft
 
-CONFIGS = [(n, e) for n in _regfft.SIZES for e in (4, 8, 16) if _regfft.unsupported(n, e, 1) is None]
+CONFIGS = [(n, e) for n in _regfft.SIZES for e in _regfft.EPTS if _regfft.unsupported(n, e, 1) is None]
 
 
 def test_configs_cover_every_size():
@@ -72,7 +72,8 @@ def test_padding_is_needed_and_found():
     (dict(size=100, direction="forward"), "size must be a power of 2"),
     (dict(size=8192, direction="forward"), "size must be a power of 2"),
     (dict(size=512, direction="sideways"), "direction must be"),
-    (dict(size=512, direction="forward", elements_per_thread=32), "elements_per_thread must be"),
+    (dict(size=512, direction="forward", elements_per_thread=64), "elements_per_thread must be"),
+    (dict(size=256, direction="forward", elements_per_thread=32), "at least 16 threads"),
     (dict(size=64, direction="forward", elements_per_thread=8), "at least 16 threads"),
     (dict(size=512, direction="forward", ffts_per_block=0), "ffts_per_block"),
     (dict(size=4096, direction="forward", elements_per_thread=4, ffts_per_block=2), "ffts_per_block"),

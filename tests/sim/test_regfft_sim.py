@@ -73,7 +73,7 @@ def _run(n, ept, fpb, registers, rows):
 
 
 CASES = [(64, 4, 1), (64, 4, 3), (128, 8, 2), (256, 16, 2), (256, 8, 1), (512, 8, 2), (512, 4, 1),
-         (1024, 8, 1), (1024, 16, 1), (2048, 16, 1), (4096, 16, 1), (4096, 8, 1)]
+         (1024, 8, 1), (1024, 16, 1), (1024, 32, 1), (2048, 16, 1), (4096, 16, 1), (4096, 8, 1)]
 
 
 @pytest.mark.parametrize("n,ept,fpb", CASES)
@@ -131,7 +131,7 @@ def _run_real(N, ept, fpb, rows):
 
 
 @pytest.mark.parametrize("N,ept,fpb", [(128, 4, 1), (256, 8, 2), (512, 16, 3), (512, 8, 1), (2048, 16, 1),
-                                       (8192, 16, 1)])
+                                       (2048, 32, 1), (8192, 16, 1)])
 def test_real_execute_matches_numpy(N, ept, fpb):
     """r2c equals NumPy's rfft (the Nyquist bin from thread 0's extra register), c2r of it is N
     times the signal (with the r2c equal to rfft, c2r is N times irfft)."""
