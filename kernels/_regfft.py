@@ -409,9 +409,25 @@ def _c2r_pre(g: _Gen, ex: _Exchanges, x: list, n: int, T: int, ept: int) -> list
     return out
 
 
-def _sim_sincospi(x):
-    """libdevice's ``sincospif`` for the simulator (whose libdevice functions are stubs)."""
+def sincospi(x):
+    """``(sin(pi x), cos(pi x))`` as float32: libdevice's ``sincospif`` in a kernel (the overload
+    below), ``math`` under the simulator, whose libdevice functions are stubs. One module-level
+    function for both, so that a simulated kernel recorded by tests/sim_kernels_compile.py links
+    for sm_90 as it is."""
     return np.float32(math.sin(math.pi * float(x))), np.float32(math.cos(math.pi * float(x)))
+
+
+def _register_sincospi() -> None:
+    from numba.cuda import libdevice
+    from numba.cuda.extending import overload
+
+    @overload(sincospi, target="cuda")
+    def _sincospi(x):
+        return lambda x: libdevice.sincospif(x)
+
+
+if not simulator():
+    _register_sincospi()
 
 
 def warp_rows(n: int, ept: int, fpb: int) -> bool:
@@ -422,11 +438,9 @@ def warp_rows(n: int, ept: int, fpb: int) -> bool:
 
 def _namespace(consts: dict) -> dict:
     from numba import cuda
-    from numba.cuda import libdevice
 
     from nvmath_device import load_complex, store_complex
 
-    sincospi = _sim_sincospi if simulator() else libdevice.sincospif
     ns = dict(cuda=cuda, sincospi=sincospi, np=np, load_complex=load_complex, store_complex=store_complex)
     ns.update({name: np.float32(v) for v, name in consts.items()})
     return ns
