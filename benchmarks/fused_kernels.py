@@ -49,7 +49,8 @@ forward + inverse pairs, forward only for stft and beamform, whose descriptor is
 fft_pair's) chained in registers and shared memory (``benchmarks/ceilings.py``); the table gives
 ours against max(floor, FFT work).
 
-With ``--own-fft`` (and ``--own-fft-ept``), the FFT cases run their float32 FFTs by
+With ``--both-ffts``, each FFT case runs twice in the one process, with cuFFTDx's FFT and then
+with ours (rows "<case> (own FFT)"). With ``--own-fft`` (and ``--own-fft-ept``), the FFT cases run their float32 FFTs by
 ``kernels._regfft`` (our own block FFT, conflict-free shared-memory exchanges) instead of
 cuFFTDx; their FFT-work column is then our pair's (its key in the JSON ends in "ours").
 
@@ -111,6 +112,8 @@ def parse_args(argv=None):
                     help="the FFT cases' float32 FFTs (conv_real with --conv-method fft, conv_complex, fir, "
                          "matched, stft, beamform's direct kernel) by kernels._regfft (our own block FFT, conflict-free shared exchanges) "
                          "instead of cuFFTDx (kernels._fused.OWN_FFT)")
+    ap.add_argument("--both-ffts", action="store_true",
+                    help="each FFT case twice in one run: cuFFTDx's FFT, then ours (rows '<case> (own FFT)')")
     ap.add_argument("--own-fft-ept", type=int, choices=(4, 8, 16, 32),
                     help="with --own-fft: complex values per thread of our FFTs (kernels._regfft.EPT; default: "
                          "its own choice per size)")
@@ -120,9 +123,11 @@ def parse_args(argv=None):
     a = ap.parse_args(argv)
     if a.mbytes < 1:
         ap.error("--mbytes must be >= 1")
-    if a.own_fft_ept and not a.own_fft:
-        ap.error("--own-fft-ept needs --own-fft")
-    if a.own_fft and a.fft_configs:
+    if a.own_fft_ept and not (a.own_fft or a.both_ffts):
+        ap.error("--own-fft-ept needs --own-fft or --both-ffts")
+    if a.own_fft and a.both_ffts:
+        ap.error("--own-fft runs ours only, --both-ffts both: one of them")
+    if (a.own_fft or a.both_ffts) and a.fft_configs:
         ap.error("--own-fft and --fft-configs: the configurations swept are cuFFTDx's; run them apart")
     return a
 
@@ -482,7 +487,8 @@ def finish_row(case, res, flop_rate=None, fft_rate=None):
     row["fft_ms"] = row["pct_fft_bound"] = None
     if fft_rate is not None and row.get("fft"):
         n, real, count, pair = row["fft"]
-        row["fft_ms"] = count / fft_rate(n, real, pair, FFT_CASES.get(case, (None,))[0], row.get("fft_config")) * 1e3
+        fn = FFT_CASES.get(case, ("beamform_spectra" if case == "beamform" else None,))[0]
+        row["fft_ms"] = count / fft_rate(n, real, pair, fn, row.get("fft_config")) * 1e3
         row["pct_fft_bound"] = 100 * max(row["floor_ms"], row["fft_ms"]) / row["ms"]
     row["peer_pct_floor"] = 100 * row["floor_ms"] / row["peer_ms"]
     row["speedup"] = row["peer_ms"] / row["ms"]
@@ -736,6 +742,18 @@ def format_config_table(rows, meta):
     return "\n".join(lines) + "\n"
 
 
+OWN_FFT_CASES = ("conv_real", "conv_complex", "fir", "matched", "stft", "beamform")  # cases an FFT engine changes
+
+
+def use_own_fft(ept=None) -> None:
+    """Our FFT (kernels._regfft) for every function that takes it from here on (``ept``: its
+    values per thread, None: its own choice)."""
+    from kernels import _fused, _regfft
+
+    _fused.OWN_FFT.update({"fft_convolve", "fir_filter", "matched_filter", "stft_power", "beamform_spectra"})
+    _regfft.EPT = ept
+
+
 def main(argv=None):
     global PROFILE_WINDOW, CONV_METHOD, FIR_METHOD
     args = parse_args(argv)
@@ -747,13 +765,7 @@ def main(argv=None):
 
         _direct.PIPELINE = True
     if args.own_fft:
-        from kernels import _fused
-
-        _fused.OWN_FFT.update({"fft_convolve", "fir_filter", "matched_filter", "stft_power", "beamform_spectra"})
-        if args.own_fft_ept:
-            from kernels import _regfft
-
-            _regfft.EPT = args.own_fft_ept
+        use_own_fft(args.own_fft_ept)
     why = no_gpu_reason()
     if why:
         print(f"benchmarks/fused_kernels.py needs a CUDA GPU (with CuPy and triton): {why}", file=sys.stderr)
@@ -765,7 +777,8 @@ def main(argv=None):
 
     if args.beamform_kernel:
         kgemm.BEAMFORM_KERNEL = args.beamform_kernel
-    meta = dict(beamform_kernel=kgemm.BEAMFORM_KERNEL, own_fft=args.own_fft, own_fft_ept=args.own_fft_ept, device=cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode(),
+    meta = dict(beamform_kernel=kgemm.BEAMFORM_KERNEL, own_fft=args.own_fft, both_ffts=args.both_ffts,
+                own_fft_ept=args.own_fft_ept, device=cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode(),
                 mbytes=args.mbytes, peak_bps=PEAK_BPS, ref_rows=REF_ROWS, cupy=cp.__version__,
                 command="python benchmarks/fused_kernels.py " + " ".join(sys.argv[1:] if argv is None else argv))
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/ceilings.py
@@ -785,6 +798,12 @@ def main(argv=None):
         return 0
     rows = run_cases(args.cases, RUNNERS, K, args.mbytes, flop_rate=meta["fp32_flops"],
                      fft_rate=fft_rate_meter(meta))
+    if args.both_ffts:  # the FFT cases again, with our FFT (conv_real only where it runs the FFT kernel)
+        use_own_fft(args.own_fft_ept)
+        again = [c for c in args.cases if c in OWN_FFT_CASES and (c != "conv_real" or CONV_METHOD == "fft")]
+        for r in run_cases(again, RUNNERS, K, args.mbytes, flop_rate=meta["fp32_flops"], fft_rate=fft_rate_meter(meta)):
+            r["case"] += " (own FFT)"
+            rows.append(r)
     print(write_results(args.out, rows, meta))
     return 0
 

@@ -39,8 +39,10 @@ def test_parse_args(bk):
     assert (a.conv_method, a.fir_method, a.direct_pipeline) == ("fft", "direct", True)
     assert bk.parse_args(["--own-fft"]).own_fft and not bk.parse_args([]).own_fft
     assert bk.parse_args(["--own-fft", "--own-fft-ept", "8"]).own_fft_ept == 8
+    assert bk.parse_args(["--both-ffts", "--own-fft-ept", "32"]).both_ffts
     for bad in (["--cases", "nope"], ["--mbytes", "0"], ["--fir-method", "dft"], ["--own-fft", "--fft-configs"],
-                ["--own-fft-ept", "8"], ["--own-fft", "--own-fft-ept", "64"]):
+                ["--own-fft-ept", "8"], ["--own-fft", "--own-fft-ept", "64"],
+                ["--own-fft", "--both-ffts"], ["--both-ffts", "--fft-configs"]):
         with pytest.raises(SystemExit):
             bk.parse_args(bad)
 
@@ -88,7 +90,8 @@ def test_fft_work_bound(bk):
     bk.finish_row("matched", dict(_fake(0), fft=(1024, False, 10**6, True)), fft_rate=rate)
     assert asked[-1] == (1024, False, True, "matched_filter", None)
     bk.finish_row("beamform", dict(_fake(0), fft=(256, False, 10**6, False), fft_config=[8, 16]), fft_rate=rate)
-    assert asked[-1] == (256, False, False, None, [8, 16])  # its own descriptor's configuration
+    # its own descriptor's configuration; named beamform_spectra (our FFT's, with OWN_FFT)
+    assert asked[-1] == (256, False, False, "beamform_spectra", [8, 16])
     assert r["fft_ms"] == pytest.approx(2.0) and r["pct_fft_bound"] == pytest.approx(100.0)
     r = bk.finish_row("x", dict(_fake(0), fft=(512, True, 10**5, False)), fft_rate=rate)
     assert r["fft_ms"] == pytest.approx(0.2) and r["pct_fft_bound"] == pytest.approx(50.0)  # the floor wins
