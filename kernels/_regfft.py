@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Our own block FFT: a complex float32 FFT of power-of-2 size, generated as straight-line numba
-code, with bank-conflict-free shared-memory exchanges; usable in place of a cuFFTDx descriptor
-pair in :func:`kernels._fused.filter_kernel`.
+"""Our own block FFT: float32 FFTs of power-of-2 size (complex 64-4096 points; real 128-8192 in
+cuFFTDx's folded layout), generated as straight-line numba code, with bank-conflict-free
+shared-memory exchanges; usable in place of a cuFFTDx descriptor pair in the fused kernels
+(:func:`kernels._fused.filter_kernel`, the matched filter, STFT and direct beamforming kernels;
+:data:`kernels._fused.OWN_FFT` selects it per function).
 
 Why: Nsight Compute on the fused FFT kernels (benchmarks/RESULTS.md, twenty-first session) found
 them bound by cuFFTDx's shared-memory exchanges: 0.95-2.31 bank conflicts per shared instruction,
@@ -20,13 +22,17 @@ is conflict-free and every address is one per-thread base plus a constant. Excha
 between two buffers (one barrier each) where they fit, else share one (two barriers); where a
 row is at most one warp (32 threads) the barriers are the warp's (``syncwarp``), not the block's.
 
-The twiddles of a pass come from one ``sincospif`` per butterfly and its powers (products).
+The twiddles of a pass come from one ``sincospif`` per butterfly and its powers (products), of
+the positive angle in both directions, so that a kernel's forward and inverse share them. A real
+FFT of ``2 n`` points runs the ``n``-point complex FFT of the sample pairs and one more exchange
+that brings each value its partner ``n - k`` (the standard split of even and odd samples).
 
-Same contract as a cuFFTDx Block FFT: ``execute(r, smem)`` with ``r`` the thread's registers
-(``2 E`` float32: element ``t + T i`` at ``r[2i], r[2i+1]``) and ``smem`` the dynamic shared
-memory as complex64 (``shared_memory_size`` bytes per block); unnormalized in both directions;
-the caller synchronizes the block between two calls that share ``smem``. Rows of a block are
-``threadIdx.y`` (``ffts_per_block``).
+Same contract as a cuFFTDx Block FFT: ``execute(r, smem)`` (:meth:`RegFFT.executor`) with ``r``
+the thread's registers (element ``t + T i`` at ``r[2i], r[2i+1]``, or ``r[i]`` complex) and
+``smem`` the dynamic shared memory as complex64 (``shared_memory_size`` bytes per block);
+unnormalized in both directions; the caller synchronizes the block (the warp, where
+``warp_sync``) between two calls that share ``smem``. Rows of a block are ``threadIdx.y``
+(``ffts_per_block``).
 """
 
 from __future__ import annotations
