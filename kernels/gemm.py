@@ -17,6 +17,7 @@ from ._arrays import Operand, Output, host_numbers
 from ._consts import to_device_const
 from ._fused import aligned, copy_1d, vectors_ok
 from ._launch import launch, resident_blocks
+from ._regfft import MAX_SHARED as OWN_MAX_SHARED
 from ._regfft import SIZES as OWN_SIZES
 from ._regfft import RegFFT
 
@@ -408,6 +409,20 @@ def _beamform_kernel(mm: Matmul, fft: FFT):
 BEAMFORM_KERNEL = "direct"
 
 
+def _beamform_direct(beams, nsamp, channels, prec, sm):
+    """(FFT, kernel, shared memory bytes) of the direct beamforming kernel: with our own FFT where
+    ``OWN_FFT`` asks for it and the whole kernel fits 48 KiB of shared memory (our kernels link
+    no code that opts them in to more; cuFFTDx's do), else with cuFFTDx's."""
+    if "beamform_spectra" in _fused.OWN_FFT:
+        fft = _beamform_fft(beams, nsamp, prec, sm, own=True)
+        if isinstance(fft, RegFFT):
+            kernel, smem = _beamform_direct_kernel(channels, fft)
+            if smem <= OWN_MAX_SHARED:
+                return fft, kernel, smem
+    fft = _beamform_fft(beams, nsamp, prec, sm)
+    return (fft, *_beamform_direct_kernel(channels, fft))
+
+
 @functools.cache
 def _beamform_direct_kernel(channels: int, fft: FFT):
     """``Y[b] = fft(W @ X[b], axis=-1)`` with the weighted sums done in registers: no GEMM tiles.
@@ -523,8 +538,7 @@ def beamform_spectra(x, weights, *, stream=None):
     try:
         if direct:
             sm = _sm()
-            fft = _beamform_fft(beams, nsamp, prec, sm, own="beamform_spectra" in _fused.OWN_FFT)
-            kernel, smem = _beamform_direct_kernel(channels, fft)
+            fft, kernel, smem = _beamform_direct(beams, nsamp, channels, prec, sm)
             block = fft.block_dim
             limit = shared_memory_limit(sm)
             if smem > limit:  # the tile and W: W grows with the channels

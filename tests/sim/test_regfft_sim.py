@@ -264,3 +264,15 @@ def test_beamform_spectra_own(own_fft, monkeypatch, beams, nsamp, channels):
     y = kernels.beamform_spectra(x, w)
     ref = np.fft.fft(np.einsum("bc,ncs->nbs", w.astype(np.complex128), x), axis=-1)
     assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < 1e-6
+
+
+def test_beamform_own_fft_only_within_48_kib(own_fft):
+    """The direct beamforming kernel takes our FFT only where the whole kernel (tile, weights,
+    FFT workspace) fits 48 KiB: with 1024 channels the weights alone need 64 KiB."""
+    from kernels import gemm
+    from nvmath_device import FFT
+
+    fft, _, smem = gemm._beamform_direct(8, 256, 16, np.float32, 90)
+    assert isinstance(fft, _regfft.RegFFT) and smem <= 48 * 1024
+    fft, _, smem = gemm._beamform_direct(8, 256, 1024, np.float32, 90)
+    assert isinstance(fft, FFT) and smem > 48 * 1024
