@@ -20,7 +20,8 @@ built from one kind of arithmetic instruction can reach at most on this machine.
   with it cannot be faster than this ceiling however well it is pipelined.
 
 - FFT throughput (``measure_fft_rate(fwd, inv)``): FFTs per second of cuFFTDx Block FFT
-  descriptors (or of ``kernels._regfft``'s, our own) run back to back on data that never leaves registers and shared memory (as many
+  descriptors (or of ``kernels._regfft``'s, our own) run back to back on data that never leaves
+  registers and shared memory (as many
   blocks as fit on the GPU at once at the kernel's occupancy, each chaining ``reps`` forward
   [+ inverse] FFTs, rescaling between them): the arithmetic,
   shared-memory exchanges and synchronisation of the FFTs themselves, without loads or stores

@@ -27,7 +27,6 @@ PEAK_BPS = 4.3e12
 def _jit(fwd, min_blocks):
     """``cuda.jit``, with launch bounds for ``min_blocks`` blocks of ``fwd.block_dim`` per SM
     when given."""
-
     nthreads = fwd.block_dim[0] * fwd.block_dim[1] * fwd.block_dim[2]
     return cuda.jit(launch_bounds=(nthreads, min_blocks)) if min_blocks else cuda.jit
 
@@ -41,7 +40,6 @@ def conv_kernel(fwd, inv, n, ept, stride, fpb, storage, vt, prefetch=False, min_
     and y move through ``nvmath_device.load_complex``/``store_complex`` (one 8-byte access per
     value instead of numba's two 4-byte ones). ``own``: ``fwd``/``inv`` are kernels._regfft
     pairs, run by their complex-register executors."""
-
     from nvmath_device import load_complex, store_complex
 
     fx, ix = (fwd.executor("complex"), inv.executor("complex")) if own else (None, None)
@@ -97,7 +95,6 @@ def pipelined_kernel(fwd, inv, n, ept, stride, fpb, storage, vt, vector=False):
     into registers before the FFTs of the current one, so every block keeps loads in flight
     through its compute phases. Launch with as many blocks as fit on the GPU at once.
     ``vector``: as for :func:`conv_kernel`."""
-
     from nvmath_device import load_complex, store_complex
 
     zero = np.dtype(vt).type(0)
@@ -160,7 +157,6 @@ def async_kernel(fwd, inv, n, ept, stride, fpb, storage, vt, min_blocks=None):
     staging buffers (after cuFFTDx's shared memory) need no barrier. y is stored with
     ``store_complex``. Launch with as many blocks as fit at once; dynamic shared memory
     :func:`async_shared_bytes`. ``min_blocks``: as for :func:`conv_kernel`."""
-
     from nvmath_device import copy_async, copy_async_commit, copy_async_wait, store_complex
 
     zero = np.dtype(vt).type(0)
