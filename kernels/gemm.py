@@ -331,15 +331,23 @@ def _batched_gemm(a, b, c, alpha, beta, stream, vector=True, per_block=None, blo
     return out.result(s), "smem"
 
 
+@functools.cache  # one descriptor per shape: the kernel cache is keyed on it (a new one recompiled)
+def _own_beamform_fft(nsamp, beams):
+    """Our FFT for the beamforming kernel, or None where the beams' rows need more than 48 KiB."""
+    try:
+        return RegFFT(nsamp, "forward", None, beams)
+    except ValueError:
+        return None
+
+
 def _beamform_fft(beams, nsamp, prec, sm, own=False):
     """The beamforming kernel's FFT: one forward FFT of ``nsamp`` per beam, all beams in a block
     (8 elements per thread from 256 samples up, else 4). ``own``: kernels._regfft's (float32,
     its own elements per thread), where it has the size and its rows fit 48 KiB of shared memory."""
     if own and np.dtype(prec) == np.float32 and nsamp in OWN_SIZES:
-        try:
-            return RegFFT(nsamp, "forward", None, beams)
-        except ValueError:  # the beams' rows need more than 48 KiB of shared memory: cuFFTDx's
-            pass
+        fft = _own_beamform_fft(nsamp, beams)
+        if fft is not None:
+            return fft
     return FFT(size=nsamp, precision=prec, direction="forward", elements_per_thread=8 if nsamp >= 256 else 4,
                ffts_per_block=beams, sm=sm)
 

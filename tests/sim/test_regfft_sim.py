@@ -272,7 +272,9 @@ def test_beamform_own_fft_only_within_48_kib(own_fft):
     from kernels import gemm
     from nvmath_device import FFT
 
-    fft, _, smem = gemm._beamform_direct(8, 256, 16, np.float32, 90)
+    fft, kernel, smem = gemm._beamform_direct(8, 256, 16, np.float32, 90)
     assert isinstance(fft, _regfft.RegFFT) and smem <= 48 * 1024
+    # one descriptor and kernel per shape: a new one each call recompiled the kernel each call
+    assert gemm._beamform_direct(8, 256, 16, np.float32, 90)[:2] == (fft, kernel)
     fft, _, smem = gemm._beamform_direct(8, 256, 1024, np.float32, 90)
     assert isinstance(fft, FFT) and smem > 48 * 1024
