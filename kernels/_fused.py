@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from numba import complex64, cuda
+from numba import cuda
 
 from mathdx_operands import simulator
 from nvmath_device import FFT, load_complex, store_complex
@@ -210,16 +210,15 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
     # whole rows, 80 for segments (whose index math needs more: 64 spilled 48 bytes in the FIR)
     # (complex kernels: left to the compiler; a minimum of 5 blocks of 192 threads made the
     # 512-point one take 48 registers instead of 40, fewer blocks; float64: not measured)
-    own = isinstance(fwd, RegFFT)  # our own FFT (kernels._regfft): shared memory as complex64
+    own = isinstance(fwd, RegFFT)  # our own FFT (kernels._regfft)
     # (our own FFT: left to the compiler; at 64 the 4096-point one at 16 values per thread spilled)
     max_regs = None if own or not real or prec != np.float32 or s2 > 36 else 64 if flat else 80
-    fexec, iexec = (fwd.executor(), inv.executor()) if own else (None, None)
     wsync = own and fwd.warp_sync  # its rows are warps: the warp's barrier between the two FFTs
 
     @jit(nthreads, max_regs)
     def kernel(x, h, y, nrows, nseg, step, halo):
         r = cuda.local.array(s2, dtype=prec, alignment=16)
-        smem = cuda.shared.array(0, dtype=prec)
+        smem = cuda.shared.array(0, dtype=cdt)
         tx = cuda.threadIdx.x
         row = cuda.blockIdx.x * fpb + cuda.threadIdx.y
         ok = row < nrows
@@ -260,10 +259,7 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
                         v = load_complex(x, (b, t)) if inside else czero
                         r[2 * i] = v.real
                         r[2 * i + 1] = v.imag
-        if own:
-            fexec(r, cuda.shared.array(0, dtype=complex64))
-        else:
-            fwd.execute(r, smem)
+        fwd.execute(r, smem)
         # the filter spectrum: every load issued before the first use (one loop that loads and
         # multiplies serialized them: each load's latency exposed in turn)
         hl = cuda.local.array(mid_ept, dtype=cdt)
@@ -282,10 +278,7 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
             cuda.syncwarp()
         else:
             cuda.syncthreads()
-        if own:
-            iexec(r, cuda.shared.array(0, dtype=complex64))
-        else:
-            inv.execute(r, smem)
+        inv.execute(r, smem)
         if flat:
             if ok:
                 for i in range(out_ept):

@@ -27,7 +27,7 @@ the positive angle in both directions, so that a kernel's forward and inverse sh
 FFT of ``2 n`` points runs the ``n``-point complex FFT of the sample pairs and one more exchange
 that brings each value its partner ``n - k`` (the standard split of even and odd samples).
 
-Same contract as a cuFFTDx Block FFT: ``execute(r, smem)`` (:meth:`RegFFT.executor`) with ``r``
+Same contract as a cuFFTDx Block FFT: ``fft.execute(r, smem)`` (:meth:`RegFFT.execute`) with ``r``
 the thread's registers (element ``t + T i`` at ``r[2i], r[2i+1]``, or ``r[i]`` complex) and
 ``smem`` the dynamic shared memory as complex64 (``shared_memory_size`` bytes per block);
 unnormalized in both directions; the caller synchronizes the block (the warp, where
@@ -538,9 +538,88 @@ class RegFFT:
             raise ValueError(f"registers must be 'float' or 'complex', got {registers!r}")
         return _execute(self.complex_size, self.ept, self.ffts_per_block_value, self.sign, registers, self.fft_type)
 
+    @property
+    def key(self) -> tuple:
+        """What the generated code depends on: equal keys, one numba type and one device function."""
+        return (self.complex_size, self.ept, self.ffts_per_block_value, self.sign, self.fft_type)
+
+    def execute(self, r, sc):
+        """``fft.execute(r, sc)`` in a kernel, as a cuFFTDx descriptor's: ``r`` the thread's
+        registers (``2 * storage_size`` float32, or ``storage_size`` complex64), ``sc`` a 1-D
+        shared array of complex64 (the dynamic shared memory, ``shared_memory_size`` bytes).
+        This Python body runs under the simulator; compiled kernels type and lower the call
+        through :func:`_register_numba`'s ``RegFFTType`` (same checks, same device function)."""
+        self.executor(_registers_of(self, np.dtype(r.dtype), r.ndim, r.shape[0], np.dtype(sc.dtype), sc.ndim))(r, sc)
+
     def __repr__(self):
         return (f"RegFFT(size={self.size}, fft_type={self.fft_type!r}, direction={self.direction!r}, "
                 f"elements_per_thread={self.ept}, ffts_per_block={self.ffts_per_block_value})")
+
+
+def _registers_of(fft: RegFFT, rdt: np.dtype, rnd: int, rlen: int | None, sdt: np.dtype, snd: int) -> str:
+    """"float" or "complex": the register kind of ``fft.execute(r, sc)``'s arguments (their
+    dtypes, dimensions and, where known, ``r``'s length), else TypeError naming what is allowed."""
+    s = fft.storage_size
+    allowed = (f"{fft!r}.execute(r, sc): r must be a 1-D local array of {2 * s} float32 or {s} complex64 "
+               f"values, sc a 1-D shared array of complex64")
+    if sdt != np.complex64 or snd != 1:
+        raise TypeError(f"{allowed}; got sc of {sdt} with {snd} dimension(s)")
+    kinds = {np.dtype(np.float32): ("float", 2 * s), np.dtype(np.complex64): ("complex", s)}
+    if rdt not in kinds or rnd != 1:
+        raise TypeError(f"{allowed}; got r of {rdt} with {rnd} dimension(s)")
+    kind, need = kinds[rdt]
+    if rlen is not None and rlen < need:
+        raise TypeError(f"{allowed}; got r of {rlen} values")
+    return kind
+
+
+def _register_numba():
+    """``RegFFT`` in compiled kernels: a numba type per :attr:`RegFFT.key` whose
+    ``execute(r, sc)`` is the generated device function, inlined (not under the simulator,
+    where :meth:`RegFFT.execute` runs as Python)."""
+    from numba.core import types
+    from numba.core.errors import TypingError
+    from numba.cuda.core.imputils import lower_constant
+    from numba.cuda.extending import core_models, overload_method, register_model, typeof_impl
+
+    class RegFFTType(types.Type):
+        def __init__(self, fft):
+            self.fft = fft
+            super().__init__(name=f"RegFFT{fft.key}")
+
+        @property
+        def key(self):
+            return self.fft.key
+
+    register_model(RegFFTType)(core_models.OpaqueModel)
+
+    @lower_constant(RegFFTType)  # a descriptor a kernel closes over: no run-time value
+    def _constant(context, builder, ty, pyval):
+        return context.get_dummy_value()
+
+    @typeof_impl.register(RegFFT)
+    def _typeof(val, c):
+        return RegFFTType(val)
+
+    @overload_method(RegFFTType, "execute", inline="always")
+    def _execute_ol(fft, r, sc):
+        if not isinstance(r, types.Array) or not isinstance(sc, types.Array):
+            raise TypingError(f"{fft.fft!r}.execute(r, sc): r and sc must be arrays, got {r} and {sc}")
+        try:
+            kind = _registers_of(fft.fft, np.dtype(str(r.dtype)), r.ndim, None, np.dtype(str(sc.dtype)), sc.ndim)
+        except TypeError as e:
+            raise TypingError(str(e)) from None
+        run = fft.fft.executor(kind)
+
+        def impl(fft, r, sc):
+            run(r, sc)
+
+        return impl
+
+    return RegFFTType
+
+
+RegFFTType = None if simulator() else _register_numba()
 
 
 @functools.cache

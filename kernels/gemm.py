@@ -463,8 +463,6 @@ def _beamform_direct_kernel(channels: int, fft: FFT):
     tile = beams * nsamp  # the beams x samples tile, then W after it
     smem = max((tile + beams * channels) * isz, fft.shared_memory_size)
     zero = vt.type(0)
-    own = isinstance(fft, RegFFT)  # our own FFT (kernels._regfft), on the complex registers
-    fexec = fft.executor("complex") if own else None
 
     @cuda.jit
     def kernel(W, X, Y):
@@ -498,10 +496,7 @@ def _beamform_direct_kernel(channels: int, fft: FFT):
         for i in range(ept):
             td[i] = sv[beam * nsamp + cuda.threadIdx.x + i * stride]
         cuda.syncthreads()  # every thread has its elements: the FFTs' workspace may take the tile
-        if own:
-            fexec(td, sv)
-        else:
-            fft.execute(td, sv)
+        fft.execute(td, sv)
         for i in range(ept):
             store_complex(Y, (b, beam, cuda.threadIdx.x + i * stride), td[i])
 

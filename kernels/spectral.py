@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from numba import complex64, cuda
+from numba import cuda
 
 from mathdx_operands import on_device, resolve_stream, simulator
 from nvmath_device import FFT, load_complex, store_complex
@@ -23,7 +23,6 @@ from ._fused import (
     launch_rows,
     pairs_ok,
 )
-from ._regfft import RegFFT
 
 _REAL = (np.dtype(np.float32), np.dtype(np.float64))
 _COMPLEX = (np.dtype(np.complex64), np.dtype(np.complex128))
@@ -42,8 +41,6 @@ def _matched_kernel(fwd: FFT, inv: FFT, keep: bool):
         half *= 2
     exact = ept * stride == n  # every register holds an element: no per-element bounds tests
     nthreads = fwd.block_dim[0] * fwd.block_dim[1] * fwd.block_dim[2]
-    own = isinstance(fwd, RegFFT)  # our own FFT (kernels._regfft), on the complex registers
-    fexec, iexec = (fwd.executor("complex"), inv.executor("complex")) if own else (None, None)
 
     @jit(nthreads)
     def kernel(x, tspec, corr, peak_idx, peak_val, nrows):
@@ -58,10 +55,7 @@ def _matched_kernel(fwd: FFT, inv: FFT, keep: bool):
         for i in range(ept):
             j = tx + i * stride
             td[i] = load_complex(x, (row, j)) if ok and (exact or j < n) else czero
-        if own:
-            fexec(td, smem)
-        else:
-            fwd.execute(td, smem)
+        fwd.execute(td, smem)
         # the template spectrum after the FFT: loaded before it, it stayed live through it (half
         # the registers; 163 per thread on sm_90), all loads first so they are in flight together
         for i in range(ept):
@@ -71,10 +65,7 @@ def _matched_kernel(fwd: FFT, inv: FFT, keep: bool):
             if exact or tx + i * stride < n:
                 td[i] = td[i] * tv[i].conjugate()
         cuda.syncthreads()
-        if own:
-            iexec(td, smem)
-        else:
-            inv.execute(td, smem)
+        inv.execute(td, smem)
         # per-thread peak of |c|^2, then the row's peak (lowest index wins ties)
         bv = prec.type(-1.0)
         bi = 0
@@ -212,13 +203,12 @@ def _stft_kernel(fft: FFT, pairs: bool = False):
     rzero = np.dtype(prec).type(0)  # typed: a bare 0 would make the sum float64
     folded = fft.real_fft_options["real_mode"] == "folded"
     n2 = n // 2
-    own = isinstance(fft, RegFFT)  # our own FFT (kernels._regfft): shared memory as complex64
-    fexec = fft.executor() if own else None
+    cdt = fft.value_type
 
     @jit(fft.block_dim[0] * fft.block_dim[1] * fft.block_dim[2])
     def kernel(x, w, out, nrows, nframes, hop):
         r = cuda.local.array(s2, dtype=prec, alignment=16)
-        smem = cuda.shared.array(0, dtype=prec)
+        smem = cuda.shared.array(0, dtype=cdt)
         tx = cuda.threadIdx.x
         row = cuda.blockIdx.x * fpb + cuda.threadIdx.y
         ok = row < nrows
@@ -241,10 +231,7 @@ def _stft_kernel(fft: FFT, pairs: bool = False):
                     r[2 * i + p] = x[b, f * hop + jj] * w[jj] if ok and jj < n else rzero
             else:
                 r[i] = x[b, f * hop + j] * w[j] if ok and j < n else rzero
-        if own:
-            fexec(r, cuda.shared.array(0, dtype=complex64))
-        else:
-            fft.execute(r, smem)
+        fft.execute(r, smem)
         if ok:
             for i in range(out_ept):
                 k = tx + i * stride

@@ -120,6 +120,57 @@ def test_executor_registers_argument():
         _regfft.RegFFT(512, "forward").executor("half")
 
 
+def _typing_error(fwd, rdt, rlen, sdt):
+    """The message of compiling a kernel that calls ``fwd.execute`` on registers of ``rdt``
+    (``rlen`` values) and a dynamic shared array of ``sdt`` (numba's type inference, no GPU)."""
+    from numba import cuda
+    from numba.core.errors import TypingError
+
+    from nvmath_device.aot import compile_kernel
+
+    def k(x):
+        r = cuda.local.array(rlen, rdt)
+        sc = cuda.shared.array(0, sdt)
+        r[0] = x[0]
+        fwd.execute(r, sc)
+        x[0] = r[0]
+
+    from numba import types
+    with pytest.raises(TypingError) as e:
+        compile_kernel(k, (types.float32[::1],), sm=90)
+    return str(e.value)
+
+
+@pytest.mark.parametrize("rdt,sdt,bad", [(np.float64, np.complex64, "got r of float64"),
+                                         (np.float32, np.float32, "got sc of float32"),
+                                         (np.int32, np.complex64, "got r of int32")])
+def test_execute_typing_errors(rdt, sdt, bad):
+    """A kernel calling RegFFT.execute with registers or shared memory of another type fails to
+    type, with a message that says what is allowed (before NVVM runs)."""
+    fwd = _regfft.RegFFT(512, "forward")
+    msg = _typing_error(fwd, rdt, 32, sdt)
+    assert "r must be a 1-D local array of 32 float32 or 16 complex64 values" in msg and bad in msg
+
+
+def test_execute_python_form_checks():
+    """The simulator's form checks the same things, and r's length as well."""
+    fwd = _regfft.RegFFT(512, "forward")
+    sc = np.zeros(fwd.shared_memory_size // 8, np.complex64)
+    with pytest.raises(TypeError, match="got r of 8 values"):
+        fwd.execute(np.zeros(8, np.complex64), sc)
+    with pytest.raises(TypeError, match="got sc of float32"):
+        fwd.execute(np.zeros(32, np.float32), sc.view(np.float32))
+    with pytest.raises(TypeError, match="got r of float64 with 2 dimension"):
+        fwd.execute(np.zeros((2, 32)), sc)
+
+
+def test_equal_descriptors_share_a_numba_type():
+    from numba.cuda.typing.typeof import typeof  # numba-cuda's (kernel arguments and closures)
+
+    a, b = _regfft.RegFFT(512, "forward"), _regfft.RegFFT(512, "forward")
+    assert a is not b and typeof(a) == typeof(b) and typeof(a) != typeof(_regfft.RegFFT(512, "inverse"))
+
+
 def test_descriptor_attributes():
     f = _regfft.RegFFT(1024, "forward")
     assert (f.elements_per_thread_value, f.stride, f.ffts_per_block_value) == (16, 64, 2)

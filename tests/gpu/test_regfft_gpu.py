@@ -8,10 +8,10 @@ exchanges' barriers)."""
 
 import numpy as np
 import pytest
-from numba import cuda, types
 
 import kernels
 from kernels import _fused, _regfft
+from tests.regfft_kernels import roundtrip_kernel
 
 pytestmark = pytest.mark.gpu
 rng = np.random.default_rng(41)
@@ -31,41 +31,6 @@ def own(monkeypatch):
                                             "beamform_spectra"})
 
 
-def _roundtrip_kernel(fwd, inv, registers):
-    fx, ix = fwd.executor(registers), inv.executor(registers)
-    T, fpb, nin, nmid = fwd.stride, fwd.ffts_per_block_value, fwd.input_ept, fwd.output_ept
-    cplx = registers == "complex"
-    width = fwd.storage_size if cplx else 2 * fwd.storage_size
-    dt = np.complex64 if cplx else np.float32
-
-    @cuda.jit
-    def k(x, y, z, nrows):
-        r = cuda.local.array(width, dt)
-        sc = cuda.shared.array(0, types.complex64)
-        t = cuda.threadIdx.x
-        row = cuda.blockIdx.x * fpb + cuda.threadIdx.y
-        ok = row < nrows
-        rr = row if ok else 0
-        for i in range(nin):
-            v = x[rr, t + T * i]
-            if cplx:
-                r[i] = v
-            else:
-                r[2 * i] = v.real
-                r[2 * i + 1] = v.imag
-        fx(r, sc)
-        for i in range(nmid):
-            if ok and t + T * i < y.shape[1]:
-                y[row, t + T * i] = r[i] if cplx else complex(r[2 * i], r[2 * i + 1])
-        cuda.syncthreads()
-        ix(r, sc)
-        for i in range(nin):
-            if ok:
-                z[row, t + T * i] = r[i] if cplx else complex(r[2 * i], r[2 * i + 1])
-
-    return k
-
-
 @pytest.mark.parametrize("registers", ["float", "complex"])
 @pytest.mark.parametrize("n,ept,fpb", [(64, 4, 3), (128, 8, 2), (256, 16, 8), (512, 8, 2), (512, 16, 4),
                                        (1024, 16, 2), (1024, 8, 1), (2048, 16, 1), (4096, 16, 1), (4096, 8, 1)])
@@ -74,7 +39,7 @@ def test_c2c_matches_numpy(n, ept, fpb, registers):
     rows = 5 * fpb + 1  # the last block holds rows past the batch
     x = (rng.standard_normal((rows, n)) + 1j * rng.standard_normal((rows, n))).astype(np.complex64)
     y, z = np.full_like(x, np.nan), np.full_like(x, np.nan)
-    _roundtrip_kernel(fwd, inv, registers)[-(-rows // fpb), fwd.block_dim, 0, fwd.shared_memory_size](x, y, z, rows)
+    roundtrip_kernel(fwd, inv, registers)[-(-rows // fpb), fwd.block_dim, 0, fwd.shared_memory_size](x, y, z, rows)
     assert _rel(y, np.fft.fft(x.astype(np.complex128), axis=-1)) < 1e-6
     assert _rel(z / n, x) < 1e-6
 
@@ -88,7 +53,7 @@ def test_real_matches_rfft(N, ept, fpb):
     pairs = x.view(np.complex64)
     y = np.full((rows, N // 2 + 1), np.nan, np.complex64)
     z = np.full_like(pairs, np.nan)
-    _roundtrip_kernel(fwd, inv, "float")[-(-rows // fpb), fwd.block_dim, 0, fwd.shared_memory_size](pairs, y, z, rows)
+    roundtrip_kernel(fwd, inv, "float")[-(-rows // fpb), fwd.block_dim, 0, fwd.shared_memory_size](pairs, y, z, rows)
     assert _rel(y, np.fft.rfft(x.astype(np.float64), axis=-1)) < 1e-6
     assert _rel(z.view(np.float32) / N, x) < 1e-6
 

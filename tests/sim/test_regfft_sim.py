@@ -15,6 +15,7 @@ from numba import cuda, types
 
 import kernels
 from kernels import _fused, _regfft
+from tests.regfft_kernels import roundtrip_kernel
 
 rng = np.random.default_rng(24)
 
@@ -36,39 +37,9 @@ def _nan_dynamic_shared(monkeypatch):
 
 def _run(n, ept, fpb, registers, rows):
     fwd, inv = _regfft.pair(n, ept, fpb)
-    fx, ix = fwd.executor(registers), inv.executor(registers)
-    T = fwd.stride
-    cplx = registers == "complex"
-    width = ept if cplx else 2 * ept
-    dt = np.complex64 if cplx else np.float32
-
-    @cuda.jit
-    def k(x, y, z, nrows):
-        r = cuda.local.array(width, dt)
-        sc = cuda.shared.array(0, types.complex64)
-        t = cuda.threadIdx.x
-        row = cuda.blockIdx.x * fpb + cuda.threadIdx.y
-        ok = row < nrows
-        for i in range(ept):
-            v = x[row, t + T * i] if ok else x[0, 0]
-            if cplx:
-                r[i] = v
-            else:
-                r[2 * i] = v.real
-                r[2 * i + 1] = v.imag
-        fx(r, sc)
-        for i in range(ept):
-            if ok:
-                y[row, t + T * i] = r[i] if cplx else complex(r[2 * i], r[2 * i + 1])
-        cuda.syncthreads()
-        ix(r, sc)
-        for i in range(ept):
-            if ok:
-                z[row, t + T * i] = r[i] if cplx else complex(r[2 * i], r[2 * i + 1])
-
     x = (rng.standard_normal((rows, n)) + 1j * rng.standard_normal((rows, n))).astype(np.complex64)
     y, z = np.full_like(x, np.nan), np.full_like(x, np.nan)
-    k[-(-rows // fpb), fwd.block_dim, 0, fwd.shared_memory_size](x, y, z, rows)
+    roundtrip_kernel(fwd, inv, registers)[-(-rows // fpb), fwd.block_dim, 0, fwd.shared_memory_size](x, y, z, rows)
     return x, y, z
 
 
@@ -98,7 +69,6 @@ def test_complex_registers(n, ept):
 def _run_real(N, ept, fpb, rows):
     """r2c of float32 rows of N samples (loaded as pairs), then c2r of the spectrum."""
     fwd, inv = _regfft.pair(N, ept, fpb, real=True)
-    fx, ix = fwd.executor(), inv.executor()
     T, M, s2 = fwd.stride, N // 2, 2 * fwd.storage_size
 
     @cuda.jit
@@ -112,12 +82,12 @@ def _run_real(N, ept, fpb, rows):
         for i in range(ept):
             r[2 * i] = x[rr, 2 * (t + T * i)]
             r[2 * i + 1] = x[rr, 2 * (t + T * i) + 1]
-        fx(r, sc)
+        fwd.execute(r, sc)
         for i in range(ept + 1):
             if ok and t + T * i <= M:
                 y[row, t + T * i] = complex(r[2 * i], r[2 * i + 1])
         cuda.syncthreads()
-        ix(r, sc)
+        inv.execute(r, sc)
         for i in range(ept):
             if ok:
                 z[row, 2 * (t + T * i)] = r[2 * i]
