@@ -34,7 +34,7 @@ Each figure is the best of 5 CUDA-event-timed launches after one warm-up.
 from __future__ import annotations
 
 import numpy as np
-from numba import complex64, cuda  # cuda a module global: the simulator swaps it inside kernels
+from numba import cuda  # cuda a module global: the simulator swaps it inside kernels
 
 FMA_UNROLL = 16
 _FMA_SRC = r"""
@@ -166,28 +166,20 @@ def fft_chain_kernel(fwd, inv=None):
 
     pair = inv is not None
     second = inv if pair else fwd  # typed in both variants; run only in the pair (a constant branch)
-    own = hasattr(fwd, "executor")  # kernels._regfft's FFT: device functions, shared memory as complex64
-    fx, sx = (fwd.executor(), second.executor()) if own else (None, None)
+    cdt = fwd.value_type  # the shared memory's type (kernels._regfft's FFT takes complex64 only)
 
     @cuda.jit(launch_bounds=nthreads)
     def fft_chain(out, reps):
         r = cuda.local.array(s2, dtype=prec, alignment=16)
-        smem = cuda.shared.array(0, dtype=prec)
-        smc = cuda.shared.array(0, dtype=complex64)
+        smem = cuda.shared.array(0, dtype=cdt)
         t = (cuda.blockIdx.x * fpb + cuda.threadIdx.y) * bdx + cuda.threadIdx.x
         for i in range(s2):
             r[i] = ((t * 7 + i * 3) % 13 - 6) * step if i < nin else zero
         for _ in range(reps):
-            if own:
-                fx(r, smc)
-            else:
-                fwd.execute(r, smem)
+            fwd.execute(r, smem)
             if pair:
                 cuda.syncthreads()
-                if own:
-                    sx(r, smc)
-                else:
-                    second.execute(r, smem)
+                second.execute(r, smem)
             for i in range(s2):
                 r[i] *= scale
             cuda.syncthreads()

@@ -31,18 +31,16 @@ def _jit(fwd, min_blocks):
     return cuda.jit(launch_bounds=(nthreads, min_blocks)) if min_blocks else cuda.jit
 
 
-def conv_kernel(fwd, inv, n, ept, stride, fpb, storage, vt, prefetch=False, min_blocks=None, vector=False,
-                own=False):
+def conv_kernel(fwd, inv, n, ept, stride, fpb, storage, vt, prefetch=False, min_blocks=None, vector=False):
     """The fused kernel, written once for any pair of descriptors with ``execute(td, smem)``.
     ``prefetch``: h is loaded into registers with x, before the forward FFT (its loads are in
     flight during the FFT instead of after it). ``min_blocks``: launch bounds asking the compiler
     for registers that let that many blocks share an SM (occupancy; may spill). ``vector``: x, h
     and y move through ``nvmath_device.load_complex``/``store_complex`` (one 8-byte access per
-    value instead of numba's two 4-byte ones). ``own``: ``fwd``/``inv`` are kernels._regfft
-    pairs, run by their complex-register executors."""
+    value instead of numba's two 4-byte ones). ``fwd``/``inv``: cuFFTDx descriptors or
+    kernels._regfft's (the same ``execute``)."""
     from nvmath_device import load_complex, store_complex
 
-    fx, ix = (fwd.executor("complex"), inv.executor("complex")) if own else (None, None)
     zero = np.dtype(vt).type(0)  # typed: a bare 0 would make every load a complex128 (f64 converts)
 
     @_jit(fwd, min_blocks)
@@ -62,10 +60,7 @@ def conv_kernel(fwd, inv, n, ept, stride, fpb, storage, vt, prefetch=False, min_
                 td[i] = x[base + i * stride] if ok else zero
                 if prefetch:
                     hv[i] = h[base + i * stride] if ok else zero
-        if own:
-            fx(td, smem)
-        else:
-            fwd.execute(td, smem)
+        fwd.execute(td, smem)
         for i in range(ept):
             if ok:
                 if prefetch:
@@ -75,10 +70,7 @@ def conv_kernel(fwd, inv, n, ept, stride, fpb, storage, vt, prefetch=False, min_
                 else:
                     td[i] = td[i] * h[base + i * stride]
         cuda.syncthreads()
-        if own:
-            ix(td, smem)
-        else:
-            inv.execute(td, smem)
+        inv.execute(td, smem)
         if ok:
             for i in range(ept):
                 if vector:
@@ -268,7 +260,7 @@ def own_kernel(size, ept, fpb, prefetch=False, min_blocks=None, vector=True):
     fwd, inv = _regfft.pair(size, None if ept == "suggested" else ept, None if fpb == "suggested" else fpb)
     e, f = fwd.elements_per_thread_value, fwd.ffts_per_block_value
     k = conv_kernel(fwd, inv, size, e, fwd.stride, f, fwd.storage_size, fwd.value_type, prefetch, min_blocks,
-                    vector, own=True)
+                    vector)
     cfg = f"ept={e} fpb={f}" + (" h prefetched" if prefetch else "") + (" 8-byte loads/stores" if vector else "")
     return k, fwd.block_dim, fwd.shared_memory_size, f, cfg
 

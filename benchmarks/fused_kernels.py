@@ -49,10 +49,12 @@ forward + inverse pairs, forward only for stft and beamform, whose descriptor is
 fft_pair's) chained in registers and shared memory (``benchmarks/ceilings.py``); the table gives
 ours against max(floor, FFT work).
 
-With ``--both-ffts``, each FFT case runs twice in the one process, with cuFFTDx's FFT and then
-with ours (rows "<case> (own FFT)"). With ``--own-fft`` (and ``--own-fft-ept``), the FFT cases run their float32 FFTs by
-``kernels._regfft`` (our own block FFT, conflict-free shared-memory exchanges) instead of
-cuFFTDx; their FFT-work column is then our pair's (its key in the JSON ends in "ours").
+The FFT cases run their float32 FFTs as the library does: by ``kernels._regfft`` (our own block
+FFT, conflict-free shared-memory exchanges; ``kernels._fused.OWN_FFT``) where it has the size,
+else cuFFTDx's; their FFT-work column is then our pair's (its key in the JSON ends in "ours").
+``--own-fft-ept`` sets our FFT's values per thread. With ``--cufftdx-fft`` they run cuFFTDx's
+instead. With ``--both-ffts``, each FFT case runs twice in the one process, with cuFFTDx's FFT
+(rows "<case> (cuFFTDx FFT)") and then with ours.
 
 With ``--fft-configs``, each FFT case (conv_real, conv_complex, fir, matched, stft) runs once with
 cuFFTDx's suggested configuration and then once per other valid ``(elements_per_thread,
@@ -108,27 +110,26 @@ def parse_args(argv=None):
     ap.add_argument("--direct-pipeline", action="store_true",
                     help="direct summation (conv_real's, and fir's with --fir-method direct) by the pipelined "
                          "kernel where it exists (kernels._direct.PIPELINE; rows or segments of 4096)")
-    ap.add_argument("--own-fft", action="store_true",
+    ap.add_argument("--cufftdx-fft", action="store_true",
                     help="the FFT cases' float32 FFTs (conv_real with --conv-method fft, conv_complex, fir, "
-                         "matched, stft, beamform's direct kernel) by kernels._regfft (our own block FFT, conflict-free shared exchanges) "
-                         "instead of cuFFTDx (kernels._fused.OWN_FFT)")
+                         "matched, stft, beamform's direct kernel) by cuFFTDx instead of kernels._regfft (our own "
+                         "block FFT, the library's default: kernels._fused.OWN_FFT)")
     ap.add_argument("--both-ffts", action="store_true",
-                    help="each FFT case twice in one run: cuFFTDx's FFT, then ours (rows '<case> (own FFT)')")
+                    help="each FFT case twice in one run: cuFFTDx's FFT (rows '<case> (cuFFTDx FFT)'), then ours")
     ap.add_argument("--own-fft-ept", type=int, choices=(4, 8, 16, 32),
-                    help="with --own-fft: complex values per thread of our FFTs (kernels._regfft.EPT; default: "
-                         "its own choice per size)")
+                    help="complex values per thread of our FFTs (kernels._regfft.EPT; default: its own choice per size)")
     ap.add_argument("--beamform-kernel", choices=("gemm", "direct"),
                     help="which beamforming kernel beamform_spectra runs (kernels.gemm.BEAMFORM_KERNEL; "
                          "default: the library's choice)")
     a = ap.parse_args(argv)
     if a.mbytes < 1:
         ap.error("--mbytes must be >= 1")
-    if a.own_fft_ept and not (a.own_fft or a.both_ffts):
-        ap.error("--own-fft-ept needs --own-fft or --both-ffts")
-    if a.own_fft and a.both_ffts:
-        ap.error("--own-fft runs ours only, --both-ffts both: one of them")
-    if (a.own_fft or a.both_ffts) and a.fft_configs:
-        ap.error("--own-fft and --fft-configs: the configurations swept are cuFFTDx's; run them apart")
+    if a.own_fft_ept and (a.cufftdx_fft or a.fft_configs):
+        ap.error("--own-fft-ept sets our FFT's values per thread; --cufftdx-fft and --fft-configs run cuFFTDx's")
+    if a.cufftdx_fft and a.both_ffts:
+        ap.error("--cufftdx-fft runs cuFFTDx's only, --both-ffts both: one of them")
+    if a.both_ffts and a.fft_configs:
+        ap.error("--both-ffts and --fft-configs: the configurations swept are cuFFTDx's; run them apart")
     return a
 
 
@@ -549,7 +550,7 @@ def format_table(rows, meta):
              f"{meta.get('mbytes')} MiB per case; median ms (`triton.testing.do_bench`); floor = bytes "
              f"read + written / 4.3e12 B/s; bound = max(floor, FLOP / measured fp32 FMA rate"
              + (f" {meta['fp32_flops'] / 1e12:.1f} TFLOP/s" if meta.get("fp32_flops") else "") + ")", "",
-             "; FFT work ms = the case's FFTs at the throughput measured for its own descriptors (cuFFTDx's, ours with --own-fft) "
+             "; FFT work ms = the case's FFTs at the throughput measured for its own descriptors (ours, or cuFFTDx's with --cufftdx-fft) "
              "(benchmarks/ceilings.py: FFTs chained in registers and shared memory, no signal traffic)", "",
              "| case | data | ours ms | peer | peer ms | speedup | ours % of floor | bound ms | ours % of bound | "
              "FFT work ms | ours % of max(floor, FFT work) | "
@@ -599,7 +600,7 @@ def fft_rate_meter(meta):
     def rate(n, real, pair, kernel=None, config=None):
         ept, fpb = config if config else (None, None)
         fwd, inv = fft_pair(n, np.float32, real, ept, fpb, folded=real and can_fold(n), kernel=kernel)
-        own = " ours" if hasattr(fwd, "executor") else ""  # kernels._regfft's (--own-fft)
+        own = " ours" if hasattr(fwd, "executor") else ""  # kernels._regfft's (the default)
         key = (f"{n} {'real' if real else 'c2c'} {'pair' if pair else 'forward'} "
                f"ept {fwd.elements_per_thread_value} fpb {fwd.ffts_per_block_value}{own}")
         if key not in rates:
@@ -750,8 +751,15 @@ def use_own_fft(ept=None) -> None:
     values per thread, None: its own choice)."""
     from kernels import _fused, _regfft
 
-    _fused.OWN_FFT.update({"fft_convolve", "fir_filter", "matched_filter", "stft_power", "beamform_spectra"})
+    _fused.OWN_FFT.update(_fused.OWN_FFT_FUNCTIONS)
     _regfft.EPT = ept
+
+
+def use_cufftdx_fft() -> None:
+    """cuFFTDx's FFT for every function from here on."""
+    from kernels import _fused
+
+    _fused.OWN_FFT.clear()
 
 
 def main(argv=None):
@@ -764,7 +772,9 @@ def main(argv=None):
         from kernels import _direct
 
         _direct.PIPELINE = True
-    if args.own_fft:
+    if args.cufftdx_fft or args.fft_configs or args.both_ffts:  # --both-ffts: cuFFTDx's first
+        use_cufftdx_fft()
+    else:
         use_own_fft(args.own_fft_ept)
     why = no_gpu_reason()
     if why:
@@ -777,7 +787,7 @@ def main(argv=None):
 
     if args.beamform_kernel:
         kgemm.BEAMFORM_KERNEL = args.beamform_kernel
-    meta = dict(beamform_kernel=kgemm.BEAMFORM_KERNEL, own_fft=args.own_fft, both_ffts=args.both_ffts,
+    meta = dict(beamform_kernel=kgemm.BEAMFORM_KERNEL, cufftdx_fft=args.cufftdx_fft, both_ffts=args.both_ffts,
                 own_fft_ept=args.own_fft_ept, device=cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode(),
                 mbytes=args.mbytes, peak_bps=PEAK_BPS, ref_rows=REF_ROWS, cupy=cp.__version__,
                 command="python benchmarks/fused_kernels.py " + " ".join(sys.argv[1:] if argv is None else argv))
@@ -796,14 +806,15 @@ def main(argv=None):
         print(write(sweep_fft_configs(args.cases, K, args.mbytes, meta["fp32_flops"], fft_rate_meter(meta),
                                       case_done=write)))
         return 0
-    rows = run_cases(args.cases, RUNNERS, K, args.mbytes, flop_rate=meta["fp32_flops"],
-                     fft_rate=fft_rate_meter(meta))
-    if args.both_ffts:  # the FFT cases again, with our FFT (conv_real only where it runs the FFT kernel)
-        use_own_fft(args.own_fft_ept)
-        again = [c for c in args.cases if c in OWN_FFT_CASES and (c != "conv_real" or CONV_METHOD == "fft")]
-        for r in run_cases(again, RUNNERS, K, args.mbytes, flop_rate=meta["fp32_flops"], fft_rate=fft_rate_meter(meta)):
-            r["case"] += " (own FFT)"
+    rows = []
+    if args.both_ffts:  # the FFT cases with cuFFTDx's FFT first (conv_real only where it runs the FFT kernel)
+        first = [c for c in args.cases if c in OWN_FFT_CASES and (c != "conv_real" or CONV_METHOD == "fft")]
+        for r in run_cases(first, RUNNERS, K, args.mbytes, flop_rate=meta["fp32_flops"], fft_rate=fft_rate_meter(meta)):
+            r["case"] += " (cuFFTDx FFT)"
             rows.append(r)
+        use_own_fft(args.own_fft_ept)
+    rows += run_cases(args.cases, RUNNERS, K, args.mbytes, flop_rate=meta["fp32_flops"],
+                      fft_rate=fft_rate_meter(meta))
     print(write_results(args.out, rows, meta))
     return 0
 

@@ -206,12 +206,21 @@ def _ops(m: int, lev: int) -> int:
     return c["fma"] + c["mul"] + c["add"]
 
 
+NESTED_FROM = 65
+"""The fewest taps for which :func:`levels` considers splitting twice. Measured on the H200
+(``benchmarks/conv_methods.py --sizes 4096 --taps 31 63 127 --levels 1 2``, 65536 rows,
+2026-12-05): once / twice 0.519 / 0.534 ms at 31 taps, 0.633 / 0.672 at 63 (72 / 127 registers:
+the nested kernel's fewer instructions lose to its lower occupancy), 1.167 / 1.063 at 127."""
+
+
 @functools.cache
 def levels(m: int) -> int:
     """How many times the kernel splits ``m`` taps by phase (0: plain direct summation, 1: the
-    two-parallel fast FIR, 2: it nested, four-parallel): of 0, 1 and 2, the one with the fewest
-    arithmetic instructions per thread (63 taps: 2016, 1663, 1453)."""
-    return min(range(3), key=lambda lev: (_ops(m, lev), lev))
+    two-parallel fast FIR, 2: it nested, four-parallel): the one with the fewest arithmetic
+    instructions per thread (63 taps: 2016, 1663, 1453) of 0 and 1, and of 2 as well from
+    :data:`NESTED_FROM` taps up (below, measured slower despite fewer instructions)."""
+    top = 2 if m >= NESTED_FROM else 1
+    return min(range(top + 1), key=lambda lev: (_ops(m, lev), lev))
 
 
 def padded_taps(m: int, lev: int) -> int:

@@ -49,12 +49,17 @@ only with that run's figures in the commit that adds it. Keyed by function: the 
 configuration differs between kernels (the work around the FFT changes register pressure)."""
 
 
-OWN_FFT: set = set()
+OWN_FFT_FUNCTIONS = frozenset({"fft_convolve", "fir_filter", "matched_filter", "stft_power", "beamform_spectra"})
+"""Every function that can run :mod:`kernels._regfft`'s FFT."""
+
+OWN_FFT: set = set(OWN_FFT_FUNCTIONS)
 """Functions (``kernel`` names of :func:`fft_pair`: "fft_convolve", "fir_filter",
 "matched_filter", "stft_power"; and "beamform_spectra", whose direct kernel asks for itself)
-whose float32 FFT pairs are :mod:`kernels._regfft`'s instead of
-cuFFTDx's, where it has the size (complex; real in the folded layout). Empty until timed on the
-GPU (``benchmarks/fused_kernels.py --own-fft``)."""
+whose float32 FFT pairs are :mod:`kernels._regfft`'s instead of cuFFTDx's, where it has the size
+(complex; real in the folded layout): all of them. On the H200 (``benchmarks/fused_kernels.py
+--both-ffts``, 2026-12-05, one run) each ran 9-25 % faster with it than with cuFFTDx's (e.g.
+conv_complex 131072 x 512: 0.307 vs 0.350 ms; matched 65536 x 1024: 0.287 vs 0.381 ms).
+Remove a name to give that function cuFFTDx's FFT."""
 
 
 def own_fft(n: int, precision, real: bool, folded: bool, kernel) -> bool:

@@ -102,7 +102,7 @@ def fft_convolve(x, h, *, method="auto", stream=None):
     method : {"auto", "fft", "direct"}
         As ``scipy.signal.convolve``'s. ``"fft"``: the FFT kernel above. ``"direct"``:
         ``y[b, t] = sum_k h[k] x[b, (t - k) mod n]`` summed in one kernel with no FFT (a fast
-        FIR: the two-parallel algorithm, nested where that takes fewer instructions, 0.56-0.77
+        FIR: the two-parallel algorithm, nested from 65 taps on where that takes fewer instructions, 0.56-0.77
         multiply-adds per tap and output from 16 taps on; the taps are kernel parameters, so
         each tap count compiles its own kernel on first use, 8-16 s); float32 ``x`` with rows
         of a multiple of 64 samples up to 8192 (any such length, not only FFT sizes), host

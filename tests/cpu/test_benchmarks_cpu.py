@@ -37,12 +37,12 @@ def test_parse_args(bk):
     assert (a.conv_method, a.fir_method) == ("auto", "auto")
     a = bk.parse_args(["--conv-method", "fft", "--fir-method", "direct", "--direct-pipeline"])
     assert (a.conv_method, a.fir_method, a.direct_pipeline) == ("fft", "direct", True)
-    assert bk.parse_args(["--own-fft"]).own_fft and not bk.parse_args([]).own_fft
-    assert bk.parse_args(["--own-fft", "--own-fft-ept", "8"]).own_fft_ept == 8
+    assert bk.parse_args(["--cufftdx-fft"]).cufftdx_fft and not bk.parse_args([]).cufftdx_fft
+    assert bk.parse_args(["--own-fft-ept", "8"]).own_fft_ept == 8
     assert bk.parse_args(["--both-ffts", "--own-fft-ept", "32"]).both_ffts
-    for bad in (["--cases", "nope"], ["--mbytes", "0"], ["--fir-method", "dft"], ["--own-fft", "--fft-configs"],
-                ["--own-fft-ept", "8"], ["--own-fft", "--own-fft-ept", "64"],
-                ["--own-fft", "--both-ffts"], ["--both-ffts", "--fft-configs"]):
+    for bad in (["--cases", "nope"], ["--mbytes", "0"], ["--fir-method", "dft"], ["--cufftdx-fft", "--own-fft-ept", "8"],
+                ["--fft-configs", "--own-fft-ept", "8"], ["--own-fft-ept", "64"],
+                ["--cufftdx-fft", "--both-ffts"], ["--both-ffts", "--fft-configs"]):
         with pytest.raises(SystemExit):
             bk.parse_args(bad)
 

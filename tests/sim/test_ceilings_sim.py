@@ -33,7 +33,7 @@ def test_fft_chain_pair_returns_its_input(n, real, reps):
 
 @pytest.mark.parametrize("n, real", [(64, False), (128, True), (512, False)])
 def test_fft_chain_of_our_own_fft_returns_its_input(n, real):
-    """The same meter on kernels._regfft's pairs (what fused_kernels.py --own-fft measures)."""
+    """The same meter on kernels._regfft's pairs (what fused_kernels.py measures by default)."""
     from kernels import _regfft
 
     c = _ceilings()

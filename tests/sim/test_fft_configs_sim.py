@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The fused kernels with FFT configurations other than cuFFTDx's suggestion (the ones
 ``benchmarks/fused_kernels.py --fft-configs`` times on the GPU, and that
-``kernels._fused.FFT_CONFIGS`` may select): every function still equals its NumPy reference, and
-the configuration asked for is the one used. Under the simulator; the suite's kernel recorder
+``kernels._fused.FFT_CONFIGS`` may select, for a function not in ``OWN_FFT``): every function
+still equals its NumPy reference, and the configuration asked for is the one used. Under the simulator; the suite's kernel recorder
 links each of these kernels for sm_90 as well."""
 
 import numpy as np
@@ -18,7 +18,10 @@ SHIPPED = dict(_fused.FFT_CONFIGS)  # the table as the package ships it (the fix
 
 @pytest.fixture(autouse=True)
 def _table(monkeypatch):
+    """An empty table, and cuFFTDx's FFT for every function (the table configures cuFFTDx's
+    descriptors; our own FFT, the default where it has the size, takes none of it)."""
     monkeypatch.setattr(_fused, "FFT_CONFIGS", {})
+    monkeypatch.setattr(_fused, "OWN_FFT", set())
     return _fused.FFT_CONFIGS
 
 

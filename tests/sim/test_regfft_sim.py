@@ -143,6 +143,8 @@ def test_fft_convolve_engines_agree(monkeypatch):
     n = 512
     x = (rng.standard_normal((4, n)) + 1j * rng.standard_normal((4, n))).astype(np.complex64)
     h = rng.standard_normal(31) + 1j * rng.standard_normal(31)
+    monkeypatch.setattr(_fused, "OWN_FFT", set())  # cuFFTDx's
+    assert not isinstance(_fused.fft_pair(n, np.float32, False, kernel="fft_convolve")[0], _regfft.RegFFT)
     ours = kernels.fft_convolve(x, h)
     monkeypatch.setattr(_fused, "OWN_FFT", {"fft_convolve"})
     own = kernels.fft_convolve(x, h)
