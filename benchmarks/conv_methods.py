@@ -4,7 +4,7 @@ CuPy's rfft -> multiply -> irfft on the same data: where direct summation (``met
 beats the FFT kernel (``method="fft"``), and so what ``method="auto"`` should pick.
 
     python benchmarks/conv_methods.py --out DIR [--mbytes 1024] [--sizes 512 1024 2048 4096] [--taps 7 15 31 63 64]
-                                      [--levels 1 2] [--pipeline]
+                                      [--levels 1 2] [--pipeline] [--min-blocks 4 8]
 
 Each (n, taps): rows = mbytes MiB / (4 n); the direct and FFT results are checked against a
 float64 reference on a few rows and against each other over the whole output before timing
@@ -14,7 +14,8 @@ kernel's arithmetic bound: ``kernels._direct.flops`` at the fp32 FMA rate measur
 with its taps split each given number of times (``kernels._direct.levels`` overridden; 0: plain
 sums, 1: two-parallel fast FIR, 2: nested), one column per level; ``--pipeline`` adds the
 pipelined kernel (persistent, cp.async into two row buffers; rows of 4096) at each level and at
-the default one. Writes conv_methods.json and conv_methods.md into --out; exits with
+the default one; ``--min-blocks`` the kernel compiled with launch bounds for each number of
+blocks of 128 threads per SM (``kernels._direct.MIN_BLOCKS``: a register cap). Writes conv_methods.json and conv_methods.md into --out; exits with
 status 2 and a message when no GPU is usable.
 """
 
@@ -40,6 +41,9 @@ def parse_args(argv=None):
     ap.add_argument("--taps", type=int, nargs="+", default=[7, 15, 31, 63, 64], help="tap counts")
     ap.add_argument("--levels", type=int, nargs="+", default=[], choices=(0, 1, 2),
                     help="also time the direct kernel with its taps split this many times")
+    ap.add_argument("--min-blocks", type=int, nargs="+", default=[], choices=range(1, 17), metavar="B",
+                    help="also time the direct kernel (at levels() or each --levels) with launch bounds asking for "
+                         "B blocks of 128 threads per SM (kernels._direct.MIN_BLOCKS; a register cap)")
     ap.add_argument("--pipeline", action="store_true",
                     help="also time the pipelined direct kernel (kernels._direct.PIPELINE) where it exists")
     a = ap.parse_args(argv)
@@ -54,7 +58,7 @@ def parse_args(argv=None):
     return a
 
 
-def measure(n, m, mbytes, fma_flops, do_bench, levels=(), pipeline=False):
+def measure(n, m, mbytes, fma_flops, do_bench, levels=(), pipeline=False, min_blocks=()):
     """One (n, taps) row: both methods and CuPy's peer (and the direct kernel at each of
     ``levels``, and pipelined), checked, timed."""
     from unittest import mock
@@ -83,13 +87,16 @@ def measure(n, m, mbytes, fma_flops, do_bench, levels=(), pipeline=False):
     row["fft_ms"] = do_bench(lambda: kernels.fft_convolve(x, h, method="fft"), return_mode="median")
     row["cupy_ms"] = do_bench(lambda: cp.fft.irfft(cp.fft.rfft(x, axis=-1) * H, n=n, axis=-1), return_mode="median")
     row["levels"] = {}
-    variants = [(str(lev), lev, False) for lev in levels]
+    mb0 = _direct.MIN_BLOCKS
+    variants = [(str(lev), lev, False, mb0) for lev in levels]
     if pipeline:
-        variants += [(f"{lev}p", lev, True) for lev in [*levels, _direct.levels(m)]
+        variants += [(f"{lev}p", lev, True, mb0) for lev in [*levels, _direct.levels(m)]
                      if _direct.pipelines(n, m, lev) and f"{lev}p" not in {v[0] for v in variants}]
-    for name, lev, pipe in variants:  # the kernel of this many splits, whatever levels() picks
+    variants += [(f"{lev}/{mb}b", lev, False, mb) for lev in (levels or [_direct.levels(m)]) for mb in min_blocks
+                 if mb != mb0]
+    for name, lev, pipe, mb in variants:  # the kernel of this many splits, whatever levels() picks
         with mock.patch.object(_direct, "levels", lambda m, lev=lev: lev), \
-                mock.patch.object(_direct, "PIPELINE", pipe):
+                mock.patch.object(_direct, "PIPELINE", pipe), mock.patch.object(_direct, "MIN_BLOCKS", mb):
             y = kernels.fft_convolve(x, h, method="direct")
             err = float(cp.linalg.norm(y[:REF_ROWS] - ref) / cp.linalg.norm(ref))
             del y
@@ -107,7 +114,7 @@ def format_table(rows, meta) -> str:
     lines = [f"fft_convolve's kernels, float32 rows ({meta['device']}; fp32 FMA {meta['fp32_flops'] / 1e12:.1f} "
              f"TFLOP/s measured; {meta['mbytes']} MiB per case)", "",
              "| n | taps | rows | direct ms | fft ms | CuPy ms | faster | direct / fft | floor ms | direct arith. ms "
-             "| direct % of bound | rel. err direct / fft | direct ms at levels (p: pipelined) | check |",
+             "| direct % of bound | rel. err direct / fft | direct ms at levels (p: pipelined; /Bb: B blocks per SM) | check |",
              "|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|---|---|"]
     for r in rows:
         levs = ", ".join(f"{k}: {v['ms']:.3f}" for k, v in r.get("levels", {}).items())
@@ -141,7 +148,7 @@ def main(argv=None) -> int:
         for m in args.taps:
             if m > n // 2:
                 continue
-            r = measure(n, m, args.mbytes, meta["fp32_flops"], do_bench, args.levels, args.pipeline)
+            r = measure(n, m, args.mbytes, meta["fp32_flops"], do_bench, args.levels, args.pipeline, args.min_blocks)
             print(f"n={n} taps={m}: direct {r['direct_ms']:.3f} ms, fft {r['fft_ms']:.3f} ms, CuPy "
                   f"{r['cupy_ms']:.3f} ms, direct at {r['direct_pct_bound']:.0f}% of its bound, "
                   f"{'ok' if r['ok'] else 'MISMATCH'}", flush=True)

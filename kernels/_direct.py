@@ -427,7 +427,11 @@ def source(n: int, m: int, lev: int, nseg: int = 0, pipe: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-@functools.cache
+MIN_BLOCKS = 4
+"""Blocks of 128 threads per SM the launch bounds ask for (the register cap: 65536 / (128 x
+MIN_BLOCKS)); the compiler takes fewer where it needs fewer."""
+
+
 def kernel(n: int, m: int, lev: int, nseg: int = 0, pipe: bool = False):
     """The ``@cuda.jit`` kernel ``(x2, x, y2, nrows, g)`` for rows of ``n`` samples and ``m``
     taps split ``lev`` times (``(x2, x, y2, g)`` where :func:`geometry` puts one row in a block
@@ -435,7 +439,12 @@ def kernel(n: int, m: int, lev: int, nseg: int = 0, pipe: bool = False):
     ``x`` the same rows as flat float32, ``g`` the :func:`taps_param` tuple (same ``lev``).
     Launch :func:`geometry`'s block shape over ``ceil(nrows / rows per block)`` blocks, or, for
     ``pipe`` (:func:`source`), over any number of blocks up to the rows (each loops over rows
-    ``gridDim.x`` apart)."""
+    ``gridDim.x`` apart). Built once per arguments and :data:`MIN_BLOCKS`."""
+    return _kernel(n, m, lev, nseg, pipe, MIN_BLOCKS)
+
+
+@functools.cache
+def _kernel(n: int, m: int, lev: int, nseg: int, pipe: bool, min_blocks: int):
     t, rows = geometry(n, m, lev)
     ns = {"__name__": __name__, "np": np, "cuda": cuda, "float32": float32, "complex64": complex64, "uint64": uint64,
           "load_complex": load_complex, "store_complex": store_complex, "copy_async": copy_async,
@@ -443,10 +452,10 @@ def kernel(n: int, m: int, lev: int, nseg: int = 0, pipe: bool = False):
     code = compile(source(n, m, lev, nseg, pipe), f"<kernels._direct n={n} m={m} lev={lev} nseg={nseg} pipe={pipe}>",
                    "exec")
     exec(code, ns)  # noqa: S102 - our own generated source (see source())
-    # launch bounds: the block, and 4 blocks of 128 threads per SM (measured equal to 3 and faster
-    # than 5 with the taps split once and one float of padding, 96 registers at 4096 x 63; this
-    # form: 127 registers split twice, 72 once, no spills)
-    return cuda.jit(launch_bounds=(t * rows, max(1, 512 // (t * rows))))(ns["kernel"])
+    # launch bounds: the block, and MIN_BLOCKS blocks of 128 threads per SM (4: measured equal to
+    # 3 and faster than 5 with the taps split once and one float of padding, 96 registers at
+    # 4096 x 63; this form: 127 registers split twice, 72 once, no spills)
+    return cuda.jit(launch_bounds=(t * rows, max(1, 128 * min_blocks // (t * rows))))(ns["kernel"])
 
 
 SIM_GRID = 3  # blocks of the pipelined kernel under the simulator (each loops over several rows)

@@ -25,9 +25,10 @@ def test_parse_args(cm):
     a = cm.parse_args(["--sizes", "64", "4096", "--taps", "1", "64", "--mbytes", "8"])
     assert (a.sizes, a.taps, a.mbytes, a.levels) == ([64, 4096], [1, 64], 8, [])
     a = cm.parse_args(["--taps", "128", "--levels", "1", "2", "--pipeline"])
-    assert (a.levels, a.pipeline) == ([1, 2], True)
+    assert (a.levels, a.pipeline, a.min_blocks) == ([1, 2], True, [])
+    assert cm.parse_args(["--min-blocks", "4", "8"]).min_blocks == [4, 8]
     for bad in (["--sizes", "100"], ["--sizes", "8192"], ["--taps", "129"], ["--taps", "0"], ["--mbytes", "0"],
-                ["--levels", "3"]):
+                ["--levels", "3"], ["--min-blocks", "0"], ["--min-blocks", "17"]):
         with pytest.raises(SystemExit):
             cm.parse_args(bad)
 
