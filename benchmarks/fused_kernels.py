@@ -52,7 +52,7 @@ ours against max(floor, FFT work).
 The FFT cases run their float32 FFTs as the library does: by ``kernels._regfft`` (our own block
 FFT, conflict-free shared-memory exchanges; ``kernels._fused.OWN_FFT``) where it has the size,
 else cuFFTDx's; their FFT-work column is then our pair's (its key in the JSON ends in "ours").
-``--own-fft-ept`` sets our FFT's values per thread. With ``--cufftdx-fft`` they run cuFFTDx's
+``--own-fft-ept`` sets our FFT's values per thread, ``--own-fft-buffers`` its shared-memory buffers per row. With ``--cufftdx-fft`` they run cuFFTDx's
 instead. With ``--both-ffts``, each FFT case runs twice in the one process, with cuFFTDx's FFT
 (rows "<case> (cuFFTDx FFT)") and then with ours.
 
@@ -118,14 +118,18 @@ def parse_args(argv=None):
                     help="each FFT case twice in one run: cuFFTDx's FFT (rows '<case> (cuFFTDx FFT)'), then ours")
     ap.add_argument("--own-fft-ept", type=int, choices=(4, 8, 16, 32),
                     help="complex values per thread of our FFTs (kernels._regfft.EPT; default: its own choice per size)")
+    ap.add_argument("--own-fft-buffers", type=int, choices=(1, 2),
+                    help="shared-memory buffers per row of our FFTs (kernels._regfft.BUFFERS; default: two where "
+                         "they fit 48 KiB)")
     ap.add_argument("--beamform-kernel", choices=("gemm", "direct"),
                     help="which beamforming kernel beamform_spectra runs (kernels.gemm.BEAMFORM_KERNEL; "
                          "default: the library's choice)")
     a = ap.parse_args(argv)
     if a.mbytes < 1:
         ap.error("--mbytes must be >= 1")
-    if a.own_fft_ept and (a.cufftdx_fft or a.fft_configs):
-        ap.error("--own-fft-ept sets our FFT's values per thread; --cufftdx-fft and --fft-configs run cuFFTDx's")
+    if (a.own_fft_ept or a.own_fft_buffers) and (a.cufftdx_fft or a.fft_configs):
+        ap.error("--own-fft-ept and --own-fft-buffers set our FFT's layout; --cufftdx-fft and --fft-configs run "
+                 "cuFFTDx's")
     if a.cufftdx_fft and a.both_ffts:
         ap.error("--cufftdx-fft runs cuFFTDx's only, --both-ffts both: one of them")
     if a.both_ffts and a.fft_configs:
@@ -746,13 +750,13 @@ def format_config_table(rows, meta):
 OWN_FFT_CASES = ("conv_real", "conv_complex", "fir", "matched", "stft", "beamform")  # cases an FFT engine changes
 
 
-def use_own_fft(ept=None) -> None:
+def use_own_fft(ept=None, buffers=None) -> None:
     """Our FFT (kernels._regfft) for every function that takes it from here on (``ept``: its
-    values per thread, None: its own choice)."""
+    values per thread, ``buffers`` its shared-memory buffers per row; None: its own choice)."""
     from kernels import _fused, _regfft
 
     _fused.OWN_FFT.update(_fused.OWN_FFT_FUNCTIONS)
-    _regfft.EPT = ept
+    _regfft.EPT, _regfft.BUFFERS = ept, buffers
 
 
 def use_cufftdx_fft() -> None:
@@ -775,7 +779,7 @@ def main(argv=None):
     if args.cufftdx_fft or args.fft_configs or args.both_ffts:  # --both-ffts: cuFFTDx's first
         use_cufftdx_fft()
     else:
-        use_own_fft(args.own_fft_ept)
+        use_own_fft(args.own_fft_ept, args.own_fft_buffers)
     why = no_gpu_reason()
     if why:
         print(f"benchmarks/fused_kernels.py needs a CUDA GPU (with CuPy and triton): {why}", file=sys.stderr)
@@ -788,7 +792,7 @@ def main(argv=None):
     if args.beamform_kernel:
         kgemm.BEAMFORM_KERNEL = args.beamform_kernel
     meta = dict(beamform_kernel=kgemm.BEAMFORM_KERNEL, cufftdx_fft=args.cufftdx_fft, both_ffts=args.both_ffts,
-                own_fft_ept=args.own_fft_ept, device=cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode(),
+                own_fft_ept=args.own_fft_ept, own_fft_buffers=args.own_fft_buffers, device=cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode(),
                 mbytes=args.mbytes, peak_bps=PEAK_BPS, ref_rows=REF_ROWS, cupy=cp.__version__,
                 command="python benchmarks/fused_kernels.py " + " ".join(sys.argv[1:] if argv is None else argv))
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/ceilings.py
@@ -812,7 +816,7 @@ def main(argv=None):
         for r in run_cases(first, RUNNERS, K, args.mbytes, flop_rate=meta["fp32_flops"], fft_rate=fft_rate_meter(meta)):
             r["case"] += " (cuFFTDx FFT)"
             rows.append(r)
-        use_own_fft(args.own_fft_ept)
+        use_own_fft(args.own_fft_ept, args.own_fft_buffers)
     rows += run_cases(args.cases, RUNNERS, K, args.mbytes, flop_rate=meta["fp32_flops"],
                       fft_rate=fft_rate_meter(meta))
     print(write_results(args.out, rows, meta))

@@ -242,13 +242,24 @@ def _passes(m: int, ept: int) -> list:
     return passes
 
 
-def layout(m: int, ept: int, fpb: int, kind: str) -> dict:
+BUFFERS = None
+"""Shared-memory buffers per row of every FFT built without an explicit count: None (two where
+they fit :data:`MAX_SHARED`, else one), 1 or 2 (two only where they fit). Two buffers take one
+barrier per exchange, one buffer two, and half the shared memory (more blocks per SM where shared
+memory limits them: 34 KiB per block allows 6 of them on an H200 SM, 17 KiB 12);
+``benchmarks/fused_kernels.py --own-fft-buffers`` sets it."""
+
+
+def layout(m: int, ept: int, fpb: int, kind: str, buffers: int | None = None) -> dict:
     """The shared memory of one FFT of ``m`` complex points (``kind`` "c2c", or "r2c"/"c2r" of
-    ``2 m`` real points): its exchanges, words per buffer, whether the two buffers fit
-    (:data:`MAX_SHARED`) and the bytes per block."""
+    ``2 m`` real points): its exchanges, words per buffer, whether it uses two buffers (see
+    :data:`BUFFERS`; ``buffers`` None: that default) and the bytes per block."""
+    buffers = BUFFERS if buffers is None else buffers
+    if buffers not in (None, 1, 2):
+        raise ValueError(f"buffers must be None, 1 or 2, got {buffers!r}")
     exs = [exchange(m, ept, ns, R) for ns, R in _passes(m, ept)[:-1]]
     space = max([e["space"] for e in exs] + ([m + 1] if kind != "c2c" else []), default=0)
-    double = 2 * space * 8 * fpb <= MAX_SHARED
+    double = buffers != 1 and 2 * space * 8 * fpb <= MAX_SHARED
     row = space * (2 if double else 1)
     return dict(exchanges=exs, space=space, double=double, row=row, bytes=fpb * row * 8)
 
@@ -272,7 +283,7 @@ class _Exchanges:
 
 
 def source(n: int, ept: int, fpb: int, sign: int, registers: str = "float", kind: str = "c2c",
-           warp: bool = False) -> tuple:
+           warp: bool = False, buffers: int | None = None) -> tuple:
     """(source of ``execute(r, sc)``, constants, shared bytes per block, exchanges).
 
     ``kind`` "c2c": ``n`` complex points; "r2c" / "c2r": ``2 n`` real points through an
@@ -280,10 +291,10 @@ def source(n: int, ept: int, fpb: int, sign: int, registers: str = "float", kind
     ``ept`` pairs in, ``ept + 1`` spectrum values out, or the reverse; value ``ept`` is the
     Nyquist bin on thread 0). ``registers``: ``r`` holds float32 pairs ("float") or complex64
     values ("complex"). ``warp``: the exchanges' barriers are ``syncwarp`` (see :func:`warp_rows`),
-    else ``syncthreads``."""
+    else ``syncthreads``. ``buffers``: as :func:`layout`'s."""
     T = n // ept
     g = _Gen(barrier="cuda.syncwarp()" if warp else "cuda.syncthreads()")
-    lay = layout(n, ept, fpb, kind)
+    lay = layout(n, ept, fpb, kind, buffers)
     ex = _Exchanges(g, lay)
     g.emit("t = cuda.threadIdx.x")
     if lay["row"]:
@@ -453,14 +464,15 @@ def _namespace(consts: dict) -> dict:
 
 
 @functools.cache
-def _execute(n: int, ept: int, fpb: int, sign: int, registers: str, kind: str):
+def _execute(n: int, ept: int, fpb: int, sign: int, registers: str, kind: str, buffers: int):
     from numba import cuda
 
     # the simulator has no syncwarp: the block's barrier there (stronger; the GPU's racecheck
     # covers the warp's)
-    src, consts, _, _ = source(n, ept, fpb, sign, registers, kind, warp_rows(n, ept, fpb) and not simulator())
+    src, consts, _, _ = source(n, ept, fpb, sign, registers, kind, warp_rows(n, ept, fpb) and not simulator(),
+                               buffers)
     ns = _namespace(consts)
-    name = f"<kernels._regfft {kind} n={n} ept={ept} fpb={fpb} sign={sign} registers={registers}>"
+    name = f"<kernels._regfft {kind} n={n} ept={ept} fpb={fpb} sign={sign} registers={registers} buffers={buffers}>"
     exec(compile(src, name, "exec"), ns)  # noqa: S102 - our own generated source
     if simulator():
         return cuda.jit(device=True)(ns["execute"])
@@ -486,7 +498,7 @@ class RegFFT:
     value_type = np.dtype(np.complex64)
 
     def __init__(self, size: int, direction: str | None = None, elements_per_thread: int | None = None,
-                 ffts_per_block: int | None = None, fft_type: str = "c2c"):
+                 ffts_per_block: int | None = None, fft_type: str = "c2c", buffers: int | None = None):
         if fft_type not in _KINDS:
             raise ValueError(f"fft_type must be 'c2c', 'r2c' or 'c2r', got {fft_type!r}")
         if fft_type != "c2c":
@@ -522,7 +534,8 @@ class RegFFT:
             ins, outs = (ept, ept + 1) if fft_type == "r2c" else (ept + 1, ept)
             self.input_ept, self.output_ept = ins, outs
             self.input_length, self.output_length = (m, m + 1) if fft_type == "r2c" else (m + 1, m)
-        self.shared_memory_size = layout(m, ept, ffts_per_block, fft_type)["bytes"]
+        lay = layout(m, ept, ffts_per_block, fft_type, buffers)
+        self.shared_memory_size, self.buffers = lay["bytes"], 2 if lay["double"] else 1
         # its barriers are the warp's (not under the simulator, which has no syncwarp): a caller
         # that reuses the shared memory between two calls may also synchronize just the warp
         self.warp_sync = warp_rows(m, ept, ffts_per_block) and not simulator()
@@ -536,12 +549,19 @@ class RegFFT:
         of the thread at ``r[2i], r[2i+1]``) or of ``storage_size`` complex64 ("complex")."""
         if registers not in ("float", "complex"):
             raise ValueError(f"registers must be 'float' or 'complex', got {registers!r}")
-        return _execute(self.complex_size, self.ept, self.ffts_per_block_value, self.sign, registers, self.fft_type)
+        return _execute(self.complex_size, self.ept, self.ffts_per_block_value, self.sign, registers, self.fft_type,
+                        self.buffers)
 
     @property
     def key(self) -> tuple:
         """What the generated code depends on: equal keys, one numba type and one device function."""
-        return (self.complex_size, self.ept, self.ffts_per_block_value, self.sign, self.fft_type)
+        return (self.complex_size, self.ept, self.ffts_per_block_value, self.sign, self.fft_type, self.buffers)
+
+    def __eq__(self, other):
+        return type(other) is RegFFT and other.key == self.key
+
+    def __hash__(self):
+        return hash(self.key)
 
     def execute(self, r, sc):
         """``fft.execute(r, sc)`` in a kernel, as a cuFFTDx descriptor's: ``r`` the thread's
@@ -553,7 +573,7 @@ class RegFFT:
 
     def __repr__(self):
         return (f"RegFFT(size={self.size}, fft_type={self.fft_type!r}, direction={self.direction!r}, "
-                f"elements_per_thread={self.ept}, ffts_per_block={self.ffts_per_block_value})")
+                f"elements_per_thread={self.ept}, ffts_per_block={self.ffts_per_block_value}, buffers={self.buffers})")
 
 
 def _registers_of(fft: RegFFT, rdt: np.dtype, rnd: int, rlen: int | None, sdt: np.dtype, snd: int) -> str:
@@ -622,10 +642,15 @@ def _register_numba():
 RegFFTType = None if simulator() else _register_numba()
 
 
-@functools.cache
 def pair(n: int, ept: int | None = None, fpb: int | None = None, real: bool = False) -> tuple:
     """(forward, inverse) :class:`RegFFT` of one layout: c2c of ``n`` points, or with ``real``
-    r2c and c2r of ``n`` real points (``ept`` counts the complex values of their n/2-point FFT)."""
+    r2c and c2r of ``n`` real points (``ept`` counts the complex values of their n/2-point FFT);
+    built once per arguments and :data:`EPT` / :data:`BUFFERS`."""
+    return _pair(n, ept, fpb, real, EPT, BUFFERS)
+
+
+@functools.cache
+def _pair(n: int, ept, fpb, real: bool, _ept_default, _buffers) -> tuple:
     if real:
         return RegFFT(n, None, ept, fpb, "r2c"), RegFFT(n, None, ept, fpb, "c2r")
     return RegFFT(n, "forward", ept, fpb), RegFFT(n, "inverse", ept, fpb)

@@ -12,7 +12,7 @@ from mathdx_operands import on_device, resolve_stream, simulator
 from nvmath_device import FFT, Matmul, load_complex, store_complex
 from nvmath_device.common_cuda import shared_memory_limit
 
-from . import _fused
+from . import _fused, _regfft
 from ._arrays import Operand, Output, host_numbers
 from ._consts import to_device_const
 from ._fused import aligned, copy_1d, vectors_ok
@@ -331,9 +331,14 @@ def _batched_gemm(a, b, c, alpha, beta, stream, vector=True, per_block=None, blo
     return out.result(s), "smem"
 
 
-@functools.cache  # one descriptor per shape: the kernel cache is keyed on it (a new one recompiled)
 def _own_beamform_fft(nsamp, beams):
-    """Our FFT for the beamforming kernel, or None where the beams' rows need more than 48 KiB."""
+    """Our FFT for the beamforming kernel, or None where the beams' rows need more than 48 KiB
+    (one descriptor per shape and kernels._regfft's EPT / BUFFERS: built once)."""
+    return _own_beamform_fft_of(nsamp, beams, _regfft.EPT, _regfft.BUFFERS)
+
+
+@functools.cache
+def _own_beamform_fft_of(nsamp, beams, _ept, _buffers):
     try:
         return RegFFT(nsamp, "forward", None, beams)
     except ValueError:

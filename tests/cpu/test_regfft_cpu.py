@@ -171,6 +171,25 @@ def test_equal_descriptors_share_a_numba_type():
     assert a is not b and typeof(a) == typeof(b) and typeof(a) != typeof(_regfft.RegFFT(512, "inverse"))
 
 
+def test_one_buffer(monkeypatch):
+    """buffers=1 (or BUFFERS = 1): half the shared memory, a barrier before each later write;
+    equal descriptors are equal (one kernel each), other buffer counts are not."""
+    two, one = _regfft.RegFFT(1024, "forward"), _regfft.RegFFT(1024, "forward", buffers=1)
+    assert (two.buffers, one.buffers) == (2, 1) and one.shared_memory_size * 2 == two.shared_memory_size
+    assert one != two and one == _regfft.RegFFT(1024, "forward", buffers=1)
+    assert hash(one) == hash(_regfft.RegFFT(1024, "forward", buffers=1))
+    src = _regfft.source(1024, 16, 2, -1, buffers=1)[0]
+    assert src.count("cuda.syncthreads()") == 3  # two exchanges: 2 + 1
+    monkeypatch.setattr(_regfft, "BUFFERS", 1)
+    fwd, inv = _regfft.pair(1024)
+    assert fwd.buffers == inv.buffers == 1 and _regfft.pair(1024) == (fwd, inv)
+    monkeypatch.setattr(_regfft, "BUFFERS", None)
+    assert _regfft.pair(1024)[0].buffers == 2
+    assert _regfft.RegFFT(4096, "forward", buffers=2).buffers == 1  # two do not fit 48 KiB: one
+    with pytest.raises(ValueError, match="buffers must be None, 1 or 2"):
+        _regfft.RegFFT(512, "forward", buffers=3)
+
+
 def test_descriptor_attributes():
     f = _regfft.RegFFT(1024, "forward")
     assert (f.elements_per_thread_value, f.stride, f.ffts_per_block_value) == (16, 64, 2)

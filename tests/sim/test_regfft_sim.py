@@ -58,6 +58,17 @@ def test_execute_matches_numpy(n, ept, fpb):
     assert back < 1e-6, (n, ept, fpb, back)
 
 
+@pytest.mark.parametrize("n,ept,fpb", [(512, 16, 4), (1024, 16, 2), (256, 8, 3)])
+def test_one_buffer_matches_numpy(monkeypatch, n, ept, fpb):
+    """One shared buffer per row (kernels._regfft.BUFFERS = 1): every exchange in one buffer."""
+    monkeypatch.setattr(_regfft, "BUFFERS", 1)
+    assert _regfft.pair(n, ept, fpb)[0].buffers == 1
+    x, y, z = _run(n, ept, fpb, "float", fpb + 1)
+    ref = np.fft.fft(x.astype(np.complex128), axis=-1)
+    assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < 1e-6
+    assert np.linalg.norm(z / n - x) / np.linalg.norm(x) < 1e-6
+
+
 @pytest.mark.parametrize("n,ept", [(64, 4), (512, 8), (1024, 16)])
 def test_complex_registers(n, ept):
     x, y, z = _run(n, ept, 2, "complex", 2)
