@@ -242,12 +242,15 @@ def _passes(m: int, ept: int) -> list:
     return passes
 
 
-BUFFERS = None
-"""Shared-memory buffers per row of every FFT built without an explicit count: None (two where
-they fit :data:`MAX_SHARED`, else one), 1 or 2 (two only where they fit). Two buffers take one
-barrier per exchange, one buffer two, and half the shared memory (more blocks per SM where shared
-memory limits them: 34 KiB per block allows 6 of them on an H200 SM, 17 KiB 12);
-``benchmarks/fused_kernels.py --own-fft-buffers`` sets it."""
+BUFFERS = 1
+"""Shared-memory buffers per row of every FFT built without an explicit count: 1, 2 (two only
+where they fit :data:`MAX_SHARED`) or None (two where they fit, else one). Two buffers take one
+barrier per exchange, one buffer two, and half the shared memory: more blocks per SM where shared
+memory limits them (34 KiB per block allows 6 of them on an H200 SM, 17 KiB 12; the fused kernels'
+registers then allow 6-8). Measured on the H200 (``benchmarks/fused_kernels.py --own-fft-buffers
+1``, 2026-12-05, against the default-2 run of the same session): conv_complex 0.305 -> 0.278 ms,
+FIR 0.510 -> 0.452, matched 0.285 -> 0.273, STFT 0.476 -> 0.438, conv_real's FFT method 0.429 ->
+0.383, beamforming 0.239 -> 0.238. ``--own-fft-buffers`` sets it."""
 
 
 def layout(m: int, ept: int, fpb: int, kind: str, buffers: int | None = None) -> dict:

@@ -172,9 +172,10 @@ def test_equal_descriptors_share_a_numba_type():
 
 
 def test_one_buffer(monkeypatch):
-    """buffers=1 (or BUFFERS = 1): half the shared memory, a barrier before each later write;
-    equal descriptors are equal (one kernel each), other buffer counts are not."""
-    two, one = _regfft.RegFFT(1024, "forward"), _regfft.RegFFT(1024, "forward", buffers=1)
+    """buffers=1 (the default, BUFFERS = 1): half the shared memory of two, a barrier before each
+    later write; equal descriptors are equal (one kernel each), other buffer counts are not."""
+    assert _regfft.BUFFERS == 1 and _regfft.RegFFT(1024, "forward").buffers == 1
+    two, one = _regfft.RegFFT(1024, "forward", buffers=2), _regfft.RegFFT(1024, "forward", buffers=1)
     assert (two.buffers, one.buffers) == (2, 1) and one.shared_memory_size * 2 == two.shared_memory_size
     assert one != two and one == _regfft.RegFFT(1024, "forward", buffers=1)
     assert hash(one) == hash(_regfft.RegFFT(1024, "forward", buffers=1))
@@ -195,18 +196,20 @@ def test_descriptor_attributes():
     assert (f.elements_per_thread_value, f.stride, f.ffts_per_block_value) == (16, 64, 2)
     assert f.block_dim == (64, 2, 1) and f.output_length == 1024 and f.value_type == np.complex64
     assert f.fft_type == "c2c" and f.real_fft_options is None
-    # two buffers of the padded row per row slot, 8 bytes per word
+    # one buffer of the padded row per row slot (2 rows), 8 bytes per word; two buffers: twice that
     e = max(_regfft.exchange(1024, 16, ns, 16)["space"] for ns in (4, 64))
-    assert f.shared_memory_size == 2 * 2 * e * 8
+    assert f.shared_memory_size == 2 * e * 8
+    assert _regfft.RegFFT(1024, "forward", buffers=2).shared_memory_size == 2 * 2 * e * 8
 
 
 def test_generated_source_is_float32_only():
-    src, consts, _, _ = _regfft.source(1024, 16, 1, -1)
+    src, consts, _, _ = _regfft.source(1024, 16, 1, -1, buffers=2)
     assert "float64" not in src and all(isinstance(v, float) for v in consts)
     assert src.count("cuda.syncthreads()") == 2  # two exchanges, two buffers: one barrier each
+    assert _regfft.source(1024, 16, 1, -1)[0].count("cuda.syncthreads()") == 3  # one buffer (default)
     single = _regfft.source(4096, 16, 1, -1)[0]  # two buffers of 34 KiB do not fit 48 KiB: one buffer
     assert single.count("cuda.syncthreads()") == 3
-    warp = _regfft.source(512, 16, 4, -1, warp=True)[0]
+    warp = _regfft.source(512, 16, 4, -1, warp=True, buffers=2)[0]
     assert warp.count("cuda.syncwarp()") == 2 and "syncthreads" not in warp
 
 
