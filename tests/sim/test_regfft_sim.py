@@ -58,11 +58,13 @@ def test_execute_matches_numpy(n, ept, fpb):
     assert back < 1e-6, (n, ept, fpb, back)
 
 
+@pytest.mark.parametrize("buffers", [1, 2])
 @pytest.mark.parametrize("n,ept,fpb", [(512, 16, 4), (1024, 16, 2), (256, 8, 3)])
-def test_one_buffer_matches_numpy(monkeypatch, n, ept, fpb):
-    """One shared buffer per row (kernels._regfft.BUFFERS = 1): every exchange in one buffer."""
-    monkeypatch.setattr(_regfft, "BUFFERS", 1)
-    assert _regfft.pair(n, ept, fpb)[0].buffers == 1
+def test_buffers_match_numpy(monkeypatch, n, ept, fpb, buffers):
+    """One shared buffer per row (kernels._regfft.BUFFERS = 1, the default: every exchange in one
+    buffer) or two (alternating)."""
+    monkeypatch.setattr(_regfft, "BUFFERS", buffers)
+    assert _regfft.pair(n, ept, fpb)[0].buffers == buffers
     x, y, z = _run(n, ept, fpb, "float", fpb + 1)
     ref = np.fft.fft(x.astype(np.complex128), axis=-1)
     assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < 1e-6
