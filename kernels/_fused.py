@@ -57,9 +57,9 @@ OWN_FFT: set = set(OWN_FFT_FUNCTIONS)
 "matched_filter", "stft_power"; and "beamform_spectra", whose direct kernel asks for itself)
 whose float32 FFT pairs are :mod:`kernels._regfft`'s instead of cuFFTDx's, where it has the size
 (complex; real in the folded layout): all of them. On the H200 (``benchmarks/fused_kernels.py
---both-ffts``, 2026-12-05, one run) each ran 9-25 % faster with it than with cuFFTDx's (e.g.
-conv_complex 131072 x 512: 0.307 vs 0.350 ms; matched 65536 x 1024: 0.287 vs 0.381 ms).
-Remove a name to give that function cuFFTDx's FFT."""
+--both-ffts`` and ``--own-fft-buffers 1``, 2026-12-05, benchmarks/RESULTS.md) each ran 16-28 %
+faster with it than with cuFFTDx's (e.g. conv_complex 131072 x 512: 0.278 vs 0.349 ms; matched
+65536 x 1024: 0.273 vs 0.380 ms). Remove a name to give that function cuFFTDx's FFT."""
 
 
 def own_fft(n: int, precision, real: bool, folded: bool, kernel) -> bool:
