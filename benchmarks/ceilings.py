@@ -21,9 +21,8 @@ built from one kind of arithmetic instruction can reach at most on this machine.
 
 - FFT throughput (``measure_fft_rate(fwd, inv)``): FFTs per second of cuFFTDx Block FFT
   descriptors (or of ``kernels._regfft``'s, our own) run back to back on data that never leaves
-  registers and shared memory (as many
-  blocks as fit on the GPU at once at the kernel's occupancy, each chaining ``reps`` forward
-  [+ inverse] FFTs, rescaling between them): the arithmetic,
+  registers and shared memory (as many blocks as fit on the GPU at once at the kernel's
+  occupancy, each chaining ``reps`` forward [+ inverse] FFTs, rescaling between them): the arithmetic,
   shared-memory exchanges and synchronisation of the FFTs themselves, without loads or stores
   of the signal. The FFT kernels of ``kernels`` cannot run faster than their FFT work at this
   rate, whatever their memory traffic: ``fused_kernels.py`` reports that bound per case.

@@ -27,8 +27,7 @@ def _host(y):
 
 @pytest.fixture
 def own(monkeypatch):
-    monkeypatch.setattr(_fused, "OWN_FFT", {"fft_convolve", "fir_filter", "matched_filter", "stft_power",
-                                            "beamform_spectra"})
+    monkeypatch.setattr(_fused, "OWN_FFT", set(_fused.OWN_FFT_FUNCTIONS))
 
 
 @pytest.mark.parametrize("registers", ["float", "complex"])
