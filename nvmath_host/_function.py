@@ -21,6 +21,17 @@ __all__ = ["matmul", "clear_plan_cache", "plan_cache_info"]
 _CACHE_SIZE = 32
 
 
+class _Entry:
+    """One key's idle plans (oldest first); ``live`` until the entry leaves the cache."""
+
+    __slots__ = ("key", "plans", "live")
+
+    def __init__(self, key):
+        self.key = key
+        self.plans: list = []
+        self.live = True
+
+
 class PlanCache:
     """:func:`matmul`'s plans: an LRU of idle plans, each checked out by one caller at a time.
 
@@ -32,64 +43,80 @@ class PlanCache:
     instead of being cached. Several plans may be cached under one key (threads that ran the
     same problem at once); ``capacity`` counts plans. Plans are any objects with ``free()``;
     they are freed outside the lock.
+
+    A key's entry stays in the cache, empty, while its plans are out, and the ticket of a
+    checkout carries the entry: a checkin then finds it without looking the key up again (a
+    :func:`matmul` call on a cache hit hashes its key twice, not four times). Eviction drops
+    the empty entries it meets; :meth:`forget` drops one whose plan will not come back.
     """
 
     __slots__ = ("capacity", "_idle", "_size", "_generation", "_lock")
 
     def __init__(self, capacity: int):
         self.capacity = capacity
-        self._idle: OrderedDict = OrderedDict()  # key -> [plan, ...] (oldest first)
-        self._size = 0
+        self._idle: OrderedDict = OrderedDict()  # key -> _Entry (least recently used first)
+        self._size = 0  # idle plans
         self._generation = 0  # bumped by clear(): older checkouts are freed on checkin
         self._lock = threading.Lock()
 
-    def checkout(self, key) -> tuple[Any, int]:
+    def checkout(self, key) -> tuple[Any, tuple]:
         """``(plan, ticket)``: an idle plan for ``key`` (now owned by the caller) or ``None``.
 
         Pass the ticket back to :meth:`checkin` with the plan (or with a fresh one built
-        because there was none).
+        because there was none), or to :meth:`forget` if no plan will come back.
         """
         with self._lock:
-            plans = self._idle.get(key)
-            if plans:
-                plan = plans.pop()
-                if not plans:
-                    del self._idle[key]
+            entry = self._idle.get(key)
+            if entry is not None and entry.plans:
                 self._size -= 1
-                return plan, self._generation
-            return None, self._generation
+                return entry.plans.pop(), (self._generation, entry)
+            return None, (self._generation, entry)
 
-    def checkin(self, key, plan, ticket: int) -> None:
+    def checkin(self, key, plan, ticket: tuple) -> None:
         """Return ``plan`` (checked out, or built, under ``ticket``) to the cache."""
+        generation, entry = ticket
         doomed = None
         with self._lock:
-            if ticket != self._generation:
+            if generation != self._generation:
                 doomed = [plan]  # cleared while it was out
             else:
-                plans = self._idle.get(key)
-                if plans is None:
-                    self._idle[key] = [plan]
-                else:
-                    plans.append(plan)
-                    self._idle.move_to_end(key)
+                idle = self._idle
+                if entry is None or not entry.live:
+                    entry = idle.get(key)
+                    if entry is None:
+                        entry = idle[key] = _Entry(key)
+                entry.plans.append(plan)
+                idle.move_to_end(entry.key)  # (the stored key: compared by identity)
                 self._size += 1
                 if self._size > self.capacity:
                     doomed = []
-                    idle = self._idle
                     while self._size > self.capacity:
-                        k = next(iter(idle))
-                        plans = idle[k]
-                        doomed.append(plans.pop(0))
-                        if not plans:
-                            del idle[k]
-                        self._size -= 1
+                        oldest = next(iter(idle.values()))
+                        if oldest.plans:
+                            doomed.append(oldest.plans.pop(0))
+                            self._size -= 1
+                        if not oldest.plans:
+                            del idle[oldest.key]
+                            oldest.live = False
         if doomed:
             _free_all(doomed)
+
+    def forget(self, ticket: tuple) -> None:
+        """The plan of ``ticket``'s checkout will not come back (its caller freed it): drop
+        the key's entry if it holds no idle plan."""
+        entry = ticket[1]
+        with self._lock:
+            if entry is not None and entry.live and not entry.plans:
+                del self._idle[entry.key]
+                entry.live = False
 
     def clear(self) -> None:
         """Free every idle plan; plans checked out now are freed when they come back."""
         with self._lock:
-            doomed = [p for plans in self._idle.values() for p in plans]
+            doomed = []
+            for entry in self._idle.values():
+                doomed += entry.plans
+                entry.live = False
             self._idle.clear()
             self._size = 0
             self._generation += 1
@@ -98,7 +125,7 @@ class PlanCache:
     def info(self) -> dict:
         """``{"size", "capacity", "keys"}`` of the idle plans (a key once per plan)."""
         with self._lock:
-            keys = [k for k, plans in self._idle.items() for _ in plans]
+            keys = [k for k, entry in self._idle.items() for _ in entry.plans]
             return {"size": self._size, "capacity": self.capacity, "keys": keys}
 
 
@@ -148,28 +175,34 @@ def _options_key(options):
 def plan_key(oa, ob, oc, epilog, inputs, options, alpha, beta, stream, preferences) -> tuple:
     """The plan-cache key of a :func:`matmul` call: everything but the data (the operands'
     signatures and pointer alignments, the epilog, options, whether alpha/beta were given,
-    the stream, the preferences)."""
-    al = _gpu.ALIGN16  # _gpu.alignment(ptr) == al[ptr & 15], inlined: this runs at every call
+    the stream, the preferences).
+
+    One flat tuple of strings, ints and shape/stride tuples, so that hashing and comparing it
+    is cheap (this runs at every call, and the cache looks the key up once per call): a head
+    of fixed length that also says whether ``c`` is given and how many epilog inputs there
+    are, then ``c``'s six items if given, then seven per input, sorted by name.
+    """
+    al = _gpu.ALIGN16  # _gpu.alignment(ptr) == al[ptr & 15], inlined
     if epilog is not None:
-        epilog = int(epilog if type(epilog) is MatmulEpilog else _as_epilog(epilog))
+        epilog = (epilog if type(epilog) is MatmulEpilog else _as_epilog(epilog))._value_
     key = (
-        oa.signature(),
-        ob.signature(),
-        oc.signature() if oc is not None else None,
+        oa.package, oa.shape, oa.strides, oa.dtype.name, oa.device, al[oa.ptr & 15],
+        ob.package, ob.shape, ob.strides, ob.dtype.name, ob.device, al[ob.ptr & 15],
         epilog,
-        tuple([(k, v.signature(), al[v.ptr & 15]) for k, v in sorted(inputs.items())])
-        if inputs
-        else (),
         None if options is None else _options_key(options),
+        None if preferences is None else repr(preferences),
         alpha is None,
         beta is None,
-        al[oa.ptr & 15],
-        al[ob.ptr & 15],
-        al[oc.ptr & 15] if oc is not None else None,
         stream,
-    )
-    if preferences is not None:
-        key = key + (repr(preferences),)
+        oc is None,
+        len(inputs) if inputs else 0,
+    )  # fmt: skip
+    if oc is not None:
+        key += (oc.package, oc.shape, oc.strides, oc.dtype.name, oc.device, al[oc.ptr & 15])
+    if inputs:
+        for k in sorted(inputs) if len(inputs) > 1 else inputs:
+            v = inputs[k]
+            key += (k, v.package, v.shape, v.strides, v.dtype.name, v.device, al[v.ptr & 15])
     return key
 
 
@@ -286,6 +319,7 @@ def matmul(
             mm._swap_pointers(oa, ob, oc, inputs, alpha, beta)
         result = mm._run(s, current)
     except BaseException:
+        _plans.forget(ticket)
         if mm is not None:  # not cached: its state may be half updated
             mm.free()
         raise

@@ -104,6 +104,36 @@ def test_eviction_frees_idle_plans_oldest_first_never_a_checked_out_one():
     assert plans["a"].freed == 1 and plans["d"].freed == 0
 
 
+def test_a_plan_comes_back_after_its_empty_entry_was_evicted():
+    cache = fn_mod.PlanCache(1)
+    pa, pb, pc = Plan("a"), Plan("b"), Plan("c")
+    cache.checkin("a", pa, cache.checkout("a")[1])
+    out, t = cache.checkout("a")  # "a"'s entry stays, empty, while pa is out
+    assert out is pa and cache.info()["keys"] == []
+    cache.checkin("b", pb, cache.checkout("b")[1])
+    cache.checkin("c", pc, cache.checkout("c")[1])  # over capacity: "a"'s empty entry and pb go
+    assert pb.freed == 1 and cache.info()["keys"] == ["c"]
+    cache.checkin("a", out, t)  # its entry is gone: a new one, pa cached (not lost, not freed)
+    assert pa.freed == 0 and pc.freed == 1 and cache.info()["keys"] == ["a"]
+    assert cache.checkout("a")[0] is pa
+
+
+def test_forget_drops_an_empty_entry_only():
+    cache = fn_mod.PlanCache(4)
+    p, q = Plan("p"), Plan("q")
+    cache.checkin("k", p, cache.checkout("k")[1])
+    out, t = cache.checkout("k")
+    cache.forget(t)  # out will not come back
+    assert len(cache._idle) == 0 and cache.info()["size"] == 0
+    # with another plan of the key idle, the entry stays
+    cache.checkin("k", p, cache.checkout("k")[1])
+    _, t1 = cache.checkout("k")
+    cache.checkin("k", q, cache.checkout("k")[1])
+    cache.forget(t1)
+    assert cache.info()["keys"] == ["k"] and cache.checkout("k")[0] is q
+    assert p.freed == q.freed == 0
+
+
 def test_free_errors_do_not_stop_the_other_frees():
     class Bad(Plan):
         def free(self):
@@ -112,8 +142,8 @@ def test_free_errors_do_not_stop_the_other_frees():
 
     cache = fn_mod.PlanCache(4)
     bad, good = Bad(), Plan()
-    cache.checkin("a", bad, 0)
-    cache.checkin("b", good, 0)
+    cache.checkin("a", bad, cache.checkout("a")[1])
+    cache.checkin("b", good, cache.checkout("b")[1])
     with pytest.raises(RuntimeError, match="boom"):
         cache.clear()
     assert bad.freed == good.freed == 1 and cache.info()["size"] == 0
@@ -285,11 +315,12 @@ def test_plans_are_keyed_by_stream(monkeypatch):
     monkeypatch.setattr(fn_mod, "Matmul", FakeMatmul)
     fn_mod.clear_plan_cache()
     a, b = FakeCupy((8, 4), 0x7F0000000000), FakeCupy((4, 8), 0x7E0000000000)
-    for s in (7, 8, 7, 8):
+    s1, s2 = 0x7001, 0x7002  # (no shape, stride or alignment of this key is either)
+    for s in (s1, s2, s1, s2):
         matmul(a, b, stream=s)
     info = fn_mod.plan_cache_info()
     assert info["size"] == 2
-    assert sorted(k[-1] for k in info["keys"]) == [7, 8]
+    assert sorted([s for k in info["keys"] for s in (s1, s2) if s in k]) == [s1, s2]
     fn_mod.clear_plan_cache()
 
 

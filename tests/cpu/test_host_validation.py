@@ -511,8 +511,21 @@ def test_plan_cache_key_ignores_data_not_shape():
         _key(a, b, np.zeros((256, 32), np.float32)),  # c
         _key(a, b, stream=7),  # the stream a plan's workspace is ordered on
         _key(a, b, preferences={"limit": 1}),
+        _key(a, b, epilog=E.RELU_AUX_BIAS, epilog_inputs={"bias": bias}),
+        _key(a, b, epilog=E.DRELU_BGRAD, epilog_inputs={"relu_aux": bias.view(np.uint8)}),
+        _key(a, b, np.zeros((256, 32), np.float32), **e),  # c and an input
+        _key(a, b, epilog=E.RELU_BIAS, epilog_inputs={"bias": bias[:16]}),  # an input's shape
     ]
     assert len(set(variants)) == len(variants)
+    # the inputs' order in the dict is not part of the key
+    aux = np.zeros(64, np.uint8)
+    two = {"epilog": E.DGELU_BGRAD}
+    assert _key(a, b, **two, epilog_inputs={"gelu_aux": a, "bias": bias}) == _key(
+        a, b, **two, epilog_inputs={"bias": bias, "gelu_aux": a}
+    )
+    assert _key(a, b, **two, epilog_inputs={"gelu_aux": a, "bias": bias}) != _key(
+        a, b, **two, epilog_inputs={"gelu_aux": a, "bias": aux.view(np.float32)[:32]}
+    )
     # pointer alignment is part of the key (cuBLASLt picks kernels by it)
     buf = np.zeros(256 * 64 + 1, np.float32)
     assert _key(buf[:-1].reshape(256, 64), b) != _key(buf[1:].reshape(256, 64), b)
