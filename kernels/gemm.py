@@ -12,7 +12,7 @@ from mathdx_operands import on_device, resolve_stream, simulator
 from nvmath_device import FFT, Matmul, load_complex, store_complex
 from nvmath_device.common_cuda import shared_memory_limit
 
-from . import _fused, _regfft
+from . import _fused
 from ._arrays import Operand, Output, host_numbers
 from ._consts import to_device_const
 from ._fused import aligned, copy_1d, vectors_ok
@@ -20,6 +20,7 @@ from ._launch import launch, resident_blocks
 from ._regfft import MAX_SHARED as OWN_MAX_SHARED
 from ._regfft import SIZES as OWN_SIZES
 from ._regfft import RegFFT
+from ._regfft import descriptor as own_descriptor
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.complex64), np.dtype(np.complex128))
 
@@ -331,26 +332,12 @@ def _batched_gemm(a, b, c, alpha, beta, stream, vector=True, per_block=None, blo
     return out.result(s), "smem"
 
 
-def _own_beamform_fft(nsamp, beams):
-    """Our FFT for the beamforming kernel, or None where the beams' rows need more than 48 KiB
-    (one descriptor per shape and kernels._regfft's EPT / BUFFERS: built once)."""
-    return _own_beamform_fft_of(nsamp, beams, _regfft.EPT, _regfft.BUFFERS)
-
-
-@functools.cache
-def _own_beamform_fft_of(nsamp, beams, _ept, _buffers):
-    try:
-        return RegFFT(nsamp, "forward", None, beams)
-    except ValueError:
-        return None
-
-
 def _beamform_fft(beams, nsamp, prec, sm, own=False):
     """The beamforming kernel's FFT: one forward FFT of ``nsamp`` per beam, all beams in a block
     (8 elements per thread from 256 samples up, else 4). ``own``: kernels._regfft's (float32,
     its own elements per thread), where it has the size and its rows fit 48 KiB of shared memory."""
     if own and np.dtype(prec) == np.float32 and nsamp in OWN_SIZES:
-        fft = _own_beamform_fft(nsamp, beams)
+        fft = own_descriptor(nsamp, "forward", None, beams)  # None where the rows need > 48 KiB
         if fft is not None:
             return fft
     return FFT(size=nsamp, precision=prec, direction="forward", elements_per_thread=8 if nsamp >= 256 else 4,

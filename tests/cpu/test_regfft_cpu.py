@@ -13,7 +13,7 @@ import tempfile
 import numpy as np
 import pytest
 
-from kernels import _fused, _regfft
+from kernels import _fused, _regfft, _regfft_code
 
 CONFIGS = [(n, e) for n in _regfft.SIZES for e in _regfft.EPTS if _regfft.unsupported(n, e, 1) is None]
 
@@ -24,32 +24,32 @@ def test_configs_cover_every_size():
 
 @pytest.mark.parametrize("n,ept", CONFIGS)
 def test_radices(n, ept):
-    rads = _regfft.radices(n, ept)
+    rads = _regfft_code.radices(n, ept)
     assert int(np.prod(rads)) == n and all(ept % r == 0 and r >= 2 for r in rads)
     assert all(r == ept for r in rads[1:])  # a smaller radix only first
 
 
 def test_wavefront_model():
-    assert _regfft.wavefronts(list(range(32))) == 2  # consecutive 8-byte words: one per half-warp
-    assert _regfft.wavefronts([16 * t for t in range(32)]) == 32  # one bank pair: serialized
-    assert _regfft.wavefronts([0] * 32) == 2  # one word (broadcast)
-    assert _regfft.wavefronts([2 * t for t in range(16)]) == 2  # stride 2: two words per bank pair
+    assert _regfft_code.wavefronts(list(range(32))) == 2  # consecutive 8-byte words: one per half-warp
+    assert _regfft_code.wavefronts([16 * t for t in range(32)]) == 32  # one bank pair: serialized
+    assert _regfft_code.wavefronts([0] * 32) == 2  # one word (broadcast)
+    assert _regfft_code.wavefronts([2 * t for t in range(16)]) == 2  # stride 2: two words per bank pair
 
 
 @pytest.mark.parametrize("n,ept", CONFIGS)
 def test_exchanges_are_permutations_without_conflicts(n, ept):
     T = n // ept
     ns = 1
-    rads = _regfft.radices(n, ept)
+    rads = _regfft_code.radices(n, ept)
     for R in rads[:-1]:
-        e = _regfft.exchange(n, ept, ns, R)
+        e = _regfft_code.exchange(n, ept, ns, R)
         def pad(a, e=e):
-            return _regfft._padded(a, e["P"], e["pad"])
+            return _regfft_code._padded(a, e["P"], e["pad"])
 
-        wbase = [pad(_regfft._write_index(t, 0, 0, n, T, ns, R)) for t in range(T)]
+        wbase = [pad(_regfft_code._write_index(t, 0, 0, n, T, ns, R)) for t in range(T)]
         writes = [wbase[t] + e["write"][b][r] for t in range(T) for b in range(ept // R) for r in range(R)]
         # the constants reproduce the padded layout exactly
-        assert writes == [pad(_regfft._write_index(t, b, r, n, T, ns, R))
+        assert writes == [pad(_regfft_code._write_index(t, b, r, n, T, ns, R))
                           for t in range(T) for b in range(ept // R) for r in range(R)]
         reads = [pad(t) + e["read"][i] for t in range(T) for i in range(ept)]
         assert reads == [pad(t + T * i) for t in range(T) for i in range(ept)]
@@ -63,9 +63,9 @@ def test_exchanges_are_permutations_without_conflicts(n, ept):
 def test_padding_is_needed_and_found():
     """The first exchange of 512 = 8 x 8 x 8 writes with stride 8: unpadded, 8-way conflicts."""
     T, ns, R = 64, 1, 8
-    plain = [_regfft._write_index(t, 0, 0, 512, T, ns, R) for t in range(32)]
-    assert _regfft.wavefronts(plain) == 16
-    assert _regfft.exchange(512, 8, 1, 8)["pad"] > 0
+    plain = [_regfft_code._write_index(t, 0, 0, 512, T, ns, R) for t in range(32)]
+    assert _regfft_code.wavefronts(plain) == 16
+    assert _regfft_code.exchange(512, 8, 1, 8)["pad"] > 0
 
 
 @pytest.mark.parametrize("kw,match", [
@@ -93,7 +93,7 @@ def test_real_descriptor_attributes():
     assert (f.input_ept, f.output_ept, f.input_length, f.output_length) == (16, 17, 256, 257)
     assert (i.input_ept, i.output_ept, i.input_length, i.output_length) == (17, 16, 257, 256)
     assert f.block_dim == (16, 4, 1) and f.shared_memory_size == i.shared_memory_size
-    src = _regfft.source(256, 16, 4, -1, kind="r2c")[0]
+    src = _regfft_code.source(256, 16, 4, -1, kind="r2c", buffers=1)[0]
     assert src.count("store_complex") == 16 + 16 + 1  # one exchange, the partners' (+ Z[0] again at n)
 
 
@@ -179,7 +179,7 @@ def test_one_buffer(monkeypatch):
     assert (two.buffers, one.buffers) == (2, 1) and one.shared_memory_size * 2 == two.shared_memory_size
     assert one != two and one == _regfft.RegFFT(1024, "forward", buffers=1)
     assert hash(one) == hash(_regfft.RegFFT(1024, "forward", buffers=1))
-    src = _regfft.source(1024, 16, 2, -1, buffers=1)[0]
+    src = _regfft_code.source(1024, 16, 2, -1, buffers=1)[0]
     assert src.count("cuda.syncthreads()") == 3  # two exchanges: 2 + 1
     monkeypatch.setattr(_regfft, "BUFFERS", 1)
     fwd, inv = _regfft.pair(1024)
@@ -191,32 +191,55 @@ def test_one_buffer(monkeypatch):
         _regfft.RegFFT(512, "forward", buffers=3)
 
 
+def test_descriptor_cache(monkeypatch):
+    """descriptor(): one RegFFT per arguments and EPT / BUFFERS, None where it cannot be built
+    (remembered: RegFFT is not tried again); pair() from the same cache, ValueError instead."""
+    fwd = _regfft.descriptor(512, "forward", None, 2)
+    assert fwd is _regfft.descriptor(512, "forward", None, 2) and fwd.ffts_per_block_value == 2
+    assert _regfft.pair(512, None, 2)[0] is fwd
+    monkeypatch.setattr(_regfft, "BUFFERS", 2)
+    two = _regfft.descriptor(512, "forward", None, 2)
+    assert two.buffers == 2 and two != fwd
+    monkeypatch.setattr(_regfft, "EPT", 8)
+    assert _regfft.descriptor(512, "forward", None, 2).ept == 8
+    made = []
+    real_init = _regfft.RegFFT.__init__
+    monkeypatch.setattr(_regfft.RegFFT, "__init__", lambda self, *a, **k: made.append(a) or real_init(self, *a, **k))
+    assert _regfft.descriptor(4096, "forward", 16, 2) is None  # two 4096-point rows: over 48 KiB
+    assert _regfft.descriptor(4096, "forward", 16, 2) is None and len(made) == 1
+    with pytest.raises(ValueError, match="ffts_per_block=2: .* bytes of shared memory"):
+        _regfft.pair(4096, 16, 2)
+    with pytest.raises(ValueError, match="size must be a power of 2"):
+        _regfft.pair(96)
+    assert len(made) == 2  # pair(4096, 16, 2)'s forward came from the cache
+
+
 def test_descriptor_attributes():
     f = _regfft.RegFFT(1024, "forward")
     assert (f.elements_per_thread_value, f.stride, f.ffts_per_block_value) == (16, 64, 2)
     assert f.block_dim == (64, 2, 1) and f.output_length == 1024 and f.value_type == np.complex64
     assert f.fft_type == "c2c" and f.real_fft_options is None
     # one buffer of the padded row per row slot (2 rows), 8 bytes per word; two buffers: twice that
-    e = max(_regfft.exchange(1024, 16, ns, 16)["space"] for ns in (4, 64))
+    e = max(_regfft_code.exchange(1024, 16, ns, 16)["space"] for ns in (4, 64))
     assert f.shared_memory_size == 2 * e * 8
     assert _regfft.RegFFT(1024, "forward", buffers=2).shared_memory_size == 2 * 2 * e * 8
 
 
 def test_generated_source_is_float32_only():
-    src, consts, _, _ = _regfft.source(1024, 16, 1, -1, buffers=2)
+    src, consts, _, _ = _regfft_code.source(1024, 16, 1, -1, buffers=2)
     assert "float64" not in src and all(isinstance(v, float) for v in consts)
     assert src.count("cuda.syncthreads()") == 2  # two exchanges, two buffers: one barrier each
-    assert _regfft.source(1024, 16, 1, -1)[0].count("cuda.syncthreads()") == 3  # one buffer (default)
-    single = _regfft.source(4096, 16, 1, -1)[0]  # two buffers of 34 KiB do not fit 48 KiB: one buffer
+    assert _regfft_code.source(1024, 16, 1, -1, buffers=1)[0].count("cuda.syncthreads()") == 3  # one buffer
+    single = _regfft_code.source(4096, 16, 1, -1, buffers=None)[0]  # two of 34 KiB do not fit 48 KiB: one
     assert single.count("cuda.syncthreads()") == 3
-    warp = _regfft.source(512, 16, 4, -1, warp=True, buffers=2)[0]
+    warp = _regfft_code.source(512, 16, 4, -1, warp=True, buffers=2)[0]
     assert warp.count("cuda.syncwarp()") == 2 and "syncthreads" not in warp
 
 
 def test_warp_rows():
-    assert _regfft.warp_rows(512, 16, 4) and _regfft.warp_rows(256, 16, 2)  # 32 / 16 threads per row
-    assert not _regfft.warp_rows(512, 8, 2)  # 64 threads per row: the block's barrier
-    assert not _regfft.warp_rows(256, 16, 1)  # a block of 16 threads: not a whole warp
+    assert _regfft_code.warp_rows(512, 16, 4) and _regfft_code.warp_rows(256, 16, 2)  # 32 / 16 threads per row
+    assert not _regfft_code.warp_rows(512, 8, 2)  # 64 threads per row: the block's barrier
+    assert not _regfft_code.warp_rows(256, 16, 1)  # a block of 16 threads: not a whole warp
 
 
 def _sass(n, ept):
@@ -246,12 +269,12 @@ def _sass(n, ept):
 @pytest.mark.parametrize("n,ept", [(512, 8), (512, 16), (4096, 16)])
 def test_sm90_code(n, ept):
     ck, text, ops = _sass(n, ept)
-    exchanges = len(_regfft.radices(n, ept)) - 1
+    exchanges = len(_regfft_code.radices(n, ept)) - 1
     assert ck.frame_bytes == 0
     # block barriers: one per exchange (two buffers; 4096: one buffer, one more before each later
     # write) and the kernel's between the FFTs; none where every row is a warp (512 / 16: 32 threads)
     fwd = _regfft.pair(n, ept)[0]
-    want = 0 if fwd.warp_sync else 2 * (exchanges if _regfft.layout(n, ept, fwd.ffts_per_block_value, "c2c")["double"]
+    want = 0 if fwd.warp_sync else 2 * (exchanges if fwd.buffers == 2
                                         else 2 * exchanges - 1) + 1
     assert ops.get("BAR", 0) == want, (n, ept, ops.get("BAR"))
     assert text.count("LDS.64") == ops["LDS"] == 2 * exchanges * ept  # forward and inverse
