@@ -20,8 +20,9 @@ the positive angle in both directions, so that a kernel's forward and inverse sh
 FFT of ``2 n`` points runs the ``n``-point complex FFT of the sample pairs and one more exchange
 that brings each value its partner ``n - k`` (the standard split of even and odd samples).
 
-The generated source names ``cuda``, ``np``, ``sincospi`` and the constants it returns; the
-descriptor's module supplies them when it compiles the source.
+The generated source names ``cuda``, ``np``, ``sincospi``, ``load_complex``, ``store_complex`` and
+the constants it returns; the descriptor's module (``kernels._regfft._namespace``) supplies them
+when it compiles the source.
 """
 
 from __future__ import annotations
