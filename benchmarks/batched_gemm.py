@@ -276,7 +276,7 @@ def make_ppad_kernel(MM, G, vector=False):
     return kernel, per_v * 16 * G
 
 
-def make_pasync_kernel(MM, G, depth=2):
+def make_pasync_kernel(MM, G, depth=2, min_blocks=None):
     """A persistent grid of one GEMM per block whose next ``depth - 1`` GEMMs' A and B are in
     flight during the current one, copied global -> shared with ``cp.async``
     (``nvmath_device.copy_async``: 16-byte vectors straight into a ring of ``depth`` stages of
@@ -285,7 +285,9 @@ def make_pasync_kernel(MM, G, depth=2):
     result into the stage it consumed, store it to C as 16-byte vectors, and the stage takes the
     loads of the GEMM ``depth - 1`` ahead (``depth`` 1: its own, waited for at once). Launch with
     as many blocks as fit at once (``depth`` stages of shared memory each). None when ``G`` is not
-    1, ``depth`` is not 1 to 8 or the tiles do not split into 16-byte vectors."""
+    1, ``depth`` is not 1 to 8 or the tiles do not split into 16-byte vectors. ``min_blocks``: launch
+    bounds (threads, ``min_blocks``) (``pasync1`` at 64^3 fp64, 256 threads: 76 registers at 3,
+    118 without bounds)."""
     from nvmath_device import copy_async, copy_async_commit, copy_async_wait, store_complex
 
     m, n, k = MM.size
@@ -316,7 +318,7 @@ def make_pasync_kernel(MM, G, depth=2):
             r = i // kb
             copy_async(s16, base + b_off_v + r * lb + i - r * kb, B, (g, i))
 
-    @cuda.jit(fastmath=True)
+    @cuda.jit(fastmath=True, **({"launch_bounds": (nt, min_blocks)} if min_blocks else {}))
     def kernel(A, B, C, batch):
         tx = cuda.threadIdx.x
         s16 = cuda.shared.array(0, dtype=np.complex128)
@@ -357,6 +359,100 @@ def make_pasync_kernel(MM, G, depth=2):
                 store_complex(C, (g, i), s16[base + r * lc + i - r * kb])
             cuda.syncthreads()  # C has left the stage: the next round's loads may land there
             g += stride
+            j = (j + 1) % depth
+        copy_async_wait(0)  # nothing in flight when the block ends
+
+    return kernel, stage_v * 16 * depth
+
+
+def make_kchunk_kernel(MM, G, depth=4, kc=16, min_blocks=None):
+    """A persistent grid of one GEMM per block that streams A and B in K slices: a ring of
+    ``depth`` shared-memory stages, each one ``kc``-wide slice of A (m x kc) and of B (kc x n) in
+    a ``(m, n, kc)`` descriptor's padded tiles, filled with ``cp.async`` 16-byte copies ``depth -
+    1`` slices ahead; the ring runs on across GEMM boundaries (the next GEMM's first slices land
+    while this one's last are multiplied). Each slice is ``acc += a @ b`` into the register
+    accumulator; after a GEMM's last slice C is stored straight from the registers (8-byte
+    stores at the fragment coordinates: C is (batch, m*n) values). A stage is ``kc / k`` of
+    ``pasync``'s, so several blocks fit on an SM. ``min_blocks``: the kernel's launch bounds are
+    (threads, ``min_blocks``), so that the compiler keeps to the registers that many blocks per SM
+    allow (without bounds it takes 222 at 64^3 fp64 and 256 threads; with (256, 2) 126, no
+    spills). None when ``G`` is not 1 or the slices do not split into 16-byte vectors."""
+    from nvmath_device import Matmul, copy_async, copy_async_commit, copy_async_wait
+
+    m, n, k = MM.size
+    it = MM.a_value_type.itemsize
+    v = 16 // it
+    if (G != 1 or depth < 2 or depth > 9 or kc % v or k % kc or n % v
+            or tuple(MM.arrangement) != ("row_major",) * 3 or MM.block_dim[1] * MM.block_dim[2] != 1):
+        return None
+    SM = Matmul(size=(m, n, kc), precision=MM.precision, arrangement=("row_major",) * 3,
+                leading_dimension="suggested", block_dim=MM.block_dim[0], alignment=(16, 16, 16), sm=MM.sm)
+    lda, ldb, _ = SM.leading_dimension
+    if lda % v or ldb % v or SM.b_shared_memory_offset % 16:
+        return None
+    nt = SM.max_threads_per_block
+    ka, kb = k // v, n // v  # vectors per global row of A, of B
+    sa, la, lb = kc // v, lda // v, ldb // v  # vectors per slice row of A; padded rows in shared
+    a_vec, b_vec = m * sa, kc * kb  # vectors per slice
+    stage_v = (SM.shared_memory_size_ab + 15) // 16
+    b_off_v = SM.b_shared_memory_offset // 16
+    slices = k // kc
+    dt = SM.a_value_type
+    acc_n = SM.accumulator_size
+    a_size, b_size = SM.a_size, SM.b_size
+    ahead = depth - 1
+    pending = depth - 2  # groups left in flight at each wait (a constant: cp.async.wait_group's operand)
+
+    @cuda.jit(device=True, forceinline=True)
+    def load_slice(s16, base, A, B, g, q, tx):
+        """Start this thread's share of slice ``q`` of GEMM ``g`` into the stage at ``base``."""
+        for i in range(tx, a_vec, nt):
+            r = i // sa
+            copy_async(s16, base + r * la + i - r * sa, A, (g, r * ka + q * sa + i - r * sa))
+        b0 = q * kc * kb
+        for i in range(tx, b_vec, nt):
+            r = i // kb
+            copy_async(s16, base + b_off_v + r * lb + i - r * kb, B, (g, b0 + i))
+
+    @cuda.jit(fastmath=True, **({"launch_bounds": (nt, min_blocks)} if min_blocks else {}))
+    def kernel(A, B, C, batch):
+        tx = cuda.threadIdx.x
+        s16 = cuda.shared.array(0, dtype=np.complex128)
+        sv = cuda.shared.array(0, dtype=dt)
+        acc = cuda.local.array(acc_n, dtype=dt)
+        rows = cuda.local.array(acc_n, dtype=np.int32)
+        cols = cuda.local.array(acc_n, dtype=np.int32)
+        SM.fragment_coordinates(rows, cols)
+        stride = cuda.gridDim.x
+        # slice t of this block is slice t % slices of GEMM blockIdx.x + (t // slices) * stride
+        total = 0
+        g0 = cuda.blockIdx.x
+        if g0 < batch:
+            total = ((batch - 1 - g0) // stride + 1) * slices
+        for t in range(ahead):  # the first slices; one group each, empty past the end
+            if t < total:
+                load_slice(s16, t * stage_v, A, B, g0 + (t // slices) * stride, t % slices, tx)
+            copy_async_commit()
+        for i in range(acc_n):
+            acc[i] = 0
+        j = 0  # this slice's stage
+        for t in range(total):
+            copy_async_wait(pending)  # slice t has landed (the newer ones may not have)
+            cuda.syncthreads()  # ... for every thread; and every thread is done with slice t - 1
+            tn = t + ahead
+            if tn < total:  # into the stage slice t - 1 left
+                load_slice(s16, ((j + ahead) % depth) * stage_v, A, B, g0 + (tn // slices) * stride,
+                           tn % slices, tx)
+            copy_async_commit()
+            b0 = j * stage_v * v
+            SM.execute(sv[b0:b0 + a_size], sv[b0 + b_off_v * v:b0 + b_off_v * v + b_size], acc)
+            if t % slices == slices - 1:  # the GEMM's last slice: C from the registers
+                g = g0 + (t // slices) * stride
+                for i in range(acc_n):
+                    r = rows[i]
+                    if r >= 0:
+                        C[g, r * n + cols[i]] = acc[i]
+                    acc[i] = 0
             j = (j + 1) % depth
         copy_async_wait(0)  # nothing in flight when the block ends
 
@@ -412,7 +508,12 @@ MAKERS = {"smem": make_smem_kernel, "rmem": make_rpad_kernel, "rpad": make_rpad_
           "lib": make_lib_kernel, "ppad": make_ppad_kernel, "ppadv": functools.partial(make_ppad_kernel, vector=True),
           "pasync1": functools.partial(make_pasync_kernel, depth=1),
           "pasync2": functools.partial(make_pasync_kernel, depth=2),
-          "pasync3": functools.partial(make_pasync_kernel, depth=3)}
+          "pasync3": functools.partial(make_pasync_kernel, depth=3),
+          "pasync1b3": functools.partial(make_pasync_kernel, depth=1, min_blocks=3)}
+# K-slice rings: kc<slice width>x<stages>[b<min blocks per SM in the launch bounds>]
+MAKERS.update({f"kc{kc}x{depth}" + (f"b{mb}" if mb else ""):
+               functools.partial(make_kchunk_kernel, depth=depth, kc=kc, min_blocks=mb)
+               for kc, depth in ((8, 8), (16, 3), (16, 4), (16, 6), (32, 3)) for mb in (None, 2, 3, 4)})
 
 
 def _vectors(X, batch, cp):
@@ -490,13 +591,13 @@ def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev, peers=Tru
                 if variant == "lib":  # the library kernel: D = alpha * A @ B (+ beta * C, unused)
                     args = (nA16, nB16, nC16, nC16, dt.type(1), dt.type(0), batch)
                 else:
-                    args = (nA16, nB16, nC if variant in ("rmem", "rpad") else nC16, batch)
+                    args = (nA16, nB16, nC if variant in ("rmem", "rpad") or variant.startswith("kc") else nC16, batch)
                 from numba import typeof
 
                 kern = kernel.compile(tuple(typeof(a) for a in args))
                 attrs = kern._codelibrary.get_cufunc().attrs
                 grid = (batch + G - 1) // G
-                if variant.startswith(("ppad", "pasync")) or variant == "lib":  # persistent: the blocks that fit at once
+                if variant.startswith(("ppad", "pasync", "kc")) or variant == "lib":  # persistent: the blocks that fit at once
                     grid = min(grid, kern.max_cooperative_grid_blocks((bx, G), smem))
                 cfg = kernel[grid, (bx, G), 0, smem]
                 C.fill(cp.nan)
@@ -566,7 +667,9 @@ def run(out_dir, batch=65536, check=True, peers=True, sweep=False, sizes=None, v
                                                    ("pasync1", 1), ("pasync2", 1), ("pasync3", 1)),
                       (32, "suggested"): (("lib", 1), ("lib", 2), ("lib", 4), ("ppad", 2), ("ppad", 4), ("ppadv", 2), ("ppadv", 4)),
                       # 64^3 fp64: the library kernel spills at 128 threads (sm_90 SASS: 47 STL), not at 256
-                      (256, "suggested"): (("lib", 1), ("pasync1", 1), ("pasync2", 1), ("pasync3", 1)),
+                      (256, "suggested"): (("lib", 1), ("pasync1", 1), ("pasync2", 1), ("pasync3", 1), ("pasync1b3", 1),
+                                           ("kc16x4b2", 1), ("kc16x4b3", 1), ("kc16x3b3", 1), ("kc16x3b4", 1),
+                                           ("kc8x8b2", 1), ("kc8x8b3", 1), ("kc32x3b2", 1)),
                       # 16 warps per SM in one block: 128 registers for lib, 91 for pasync1 (no spills)
                       (512, "suggested"): (("lib", 1), ("pasync1", 1), ("pasync2", 1))}
     if sweep:  # --sweep: more block sizes and GEMMs per block (a longer run, for tuning)

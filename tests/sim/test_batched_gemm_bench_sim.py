@@ -49,3 +49,38 @@ def test_pasync_refuses_what_it_cannot_run():
     col = Matmul(size=(16, 16, 16), precision=np.float64, arrangement=("col_major", "row_major", "row_major"),
                  block_dim=64, alignment=(16, 16, 16), sm=90)
     assert bg.make_pasync_kernel(col, 1) is None
+
+
+@pytest.mark.parametrize("depth, kc", [(2, 4), (3, 8), (4, 4), (9, 4)])
+@pytest.mark.parametrize("size, dtype, bd", [((16, 16, 16), np.float64, 64), ((8, 16, 16), np.float32, 32)])
+def test_kchunk_kernel_matches_numpy(size, dtype, bd, depth, kc):
+    """The K-slice ring (``kc*`` variants): slices of consecutive GEMMs share the ring, C leaves
+    from the registers into a (batch, m*n) array of values."""
+    m, n, k = size
+    MM = Matmul(size=size, precision=dtype, arrangement=("row_major",) * 3, leading_dimension="suggested",
+                block_dim=bd, alignment=(16, 16, 16), sm=90)
+    made = bg.make_kchunk_kernel(MM, 1, depth, kc)
+    assert made is not None
+    kernel, smem = made
+    assert smem % 16 == 0 and smem < depth * MM.shared_memory_size_ab  # a slice's stage is smaller
+    batch, blocks = 7, 3  # blocks run GEMMs (0, 3, 6), (1, 4), (2, 5)
+    rng = np.random.default_rng(depth * 100 + kc)
+    a = rng.uniform(-1, 1, (batch, m, k)).astype(dtype)
+    b = rng.uniform(-1, 1, (batch, k, n)).astype(dtype)
+    dc = cuda.to_device(np.full((batch, m * n), np.nan, dtype))
+    kernel[blocks, MM.block_dim, 0, smem](cuda.to_device(a.reshape(batch, -1).view(np.complex128)),
+                                          cuda.to_device(b.reshape(batch, -1).view(np.complex128)), dc, batch)
+    got = dc.copy_to_host().reshape(batch, m, n)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * k)
+
+
+def test_kchunk_refuses_what_it_cannot_run():
+    MM = Matmul(size=(16, 16, 16), precision=np.float64, arrangement=("row_major",) * 3,
+                leading_dimension="suggested", block_dim=64, alignment=(16, 16, 16), sm=90)
+    assert bg.make_kchunk_kernel(MM, 2) is None  # one GEMM per block only
+    assert bg.make_kchunk_kernel(MM, 1, depth=1, kc=4) is None  # no slice ahead
+    assert bg.make_kchunk_kernel(MM, 1, depth=10, kc=4) is None  # cp.async.wait_group takes 0 to 7
+    assert bg.make_kchunk_kernel(MM, 1, depth=2, kc=6) is None  # k = 16 is not whole slices of 6
+    assert bg.make_kchunk_kernel(MM, 1, depth=2, kc=1) is None  # a slice row is not a 16-byte vector
