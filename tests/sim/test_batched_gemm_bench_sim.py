@@ -19,19 +19,24 @@ bg = load("batched_gemm")
 @pytest.mark.parametrize("depth", [1, 2, 3])
 @pytest.mark.parametrize("size, dtype, bd", [((16, 16, 16), np.float64, 64), ((8, 16, 8), np.float32, 32)])
 def test_pasync_kernel_matches_numpy(size, dtype, bd, depth):
-    m, n, k = size
     MM = Matmul(size=size, precision=dtype, arrangement=("row_major",) * 3, leading_dimension="suggested",
                 block_dim=bd, alignment=(16, 16, 16), sm=90)
     made = bg.make_pasync_kernel(MM, 1, depth)
     assert made is not None
     kernel, smem = made
     assert smem % 16 == 0 and smem >= depth * MM.shared_memory_size_ab
-    batch, blocks = 7, 2  # block 0 runs GEMMs 0, 2, 4, 6; block 1 runs 1, 3, 5
-    rng = np.random.default_rng(depth)
+    _check(kernel, smem, MM, 2, depth, c_as_vectors=True)  # block 0 runs GEMMs 0, 2, 4, 6; block 1 1, 3, 5
+
+
+def _check(kernel, smem, MM, blocks, seed, c_as_vectors):
+    """Run ``kernel`` on ``blocks`` persistent blocks over a batch of 7 GEMMs of ``MM``'s size and
+    compare with NumPy float64; C is (batch, m*n) complex128 vectors or values."""
+    (m, n, k), dtype, batch = MM.size, MM.a_value_type, 7
+    rng = np.random.default_rng(seed)
     a = rng.uniform(-1, 1, (batch, m, k)).astype(dtype)
     b = rng.uniform(-1, 1, (batch, k, n)).astype(dtype)
-    c = np.full((batch, m, n), np.nan, dtype)
-    dc = cuda.to_device(c.reshape(batch, -1).view(np.complex128))
+    c = np.full((batch, m * n), np.nan, dtype)
+    dc = cuda.to_device(c.view(np.complex128) if c_as_vectors else c)
     kernel[blocks, MM.block_dim, 0, smem](cuda.to_device(a.reshape(batch, -1).view(np.complex128)),
                                           cuda.to_device(b.reshape(batch, -1).view(np.complex128)), dc, batch)
     got = dc.copy_to_host().view(dtype).reshape(batch, m, n)
@@ -56,24 +61,13 @@ def test_pasync_refuses_what_it_cannot_run():
 def test_kchunk_kernel_matches_numpy(size, dtype, bd, depth, kc):
     """The K-slice ring (``kc*`` variants): slices of consecutive GEMMs share the ring, C leaves
     from the registers into a (batch, m*n) array of values."""
-    m, n, k = size
     MM = Matmul(size=size, precision=dtype, arrangement=("row_major",) * 3, leading_dimension="suggested",
                 block_dim=bd, alignment=(16, 16, 16), sm=90)
     made = bg.make_kchunk_kernel(MM, 1, depth, kc)
     assert made is not None
     kernel, smem = made
     assert smem % 16 == 0 and smem < depth * MM.shared_memory_size_ab  # a slice's stage is smaller
-    batch, blocks = 7, 3  # blocks run GEMMs (0, 3, 6), (1, 4), (2, 5)
-    rng = np.random.default_rng(depth * 100 + kc)
-    a = rng.uniform(-1, 1, (batch, m, k)).astype(dtype)
-    b = rng.uniform(-1, 1, (batch, k, n)).astype(dtype)
-    dc = cuda.to_device(np.full((batch, m * n), np.nan, dtype))
-    kernel[blocks, MM.block_dim, 0, smem](cuda.to_device(a.reshape(batch, -1).view(np.complex128)),
-                                          cuda.to_device(b.reshape(batch, -1).view(np.complex128)), dc, batch)
-    got = dc.copy_to_host().reshape(batch, m, n)
-    ref = a.astype(np.float64) @ b.astype(np.float64)
-    tol = 1e-12 if dtype == np.float64 else 1e-5
-    np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * k)
+    _check(kernel, smem, MM, 3, depth * 100 + kc, c_as_vectors=False)  # blocks: GEMMs (0, 3, 6), (1, 4), (2, 5)
 
 
 def test_kchunk_refuses_what_it_cannot_run():
