@@ -403,16 +403,21 @@ def make_kchunk_kernel(MM, G, depth=4, kc=16, min_blocks=None):
     ahead = depth - 1
     pending = depth - 2  # groups left in flight at each wait (a constant: cp.async.wait_group's operand)
 
+    na, nb = -(-a_vec // nt), -(-b_vec // nt)  # vectors per thread per slice: of A, of B
+    all_a, all_b = a_vec % nt == 0, b_vec % nt == 0  # every thread's last vector exists
+    qa, qb = sa, kc * kb  # a slice's step along a row of A (vectors), along B
+
     @cuda.jit(device=True, forceinline=True)
-    def load_slice(s16, base, A, B, g, q, tx):
-        """Start this thread's share of slice ``q`` of GEMM ``g`` into the stage at ``base``."""
-        for i in range(tx, a_vec, nt):
-            r = i // sa
-            copy_async(s16, base + r * la + i - r * sa, A, (g, r * ka + q * sa + i - r * sa))
-        b0 = q * kc * kb
-        for i in range(tx, b_vec, nt):
-            r = i // kb
-            copy_async(s16, base + b_off_v + r * lb + i - r * kb, B, (g, b0 + i))
+    def load_slice(s16, base, A, B, g, q, tx, a_off, b_off):
+        """Start this thread's share of slice ``q`` of GEMM ``g`` into the stage at ``base``
+        (``a_off`` / ``b_off``: the thread's vectors' offsets in a stage and in a slice of the
+        global row, worked out once)."""
+        for j in range(na):
+            if all_a or tx + j * nt < a_vec:
+                copy_async(s16, base + a_off[j, 0], A, (g, a_off[j, 1] + q * qa))
+        for j in range(nb):
+            if all_b or tx + j * nt < b_vec:
+                copy_async(s16, base + b_off_v + b_off[j, 0], B, (g, b_off[j, 1] + q * qb))
 
     @cuda.jit(fastmath=True, **({"launch_bounds": (nt, min_blocks)} if min_blocks else {}))
     def kernel(A, B, C, batch):
@@ -423,37 +428,63 @@ def make_kchunk_kernel(MM, G, depth=4, kc=16, min_blocks=None):
         rows = cuda.local.array(acc_n, dtype=np.int32)
         cols = cuda.local.array(acc_n, dtype=np.int32)
         SM.fragment_coordinates(rows, cols)
+        for i in range(acc_n):  # rows[i] becomes the value's offset in C's row (-1: unused)
+            rows[i] = rows[i] * n + cols[i] if rows[i] >= 0 else -1
+        a_off = cuda.local.array((na, 2), dtype=np.int32)
+        b_off = cuda.local.array((nb, 2), dtype=np.int32)
+        for j in range(na):
+            i = tx + j * nt
+            r = i // sa
+            a_off[j, 0] = r * la + i - r * sa
+            a_off[j, 1] = r * ka + i - r * sa
+        for j in range(nb):
+            i = tx + j * nt
+            r = i // kb
+            b_off[j, 0] = r * lb + i - r * kb
+            b_off[j, 1] = i
         stride = cuda.gridDim.x
-        # slice t of this block is slice t % slices of GEMM blockIdx.x + (t // slices) * stride
-        total = 0
+        # the block's slices in order: slice q of GEMM g for g = blockIdx.x, + stride, ...
         g0 = cuda.blockIdx.x
+        total = 0
         if g0 < batch:
             total = ((batch - 1 - g0) // stride + 1) * slices
+        gl, ql = g0, 0  # the next slice to load
         for t in range(ahead):  # the first slices; one group each, empty past the end
             if t < total:
-                load_slice(s16, t * stage_v, A, B, g0 + (t // slices) * stride, t % slices, tx)
+                load_slice(s16, t * stage_v, A, B, gl, ql, tx, a_off, b_off)
             copy_async_commit()
+            ql += 1
+            if ql == slices:
+                ql = 0
+                gl += stride
         for i in range(acc_n):
             acc[i] = 0
         j = 0  # this slice's stage
+        jl = ahead  # the stage the next load goes to
+        g, q = g0, 0  # this slice
         for t in range(total):
             copy_async_wait(pending)  # slice t has landed (the newer ones may not have)
             cuda.syncthreads()  # ... for every thread; and every thread is done with slice t - 1
-            tn = t + ahead
-            if tn < total:  # into the stage slice t - 1 left
-                load_slice(s16, ((j + ahead) % depth) * stage_v, A, B, g0 + (tn // slices) * stride,
-                           tn % slices, tx)
+            if t + ahead < total:  # into the stage slice t - 1 left
+                load_slice(s16, jl * stage_v, A, B, gl, ql, tx, a_off, b_off)
             copy_async_commit()
+            ql += 1
+            if ql == slices:
+                ql = 0
+                gl += stride
+            jl = jl + 1 if jl + 1 < depth else 0
             b0 = j * stage_v * v
             SM.execute(sv[b0:b0 + a_size], sv[b0 + b_off_v * v:b0 + b_off_v * v + b_size], acc)
-            if t % slices == slices - 1:  # the GEMM's last slice: C from the registers
-                g = g0 + (t // slices) * stride
+            j = j + 1 if j + 1 < depth else 0
+            q += 1
+            if q == slices:  # the GEMM's last slice: C from the registers
                 for i in range(acc_n):
-                    r = rows[i]
-                    if r >= 0:
-                        C[g, r * n + cols[i]] = acc[i]
+                    e = rows[i]
+                    if e >= 0:
+                        C[g, e] = acc[i]
                     acc[i] = 0
-            j = (j + 1) % depth
+                q = 0
+                g += stride
         copy_async_wait(0)  # nothing in flight when the block ends
 
     return kernel, stage_v * 16 * depth
