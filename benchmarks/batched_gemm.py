@@ -20,7 +20,11 @@ C[i] = A[i] @ B[i] for i < batch, stacked row-major arrays. Our kernels:
   B copied global->shared with ``cp.async`` into a ring of 2 / 3 padded stages (no registers
   held for them: ``ppadv`` spills at 64^3 fp64), C through the stage it consumed;
   ``pasync1``: one stage, nothing in flight across GEMMs (its loads wait at once), so that
-  several blocks fit on an SM and overlap one another's phases instead.
+  several blocks fit on an SM and overlap one another's phases instead; ``pasync1b3``: ``pasync1``
+  with launch bounds of 3 blocks per SM;
+- ``kc<kc>x<depth>[b<blocks>]``: the library's K-slice kernel (``kernels.gemm._slice_kernel``):
+  A and B streamed in K slices of ``kc`` through a ring of ``depth`` cp.async stages that runs
+  across GEMM boundaries, C from the registers; launch bounds of ``blocks`` blocks per SM.
 
 Memory floor: bytes that C = A @ B must move (A and B read, C written) at 4.3e12 B/s; the
 ``floor4`` column also counts reading C (the ``beta != 0`` form), as the task defines it.
@@ -366,129 +370,20 @@ def make_pasync_kernel(MM, G, depth=2, min_blocks=None):
 
 
 def make_kchunk_kernel(MM, G, depth=4, kc=16, min_blocks=None):
-    """A persistent grid of one GEMM per block that streams A and B in K slices: a ring of
-    ``depth`` shared-memory stages, each one ``kc``-wide slice of A (m x kc) and of B (kc x n) in
-    a ``(m, n, kc)`` descriptor's padded tiles, filled with ``cp.async`` 16-byte copies ``depth -
-    1`` slices ahead; the ring runs on across GEMM boundaries (the next GEMM's first slices land
-    while this one's last are multiplied). Each slice is ``acc += a @ b`` into the register
-    accumulator; after a GEMM's last slice C is stored straight from the registers (8-byte
-    stores at the fragment coordinates: C is (batch, m*n) values). A stage is ``kc / k`` of
-    ``pasync``'s, so several blocks fit on an SM. ``min_blocks``: the kernel's launch bounds are
-    (threads, ``min_blocks``), so that the compiler keeps to the registers that many blocks per SM
-    allow (without bounds it takes 222 at 64^3 fp64 and 256 threads; with (256, 2) 126, no
-    spills). None when ``G`` is not 1 or the slices do not split into 16-byte vectors."""
-    from nvmath_device import Matmul, copy_async, copy_async_commit, copy_async_wait
+    """The library's K-slice kernel (``kernels.gemm._slice_kernel``, ``_batched_gemm(...,
+    slices=(kc, depth, min_blocks))``: A and B streamed in K slices of ``kc`` through a ring of
+    ``depth`` cp.async stages that runs across GEMM boundaries, C from the registers) on a
+    ``(m, n, kc)`` descriptor of ``MM``'s block. Called as ``kernel(A16, B16, C, D, alpha, beta,
+    batch)`` with C and D (batch, m*n) values. None when ``G`` is not 1 or it does not apply."""
+    from kernels.gemm import _gemm_descriptor, _slice_kernel
 
     m, n, k = MM.size
-    it = MM.a_value_type.itemsize
-    v = 16 // it
-    if (G != 1 or depth < 2 or depth > 9 or kc % v or k % kc or n % v
-            or tuple(MM.arrangement) != ("row_major",) * 3 or MM.block_dim[1] * MM.block_dim[2] != 1):
+    if G != 1 or k % kc or MM.block_dim[1] * MM.block_dim[2] != 1:
         return None
-    SM = Matmul(size=(m, n, kc), precision=MM.precision, arrangement=("row_major",) * 3,
-                leading_dimension="suggested", block_dim=MM.block_dim[0], alignment=(16, 16, 16), sm=MM.sm)
-    lda, ldb, _ = SM.leading_dimension
-    if lda % v or ldb % v or SM.b_shared_memory_offset % 16:
-        return None
-    nt = SM.max_threads_per_block
-    ka, kb = k // v, n // v  # vectors per global row of A, of B
-    sa, la, lb = kc // v, lda // v, ldb // v  # vectors per slice row of A; padded rows in shared
-    a_vec, b_vec = m * sa, kc * kb  # vectors per slice
-    stage_v = (SM.shared_memory_size_ab + 15) // 16
-    b_off_v = SM.b_shared_memory_offset // 16
-    slices = k // kc
-    dt = SM.a_value_type
-    acc_n = SM.accumulator_size
-    a_size, b_size = SM.a_size, SM.b_size
-    ahead = depth - 1
-    pending = depth - 2  # groups left in flight at each wait (a constant: cp.async.wait_group's operand)
-
-    na, nb = -(-a_vec // nt), -(-b_vec // nt)  # vectors per thread per slice: of A, of B
-    all_a, all_b = a_vec % nt == 0, b_vec % nt == 0  # every thread's last vector exists
-    qa, qb = sa, kc * kb  # a slice's step along a row of A (vectors), along B
-
-    @cuda.jit(device=True, forceinline=True)
-    def load_slice(s16, base, A, B, g, q, tx, a_off, b_off):
-        """Start this thread's share of slice ``q`` of GEMM ``g`` into the stage at ``base``
-        (``a_off`` / ``b_off``: the thread's vectors' offsets in a stage and in a slice of the
-        global row, worked out once)."""
-        for j in range(na):
-            if all_a or tx + j * nt < a_vec:
-                copy_async(s16, base + a_off[j, 0], A, (g, a_off[j, 1] + q * qa))
-        for j in range(nb):
-            if all_b or tx + j * nt < b_vec:
-                copy_async(s16, base + b_off_v + b_off[j, 0], B, (g, b_off[j, 1] + q * qb))
-
-    @cuda.jit(fastmath=True, **({"launch_bounds": (nt, min_blocks)} if min_blocks else {}))
-    def kernel(A, B, C, batch):
-        tx = cuda.threadIdx.x
-        s16 = cuda.shared.array(0, dtype=np.complex128)
-        sv = cuda.shared.array(0, dtype=dt)
-        acc = cuda.local.array(acc_n, dtype=dt)
-        rows = cuda.local.array(acc_n, dtype=np.int32)
-        cols = cuda.local.array(acc_n, dtype=np.int32)
-        SM.fragment_coordinates(rows, cols)
-        for i in range(acc_n):  # rows[i] becomes the value's offset in C's row (-1: unused)
-            rows[i] = rows[i] * n + cols[i] if rows[i] >= 0 else -1
-        a_off = cuda.local.array((na, 2), dtype=np.int32)
-        b_off = cuda.local.array((nb, 2), dtype=np.int32)
-        for j in range(na):
-            i = tx + j * nt
-            r = i // sa
-            a_off[j, 0] = r * la + i - r * sa
-            a_off[j, 1] = r * ka + i - r * sa
-        for j in range(nb):
-            i = tx + j * nt
-            r = i // kb
-            b_off[j, 0] = r * lb + i - r * kb
-            b_off[j, 1] = i
-        stride = cuda.gridDim.x
-        # the block's slices in order: slice q of GEMM g for g = blockIdx.x, + stride, ...
-        g0 = cuda.blockIdx.x
-        total = 0
-        if g0 < batch:
-            total = ((batch - 1 - g0) // stride + 1) * slices
-        gl, ql = g0, 0  # the next slice to load
-        for t in range(ahead):  # the first slices; one group each, empty past the end
-            if t < total:
-                load_slice(s16, t * stage_v, A, B, gl, ql, tx, a_off, b_off)
-            copy_async_commit()
-            ql += 1
-            if ql == slices:
-                ql = 0
-                gl += stride
-        for i in range(acc_n):
-            acc[i] = 0
-        j = 0  # this slice's stage
-        jl = ahead  # the stage the next load goes to
-        g, q = g0, 0  # this slice
-        for t in range(total):
-            copy_async_wait(pending)  # slice t has landed (the newer ones may not have)
-            cuda.syncthreads()  # ... for every thread; and every thread is done with slice t - 1
-            if t + ahead < total:  # into the stage slice t - 1 left
-                load_slice(s16, jl * stage_v, A, B, gl, ql, tx, a_off, b_off)
-            copy_async_commit()
-            ql += 1
-            if ql == slices:
-                ql = 0
-                gl += stride
-            jl = jl + 1 if jl + 1 < depth else 0
-            b0 = j * stage_v * v
-            SM.execute(sv[b0:b0 + a_size], sv[b0 + b_off_v * v:b0 + b_off_v * v + b_size], acc)
-            j = j + 1 if j + 1 < depth else 0
-            q += 1
-            if q == slices:  # the GEMM's last slice: C from the registers
-                for i in range(acc_n):
-                    e = rows[i]
-                    if e >= 0:
-                        C[g, e] = acc[i]
-                    acc[i] = 0
-                q = 0
-                g += stride
-        copy_async_wait(0)  # nothing in flight when the block ends
-
-    return kernel, stage_v * 16 * depth
-
+    dt = np.dtype(MM.c_value_type)
+    SM = _gemm_descriptor(m, n, kc, dt, block_dim=MM.block_dim[0], sm=MM.sm, alignment=(16, 16, 16),
+                          leading_dimension="suggested")
+    return _slice_kernel(SM, k, depth, False, min_blocks)
 
 def make_lib_kernel(MM, G):
     """The library's kernel (``kernels.gemm._vector_kernel``, what ``kernels.batched_gemm``
@@ -621,8 +516,10 @@ def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev, peers=Tru
                     continue
                 if variant == "lib":  # the library kernel: D = alpha * A @ B (+ beta * C, unused)
                     args = (nA16, nB16, nC16, nC16, dt.type(1), dt.type(0), batch)
+                elif variant.startswith("kc"):  # the library's K-slice kernel, C and D as values
+                    args = (nA16, nB16, nC, nC, dt.type(1), dt.type(0), batch)
                 else:
-                    args = (nA16, nB16, nC if variant in ("rmem", "rpad") or variant.startswith("kc") else nC16, batch)
+                    args = (nA16, nB16, nC if variant in ("rmem", "rpad") else nC16, batch)
                 from numba import typeof
 
                 kern = kernel.compile(tuple(typeof(a) for a in args))

@@ -9,7 +9,15 @@ import numpy as np
 from numba import cuda
 
 from mathdx_operands import on_device, resolve_stream, simulator
-from nvmath_device import FFT, Matmul, load_complex, store_complex
+from nvmath_device import (
+    FFT,
+    Matmul,
+    copy_async,
+    copy_async_commit,
+    copy_async_wait,
+    load_complex,
+    store_complex,
+)
 from nvmath_device.common_cuda import shared_memory_limit
 
 from . import _fused
@@ -195,6 +203,135 @@ def _vector_kernel(mm: Matmul, per_block: int, use_c: bool):
     return kernel, slot_v * 16 * per_block
 
 
+
+@functools.cache
+def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int | None):
+    """``D[g] = alpha * A[g] @ B[g] (+ beta * C[g])`` for GEMMs of ``mm``'s m and n and K = ``k``,
+    A and B streamed in K slices of ``mm.k`` (``mm`` is the slice's descriptor: m x kc of A,
+    kc x n of B, padded tiles), on a persistent grid. Each block keeps a ring of ``depth``
+    shared-memory stages filled with ``cp.async`` 16-byte copies ``depth - 1`` slices ahead; the
+    ring runs on across GEMM boundaries (the next GEMM's first slices land while this one's last
+    are multiplied), each slice is ``acc += a @ b`` in the register accumulator, and after a
+    GEMM's last slice its result leaves from the registers (one store per value). A stage is
+    ``kc / k`` of a whole GEMM's A and B, so several blocks fit on an SM where the whole-GEMM
+    kernel (:func:`_vector_kernel`) fits one. Launch bounds: the block's threads and
+    ``min_blocks`` blocks per SM (what the compiler keeps the registers to; None: threads only).
+
+    Not picked by :func:`batched_gemm` yet: it is reached through ``_batched_gemm(...,
+    slices=...)`` until it is timed against the vector kernel (benchmarks/batched_gemm.py, ``kc``
+    variants; benchmarks/RESULTS.md).
+
+    Arguments: ``A`` (batch, m*k*itemsize/16), ``B`` (batch, k*n*itemsize/16) complex128 views of
+    C-contiguous, 16-byte aligned operands; ``C`` and ``D`` (batch, m*n) of the value type;
+    ``alpha``, ``beta``; ``batch``. Returns ``(kernel, dynamic shared memory bytes)``, or None
+    when the descriptor does not fit: row-major tiles, a 1-D ``block_dim``, one value type,
+    ``k`` a multiple of ``mm.k``, slices' rows (global and padded) whole 16-byte vectors, ``depth``
+    2 to 9 (``cp.async.wait_group`` takes 0 to 7 groups in flight).
+    """
+    m, n, kc = mm.size
+    dt = mm.c_value_type
+    isz = dt.itemsize
+    lda, ldb, _ = mm.leading_dimension
+    if (tuple(mm.arrangement) != ("row_major",) * 3 or mm.block_dim[1] * mm.block_dim[2] != 1
+            or mm.a_value_type != dt or mm.b_value_type != dt or 16 % isz or not 2 <= depth <= 9 or k % kc):
+        return None
+    v = 16 // isz
+    if kc % v or n % v or lda % v or ldb % v or mm.b_shared_memory_offset % 16:
+        return None
+    ka, kn, sa = k // v, n // v, kc // v  # vectors per row: of A, of B; of a slice of A's row
+    la, lb = lda // v, ldb // v  # ... of the padded shared tiles
+    a_vec, b_vec = m * sa, kc * kn  # vectors per slice
+    stage_v = -(-mm.shared_memory_size_ab // 16)
+    b_off_v = mm.b_shared_memory_offset // 16
+    slices, ahead, pending = k // kc, depth - 1, depth - 2
+    nt = mm.max_threads_per_block
+    na, nb = -(-a_vec // nt), -(-b_vec // nt)  # vectors per thread per slice
+    all_a, all_b = a_vec % nt == 0, b_vec % nt == 0  # every thread's last vector exists
+    step_b = kc * kn  # a slice's step along B's rows, in vectors
+    a_size, b_size, acc_n = mm.a_size, mm.b_size, mm.accumulator_size
+    zero = dt.type(0)
+
+    @cuda.jit(device=True, forceinline=True)
+    def load_slice(s16, base, A, B, g, q, tx, a_off, b_off):
+        """Start this thread's copies of slice ``q`` of GEMM ``g`` into the stage at ``base``."""
+        for j in range(na):
+            if all_a or tx + j * nt < a_vec:
+                copy_async(s16, base + a_off[j, 0], A, (g, a_off[j, 1] + q * sa))
+        for j in range(nb):
+            if all_b or tx + j * nt < b_vec:
+                copy_async(s16, base + b_off_v + b_off[j, 0], B, (g, b_off[j, 1] + q * step_b))
+
+    # No fastmath, as in _vector_kernel: only the epilogue is ours
+    @cuda.jit(launch_bounds=(nt, min_blocks) if min_blocks else nt)
+    def kernel(A, B, C, D, alpha, beta, batch):
+        tx = cuda.threadIdx.x
+        s16 = cuda.shared.array(0, dtype=np.complex128)
+        sv = cuda.shared.array(0, dtype=dt)
+        acc = cuda.local.array(acc_n, dtype=dt)
+        rows = cuda.local.array(acc_n, dtype=np.int32)
+        cols = cuda.local.array(acc_n, dtype=np.int32)
+        mm.fragment_coordinates(rows, cols)
+        for i in range(acc_n):  # rows[i] becomes the value's offset in a row of D (-1: unused)
+            rows[i] = rows[i] * n + cols[i] if rows[i] >= 0 else -1
+        a_off = cuda.local.array((na, 2), dtype=np.int32)  # (in a stage, in a slice of a row of A)
+        b_off = cuda.local.array((nb, 2), dtype=np.int32)
+        for j in range(na):
+            i = tx + j * nt
+            r = i // sa
+            a_off[j, 0] = r * la + i - r * sa
+            a_off[j, 1] = r * ka + i - r * sa
+        for j in range(nb):
+            i = tx + j * nt
+            r = i // kn
+            b_off[j, 0] = r * lb + i - r * kn
+            b_off[j, 1] = i
+        stride = cuda.gridDim.x
+        g0 = cuda.blockIdx.x  # the block's slices: slice q of GEMM g0, g0 + stride, ...
+        total = ((batch - 1 - g0) // stride + 1) * slices if g0 < batch else 0
+        gl, ql = g0, 0  # the next slice to load
+        for t in range(ahead):  # the first slices; one group each, empty past the end
+            if t < total:
+                load_slice(s16, t * stage_v, A, B, gl, ql, tx, a_off, b_off)
+            copy_async_commit()
+            ql += 1
+            if ql == slices:
+                ql = 0
+                gl += stride
+        for i in range(acc_n):
+            acc[i] = zero
+        j, jl = 0, ahead  # this slice's stage; the stage the next load goes to
+        g, q = g0, 0  # this slice
+        for t in range(total):
+            copy_async_wait(pending)  # slice t has landed (the newer ones may not have)
+            cuda.syncthreads()  # ... for every thread; and every thread is done with slice t - 1
+            if t + ahead < total:  # into the stage slice t - 1 left
+                load_slice(s16, jl * stage_v, A, B, gl, ql, tx, a_off, b_off)
+            copy_async_commit()
+            ql += 1
+            if ql == slices:
+                ql = 0
+                gl += stride
+            jl = jl + 1 if jl + 1 < depth else 0
+            b0 = j * stage_v * v
+            mm.execute(sv[b0:b0 + a_size], sv[b0 + b_off_v * v:b0 + b_off_v * v + b_size], acc)
+            j = j + 1 if j + 1 < depth else 0
+            q += 1
+            if q == slices:  # the GEMM's last slice: its result from the registers
+                for i in range(acc_n):
+                    e = rows[i]
+                    if e >= 0:
+                        if use_c:
+                            D[g, e] = alpha * acc[i] + beta * C[g, e]
+                        else:
+                            D[g, e] = alpha * acc[i]
+                    acc[i] = zero
+                q = 0
+                g += stride
+        copy_async_wait(0)  # nothing in flight when the block ends
+
+    return kernel, stage_v * 16 * depth
+
+
 # GEMM slots per block of the (persistent) vector kernel: one; each block walks the batch (1, 2
 # and 4 per block were measured: benchmarks/RESULTS.md, batched GEMMs).
 _VECTOR_PER_BLOCK = 1
@@ -280,10 +417,12 @@ def batched_gemm(a, b, *, c=None, alpha=1.0, beta=0.0, stream=None):
     return _batched_gemm(a, b, c, alpha, beta, stream)[0]
 
 
-def _batched_gemm(a, b, c, alpha, beta, stream, vector=True, per_block=None, blocks=None):
-    """:func:`batched_gemm`, plus which kernel ran ("vector" or "smem"). ``vector=False`` forces
-    the shared-memory kernel, ``per_block`` the vector kernel's GEMMs per block, ``blocks`` its
-    grid (tests: any grid is correct)."""
+def _batched_gemm(a, b, c, alpha, beta, stream, vector=True, per_block=None, blocks=None, slices=None):
+    """:func:`batched_gemm`, plus which kernel ran ("vector", "slices" or "smem"). ``vector=False``
+    forces the shared-memory kernel, ``per_block`` the vector kernel's GEMMs per block, ``blocks``
+    the persistent kernels' grid (tests: any grid is correct). ``slices=(kc, depth, min_blocks)``
+    runs :func:`_slice_kernel` (K slices of ``kc``, ``depth`` stages) where it applies, in place
+    of the vector kernel; ValueError where it does not."""
     ao = Operand("a", a, _DTYPES, (3,), None)
     bo = Operand("b", b, (ao.dtype,), (3,), None)
     batch, m, k = ao.shape
@@ -310,6 +449,9 @@ def _batched_gemm(a, b, c, alpha, beta, stream, vector=True, per_block=None, blo
         return out.result(s), None
     scal = ao.dtype.type
     use_c = co is not None and beta != 0
+    if slices is not None:
+        ran = _run_slices(ao, bo, co if use_c else None, out, alpha, beta, s, slices, blocks)
+        return out.result(s), ran
     G = per_block or _VECTOR_PER_BLOCK
     vec = _vector_kernel(mm, G, use_c) if vector else None
     if vec is not None:  # rows are whole 16-byte vectors: the operands as complex128 vectors
@@ -330,6 +472,32 @@ def _batched_gemm(a, b, c, alpha, beta, stream, vector=True, per_block=None, blo
     launch(kernel, grid, (threads, per_block, 1), s, smem, ao.dev, bo.dev, cdev, out.dev, scal(alpha), scal(beta),
            batch)
     return out.result(s), "smem"
+
+
+def _run_slices(ao, bo, co, out, alpha, beta, s, slices, blocks):
+    """Launch :func:`_slice_kernel` for ``_batched_gemm(..., slices=(kc, depth, min_blocks))``
+    (``co`` None: no C term); returns "slices", or raises ValueError naming what does not fit."""
+    kc, depth, min_blocks = slices
+    batch, m, k = ao.shape
+    n = bo.shape[2]
+    if not isinstance(kc, int) or kc < 1 or k % kc:
+        raise ValueError(f"slices: kc must be a positive divisor of k = {k}, got {kc!r}")
+    mm = _gemm_descriptor(m, n, kc, ao.dtype, block_dim=_batched_descriptor(m, n, k, ao.dtype).block_dim[0],
+                          alignment=(16, 16, 16), leading_dimension="suggested")
+    made = _slice_kernel(mm, k, depth, co is not None, min_blocks)
+    a16 = ao.dev.reshape(batch, m * k).view(np.complex128)
+    b16 = bo.dev.reshape(batch, k * n).view(np.complex128)
+    if made is None or not vectors_ok(a16, b16, a16):
+        raise ValueError(f"slices={slices!r}: the K-slice kernel does not apply to ({m}, {n}, {k}) "
+                         f"{ao.dtype.name} with these operands (see kernels.gemm._slice_kernel)")
+    kernel, smem = made
+    scal = ao.dtype.type
+    d = out.dev.reshape(batch, m * n)
+    args = (a16, b16, co.dev.reshape(batch, m * n) if co is not None else d, d, scal(alpha), scal(beta), batch)
+    threads = mm.block_dim[0]
+    grid = max(1, min(batch, blocks or resident_blocks(kernel, (threads, 1), smem, *args) or batch))
+    launch(kernel, grid, (threads, 1, 1), s, smem, *args)
+    return "slices"
 
 
 def _beamform_fft(beams, nsamp, prec, sm, own=False):

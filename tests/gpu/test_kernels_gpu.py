@@ -125,6 +125,28 @@ def test_batched_gemm_vector_kernel(kind, dtype, size, with_c):
     np.testing.assert_array_equal(_host(cd), c)
 
 
+
+@pytest.mark.parametrize("dtype,size,slices,with_c", [(np.float64, (64, 64, 64), (16, 4, 2), True),
+                                                      (np.float64, (64, 64, 64), (8, 8, None), False),
+                                                      (np.complex64, (16, 24, 16), (4, 3, 3), True)])
+def test_batched_gemm_slice_kernel(dtype, size, slices, with_c):
+    """The K-slice kernel (``_batched_gemm(..., slices=...)``, not batched_gemm's pick yet) on a
+    persistent grid of the blocks that fit, batch 10001, against NumPy; C is not modified."""
+    from kernels.gemm import _batched_gemm
+
+    m, n, k = size
+    batch = 10001
+    a, b, c = _signal3((batch, m, k), dtype), _signal3((batch, k, n), dtype), _signal3((batch, m, n), dtype)
+    alpha, beta = (1.5 - 0.5j, 0.25 + 1j) if np.dtype(dtype).kind == "c" else (1.5, -0.5)
+    cd = _as("cupy", c)
+    d, path = _batched_gemm(_as("cupy", a), _as("cupy", b), cd if with_c else None, alpha, beta if with_c else 0.0,
+                            None, slices=slices)
+    assert path == "slices"
+    ref = alpha * (a.astype(np.complex128) @ b) + (beta * c if with_c else 0)
+    ref = ref if np.dtype(dtype).kind == "c" else ref.real
+    assert _rel(_host(d), ref) < (1e-12 if dtype == np.float64 else 1e-5)
+    np.testing.assert_array_equal(_host(cd), c)
+
 def test_batched_gemm_unaligned_operands_take_the_fallback():
     """A CuPy slice starting 4 bytes into a buffer cannot be loaded as 16-byte vectors."""
     import cupy

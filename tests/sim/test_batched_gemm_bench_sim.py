@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""benchmarks/batched_gemm.py's cp.async kernels (``pasync1`` / ``2`` / ``3``) under the simulator:
+"""benchmarks/batched_gemm.py's cp.async kernels (``pasync1`` / ``2`` / ``3``, ``kc``) under the simulator:
 a persistent grid smaller than the batch, so each block walks several GEMMs through its ring of
 stages (its prologue, the wrap-around of the ring and the GEMMs past the batch's end), against
 NumPy float64; the recorded kernels are linked for sm_90 with the rest of the simulator suite."""
@@ -56,25 +56,20 @@ def test_pasync_refuses_what_it_cannot_run():
     assert bg.make_pasync_kernel(col, 1) is None
 
 
-@pytest.mark.parametrize("depth, kc", [(2, 4), (3, 8), (4, 4), (9, 4)])
-@pytest.mark.parametrize("size, dtype, bd", [((16, 16, 16), np.float64, 64), ((8, 16, 16), np.float32, 32)])
-def test_kchunk_kernel_matches_numpy(size, dtype, bd, depth, kc):
-    """The K-slice ring (``kc*`` variants): slices of consecutive GEMMs share the ring, C leaves
-    from the registers into a (batch, m*n) array of values."""
-    MM = Matmul(size=size, precision=dtype, arrangement=("row_major",) * 3, leading_dimension="suggested",
-                block_dim=bd, alignment=(16, 16, 16), sm=90)
-    made = bg.make_kchunk_kernel(MM, 1, depth, kc)
-    assert made is not None
-    kernel, smem = made
-    assert smem % 16 == 0 and smem < depth * MM.shared_memory_size_ab  # a slice's stage is smaller
-    _check(kernel, smem, MM, 3, depth * 100 + kc, c_as_vectors=False)  # blocks: GEMMs (0, 3, 6), (1, 4), (2, 5)
 
-
-def test_kchunk_refuses_what_it_cannot_run():
+def test_kchunk_variant_runs_the_library_kernel():
+    """The ``kc`` variants time ``kernels.gemm._slice_kernel`` (its own tests: tests/sim/
+    test_kernels_sim.py) with the arguments the benchmark passes: C and D as (batch, m*n) values."""
     MM = Matmul(size=(16, 16, 16), precision=np.float64, arrangement=("row_major",) * 3,
                 leading_dimension="suggested", block_dim=64, alignment=(16, 16, 16), sm=90)
     assert bg.make_kchunk_kernel(MM, 2) is None  # one GEMM per block only
-    assert bg.make_kchunk_kernel(MM, 1, depth=1, kc=4) is None  # no slice ahead
-    assert bg.make_kchunk_kernel(MM, 1, depth=10, kc=4) is None  # cp.async.wait_group takes 0 to 7
     assert bg.make_kchunk_kernel(MM, 1, depth=2, kc=6) is None  # k = 16 is not whole slices of 6
-    assert bg.make_kchunk_kernel(MM, 1, depth=2, kc=1) is None  # a slice row is not a 16-byte vector
+    kernel, smem = bg.make_kchunk_kernel(MM, 1, depth=3, kc=4)
+    assert smem % 16 == 0 and smem < 3 * MM.shared_memory_size_ab  # a slice's stage is smaller
+    batch = 5
+    rng = np.random.default_rng(1)
+    a, b = rng.uniform(-1, 1, (batch, 16, 16)), rng.uniform(-1, 1, (batch, 16, 16))
+    dc = cuda.to_device(np.full((batch, 256), np.nan))
+    kernel[2, MM.block_dim, 0, smem](cuda.to_device(a.reshape(batch, -1).view(np.complex128)),
+                                     cuda.to_device(b.reshape(batch, -1).view(np.complex128)), dc, dc, 1.0, 0.0, batch)
+    np.testing.assert_allclose(dc.copy_to_host().reshape(batch, 16, 16), a @ b, rtol=1e-12, atol=1e-11)

@@ -234,6 +234,44 @@ def test_vector_batched_gemm_walks_the_batch_on_a_small_grid(dtype, size, _gemm_
         assert _rel(d, ref) < TOL[dtype]
 
 
+
+@pytest.mark.parametrize("dtype,size,slices,with_c", [
+    (np.float64, (16, 16, 16), (4, 3, None), True),   # 4 slices a GEMM, 2 in flight
+    (np.float64, (16, 16, 16), (8, 2, 2), False),     # 2 slices, 1 in flight, launch bounds
+    (np.float32, (8, 16, 16), (4, 4, None), True),    # A's slices: 32 vectors for 64 threads
+    (np.complex128, (8, 8, 8), (2, 9, None), True),   # 4 slices, 8 in flight: past a GEMM
+])
+def test_slice_batched_gemm_walks_the_batch(dtype, size, slices, with_c):
+    """The K-slice kernel (``_batched_gemm(..., slices=(kc, depth, min_blocks))``): 2 and 3
+    persistent blocks over a batch of 7, so slices of consecutive GEMMs of a block share its
+    ring, and the ring wraps; alpha and beta * C applied in registers; C not modified."""
+    from kernels.gemm import _batched_gemm
+
+    a, b, c = _gemm_operands(dtype, size, 7)
+    c0 = c.copy()
+    cplx = np.dtype(dtype).kind == "c"
+    alpha, beta = ((0.5 + 1j), (2.0 - 0.5j)) if cplx else (0.5, 2.0)
+    ref = alpha * (a.astype(np.complex128) @ b) + (beta * c if with_c else 0)
+    ref = ref if cplx else ref.real
+    for blocks in (2, 3):
+        d, path = _batched_gemm(a, b, c if with_c else None, alpha, beta if with_c else 0.0, None, slices=slices,
+                                blocks=blocks)
+        assert path == "slices"
+        assert d.dtype == np.dtype(dtype) and _rel(d, ref) < TOL[dtype]
+    np.testing.assert_array_equal(c, c0)
+
+
+@pytest.mark.parametrize("slices,match", [((5, 2, None), "kc must be a positive divisor of k = 16"),
+                                          ((0, 2, None), "kc must be"),
+                                          ((4, 10, None), "does not apply"),  # more stages than cp.async counts
+                                          ((2, 2, None), "does not apply")])  # a slice row of 2 float32: 8 bytes
+def test_slice_batched_gemm_says_what_does_not_fit(slices, match):
+    from kernels.gemm import _batched_gemm
+
+    a, b, _ = _gemm_operands(np.float32, (16, 16, 16), 2)
+    with pytest.raises(ValueError, match=match):
+        _batched_gemm(a, b, None, 1.0, 0.0, None, slices=slices)
+
 def test_batched_gemm_falls_back_when_rows_are_not_vectors():
     """(6, 6, 3) complex64: a row of A (3 values, 24 bytes) is not a whole number of 16-byte
     vectors: the shared-memory kernel."""
