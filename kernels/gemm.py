@@ -80,6 +80,33 @@ def _batched_kernel(mm: Matmul, per_block: int, use_c: bool):
     return kernel, per * vt.itemsize * per_block
 
 
+
+def _tile_offset(per_row: int, padded: int, nt: int):
+    """A device function ``(tx, j) -> offset``: where vector ``i = tx + j * nt`` of a row-major
+    tile of ``per_row`` vectors per row goes in the padded tile (rows of ``padded`` vectors),
+    i.e. ``(i // per_row) * padded + i % per_row``. Where ``nt`` is a multiple of ``per_row``
+    (or the other way round) that is a part fixed per thread plus one fixed per ``j``, so that
+    the division leaves the loops (the copy loops run ``j`` over unrolled constants)."""
+    if nt % per_row == 0:
+        step = nt // per_row * padded  # each j moves nt // per_row whole rows
+
+        @cuda.jit(device=True, forceinline=True)
+        def offset(tx, j):
+            return (tx // per_row) * padded + tx % per_row + j * step
+    elif per_row % nt == 0:
+        q = per_row // nt  # each row takes q rounds of the block
+
+        @cuda.jit(device=True, forceinline=True)
+        def offset(tx, j):
+            return (j // q) * padded + (j % q) * nt + tx
+    else:
+        @cuda.jit(device=True, forceinline=True)
+        def offset(tx, j):
+            i = tx + j * nt
+            r = i // per_row
+            return r * padded + i - r * per_row
+    return offset
+
 @functools.cache
 def _vector_kernel(mm: Matmul, per_block: int, use_c: bool):
     """``D[g] = alpha * A[g] @ B[g] (+ beta * C[g])`` with every tile moved as 16-byte vectors,
@@ -126,6 +153,8 @@ def _vector_kernel(mm: Matmul, per_block: int, use_c: bool):
     nt = mm.max_threads_per_block
     na, nb = -(-a_vec // nt), -(-b_vec // nt)  # vectors per thread in flight: of A, of B
     all_a, all_b = a_vec % nt == 0, b_vec % nt == 0  # every thread's last vector exists
+    nc, all_c = -(-c_vec // nt), c_vec % nt == 0  # ... of C and D
+    off_a, off_b, off_c = _tile_offset(ka, la, nt), _tile_offset(kn, lb, nt), _tile_offset(kn, lc, nt)
     zero, zero16 = dt.type(0), np.complex128(0)
 
     # No fastmath: the arithmetic here is only the alpha/beta epilogue (and the GEMM itself is
@@ -143,6 +172,8 @@ def _vector_kernel(mm: Matmul, per_block: int, use_c: bool):
         rows = cuda.local.array(acc_n, dtype=np.int32)
         cols = cuda.local.array(acc_n, dtype=np.int32)
         mm.fragment_coordinates(rows, cols)
+        for i in range(acc_n):  # rows[i] becomes the value's offset in the slot (-1: unused)
+            rows[i] = b0 + rows[i] * ldc + cols[i] if rows[i] >= 0 else -1
         stride = cuda.gridDim.x * per_block
         g = cuda.blockIdx.x * per_block + cuda.threadIdx.y
         for j in range(na):
@@ -154,15 +185,11 @@ def _vector_kernel(mm: Matmul, per_block: int, use_c: bool):
         for _ in range((batch + stride - 1) // stride):  # the same count in every block
             cuda.syncthreads()  # the slot's previous result has been stored
             for j in range(na):
-                i = tx + j * nt
-                if all_a or i < a_vec:
-                    r = i // ka
-                    s16[base + r * la + i - r * ka] = ra[j]
+                if all_a or tx + j * nt < a_vec:
+                    s16[base + off_a(tx, j)] = ra[j]
             for j in range(nb):
-                i = tx + j * nt
-                if all_b or i < b_vec:
-                    r = i // kn
-                    s16[base + b_off_v + r * lb + i - r * kn] = rb[j]
+                if all_b or tx + j * nt < b_vec:
+                    s16[base + b_off_v + off_b(tx, j)] = rb[j]
             cuda.syncthreads()
             gn = g + stride
             if gn < batch:  # the next GEMM's loads, in flight during this one
@@ -181,27 +208,25 @@ def _vector_kernel(mm: Matmul, per_block: int, use_c: bool):
             live = g < batch  # an idle slot still takes part in every block-wide step
             if use_c:
                 if live:
-                    for i in range(tx, c_vec, nt):
-                        r = i // kn
-                        s16[base + r * lc + i - r * kn] = load_complex(C, (g, i))
+                    for j in range(nc):
+                        if all_c or tx + j * nt < c_vec:
+                            s16[base + off_c(tx, j)] = load_complex(C, (g, tx + j * nt))
                 cuda.syncthreads()
             for i in range(acc_n):
-                r = rows[i]
-                if r >= 0:
-                    e = b0 + r * ldc + cols[i]
+                e = rows[i]
+                if e >= 0:
                     if use_c:
                         sv[e] = alpha * acc[i] + beta * sv[e]
                     else:
                         sv[e] = alpha * acc[i]
             cuda.syncthreads()
             if live:
-                for i in range(tx, c_vec, nt):
-                    r = i // kn
-                    store_complex(D, (g, i), s16[base + r * lc + i - r * kn])
+                for j in range(nc):
+                    if all_c or tx + j * nt < c_vec:
+                        store_complex(D, (g, tx + j * nt), s16[base + off_c(tx, j)])
             g = gn
 
     return kernel, slot_v * 16 * per_block
-
 
 
 @functools.cache

@@ -272,6 +272,35 @@ def test_slice_batched_gemm_says_what_does_not_fit(slices, match):
     with pytest.raises(ValueError, match=match):
         _batched_gemm(a, b, None, 1.0, 0.0, None, slices=slices)
 
+
+@pytest.mark.parametrize("per_row,padded,nt", [(8, 9, 32), (4, 5, 128), (32, 34, 32), (64, 66, 32), (3, 4, 64),
+                                               (6, 7, 16)])
+def test_tile_offset_is_the_padded_place_of_each_vector(per_row, padded, nt):
+    """kernels.gemm._tile_offset's three forms (threads a multiple of a row's vectors; a row's
+    vectors a multiple of the threads; neither) against the division they replace."""
+    from kernels.gemm import _tile_offset
+
+    off = _tile_offset(per_row, padded, nt)
+    for tx in range(nt):
+        for j in range(4):
+            i = tx + j * nt
+            assert off(tx, j) == (i // per_row) * padded + i % per_row, (tx, j)
+
+
+@pytest.mark.parametrize("size", [(16, 32, 256), (16, 16, 12)], ids=["row-over-threads", "neither"])
+def test_vector_batched_gemm_tile_offsets(size, _gemm_tables):
+    """The vector kernel where a row of A has more 16-byte vectors than the block has threads
+    ((16, 32, 256) float32: 64 vectors, one warp) and where neither count divides the other
+    ((16, 16, 12): 3 vectors a row); a persistent grid of 2 blocks over a batch of 5."""
+    from kernels.gemm import _batched_descriptor, _batched_gemm, _vector_kernel
+
+    mm = _batched_descriptor(*size, np.float32)
+    assert _vector_kernel(mm, 1, True) is not None
+    a, b, c = _gemm_operands(np.float32, size, 5)
+    d, path = _batched_gemm(a, b, c, 1.5, -0.5, None, blocks=2)
+    assert path == "vector"
+    assert _rel(d, 1.5 * (a.astype(np.float64) @ b) - 0.5 * c) < TOL[np.float32]
+
 def test_batched_gemm_falls_back_when_rows_are_not_vectors():
     """(6, 6, 3) complex64: a row of A (3 values, 24 bytes) is not a whole number of 16-byte
     vectors: the shared-memory kernel."""
