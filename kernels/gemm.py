@@ -273,18 +273,20 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
     na, nb = -(-a_vec // nt), -(-b_vec // nt)  # vectors per thread per slice
     all_a, all_b = a_vec % nt == 0, b_vec % nt == 0  # every thread's last vector exists
     step_b = kc * kn  # a slice's step along B's rows, in vectors
+    # where thread tx's vector j of a slice goes in a stage (A, B) and comes from in A's row
+    sh_a, sh_b, gl_a = _tile_offset(sa, la, nt), _tile_offset(kn, lb, nt), _tile_offset(sa, ka, nt)
     a_size, b_size, acc_n = mm.a_size, mm.b_size, mm.accumulator_size
     zero = dt.type(0)
 
     @cuda.jit(device=True, forceinline=True)
-    def load_slice(s16, base, A, B, g, q, tx, a_off, b_off):
+    def load_slice(s16, base, A, B, g, q, tx):
         """Start this thread's copies of slice ``q`` of GEMM ``g`` into the stage at ``base``."""
         for j in range(na):
             if all_a or tx + j * nt < a_vec:
-                copy_async(s16, base + a_off[j, 0], A, (g, a_off[j, 1] + q * sa))
+                copy_async(s16, base + sh_a(tx, j), A, (g, gl_a(tx, j) + q * sa))
         for j in range(nb):
             if all_b or tx + j * nt < b_vec:
-                copy_async(s16, base + b_off_v + b_off[j, 0], B, (g, b_off[j, 1] + q * step_b))
+                copy_async(s16, base + b_off_v + sh_b(tx, j), B, (g, tx + j * nt + q * step_b))
 
     # No fastmath, as in _vector_kernel: only the epilogue is ours
     @cuda.jit(launch_bounds=(nt, min_blocks) if min_blocks else nt)
@@ -298,25 +300,13 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
         mm.fragment_coordinates(rows, cols)
         for i in range(acc_n):  # rows[i] becomes the value's offset in a row of D (-1: unused)
             rows[i] = rows[i] * n + cols[i] if rows[i] >= 0 else -1
-        a_off = cuda.local.array((na, 2), dtype=np.int32)  # (in a stage, in a slice of a row of A)
-        b_off = cuda.local.array((nb, 2), dtype=np.int32)
-        for j in range(na):
-            i = tx + j * nt
-            r = i // sa
-            a_off[j, 0] = r * la + i - r * sa
-            a_off[j, 1] = r * ka + i - r * sa
-        for j in range(nb):
-            i = tx + j * nt
-            r = i // kn
-            b_off[j, 0] = r * lb + i - r * kn
-            b_off[j, 1] = i
         stride = cuda.gridDim.x
         g0 = cuda.blockIdx.x  # the block's slices: slice q of GEMM g0, g0 + stride, ...
         total = ((batch - 1 - g0) // stride + 1) * slices if g0 < batch else 0
         gl, ql = g0, 0  # the next slice to load
         for t in range(ahead):  # the first slices; one group each, empty past the end
             if t < total:
-                load_slice(s16, t * stage_v, A, B, gl, ql, tx, a_off, b_off)
+                load_slice(s16, t * stage_v, A, B, gl, ql, tx)
             copy_async_commit()
             ql += 1
             if ql == slices:
@@ -330,7 +320,7 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
             copy_async_wait(pending)  # slice t has landed (the newer ones may not have)
             cuda.syncthreads()  # ... for every thread; and every thread is done with slice t - 1
             if t + ahead < total:  # into the stage slice t - 1 left
-                load_slice(s16, jl * stage_v, A, B, gl, ql, tx, a_off, b_off)
+                load_slice(s16, jl * stage_v, A, B, gl, ql, tx)
             copy_async_commit()
             ql += 1
             if ql == slices:
