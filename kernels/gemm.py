@@ -288,6 +288,11 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
             if all_b or tx + j * nt < b_vec:
                 copy_async(s16, base + b_off_v + sh_b(tx, j), B, (g, tx + j * nt + q * step_b))
 
+    @cuda.jit(device=True, forceinline=True)
+    def next_slice(q, g, stride):
+        """The slice after slice ``q`` of GEMM ``g`` (the block's GEMMs are ``stride`` apart)."""
+        return (0, g + stride) if q + 1 == slices else (q + 1, g)
+
     # No fastmath, as in _vector_kernel: only the epilogue is ours
     @cuda.jit(launch_bounds=(nt, min_blocks) if min_blocks else nt)
     def kernel(A, B, C, D, alpha, beta, batch):
@@ -308,10 +313,7 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
             if t < total:
                 load_slice(s16, t * stage_v, A, B, gl, ql, tx)
             copy_async_commit()
-            ql += 1
-            if ql == slices:
-                ql = 0
-                gl += stride
+            ql, gl = next_slice(ql, gl, stride)
         for i in range(acc_n):
             acc[i] = zero
         j, jl = 0, ahead  # this slice's stage; the stage the next load goes to
@@ -322,10 +324,7 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
             if t + ahead < total:  # into the stage slice t - 1 left
                 load_slice(s16, jl * stage_v, A, B, gl, ql, tx)
             copy_async_commit()
-            ql += 1
-            if ql == slices:
-                ql = 0
-                gl += stride
+            ql, gl = next_slice(ql, gl, stride)
             jl = jl + 1 if jl + 1 < depth else 0
             b0 = j * stage_v * v
             mm.execute(sv[b0:b0 + a_size], sv[b0 + b_off_v * v:b0 + b_off_v * v + b_size], acc)
