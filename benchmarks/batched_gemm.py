@@ -385,6 +385,7 @@ def make_kchunk_kernel(MM, G, depth=4, kc=16, min_blocks=None):
                           leading_dimension="suggested")
     return _slice_kernel(SM, k, depth, False, min_blocks)
 
+
 def make_lib_kernel(MM, G):
     """The library's kernel (``kernels.gemm._vector_kernel``, what ``kernels.batched_gemm``
     runs): ``ppadv`` with alpha/beta/C. Called as ``kernel(A16, B16, C16, D16, alpha, beta,

@@ -80,7 +80,6 @@ def _batched_kernel(mm: Matmul, per_block: int, use_c: bool):
     return kernel, per * vt.itemsize * per_block
 
 
-
 def _tile_offset(per_row: int, padded: int, nt: int):
     """A device function ``(tx, j) -> offset``: where vector ``i = tx + j * nt`` of a row-major
     tile of ``per_row`` vectors per row goes in the padded tile (rows of ``padded`` vectors),
@@ -106,6 +105,7 @@ def _tile_offset(per_row: int, padded: int, nt: int):
             r = i // per_row
             return r * padded + i - r * per_row
     return offset
+
 
 @functools.cache
 def _vector_kernel(mm: Matmul, per_block: int, use_c: bool):
@@ -464,7 +464,7 @@ def _batched_gemm(a, b, c, alpha, beta, stream, vector=True, per_block=None, blo
     scal = ao.dtype.type
     use_c = co is not None and beta != 0
     if slices is not None:
-        ran = _run_slices(ao, bo, co if use_c else None, out, alpha, beta, s, slices, blocks)
+        ran = _run_slices(ao, bo, co if use_c else None, out, alpha, beta, s, slices, blocks, threads)
         return out.result(s), ran
     G = per_block or _VECTOR_PER_BLOCK
     vec = _vector_kernel(mm, G, use_c) if vector else None
@@ -488,16 +488,19 @@ def _batched_gemm(a, b, c, alpha, beta, stream, vector=True, per_block=None, blo
     return out.result(s), "smem"
 
 
-def _run_slices(ao, bo, co, out, alpha, beta, s, slices, blocks):
+def _run_slices(ao, bo, co, out, alpha, beta, s, slices, blocks, threads):
     """Launch :func:`_slice_kernel` for ``_batched_gemm(..., slices=(kc, depth, min_blocks))``
-    (``co`` None: no C term); returns "slices", or raises ValueError naming what does not fit."""
+    with ``threads`` per block (``co`` None: no C term); returns "slices", or raises ValueError
+    naming what does not fit."""
     kc, depth, min_blocks = slices
     batch, m, k = ao.shape
     n = bo.shape[2]
     if not isinstance(kc, int) or kc < 1 or k % kc:
         raise ValueError(f"slices: kc must be a positive divisor of k = {k}, got {kc!r}")
-    mm = _gemm_descriptor(m, n, kc, ao.dtype, block_dim=_batched_descriptor(m, n, k, ao.dtype).block_dim[0],
-                          alignment=(16, 16, 16), leading_dimension="suggested")
+    if min_blocks is not None and (not isinstance(min_blocks, int) or min_blocks < 1):
+        raise ValueError(f"slices: min_blocks must be None or a positive int (blocks per SM), got {min_blocks!r}")
+    mm = _gemm_descriptor(m, n, kc, ao.dtype, block_dim=threads, alignment=(16, 16, 16),
+                          leading_dimension="suggested")
     made = _slice_kernel(mm, k, depth, co is not None, min_blocks)
     a16 = ao.dev.reshape(batch, m * k).view(np.complex128)
     b16 = bo.dev.reshape(batch, k * n).view(np.complex128)
@@ -508,7 +511,6 @@ def _run_slices(ao, bo, co, out, alpha, beta, s, slices, blocks):
     scal = ao.dtype.type
     d = out.dev.reshape(batch, m * n)
     args = (a16, b16, co.dev.reshape(batch, m * n) if co is not None else d, d, scal(alpha), scal(beta), batch)
-    threads = mm.block_dim[0]
     grid = max(1, min(batch, blocks or resident_blocks(kernel, (threads, 1), smem, *args) or batch))
     launch(kernel, grid, (threads, 1, 1), s, smem, *args)
     return "slices"

@@ -264,7 +264,8 @@ def test_slice_batched_gemm_walks_the_batch(dtype, size, slices, with_c):
 @pytest.mark.parametrize("slices,match", [((5, 2, None), "kc must be a positive divisor of k = 16"),
                                           ((0, 2, None), "kc must be"),
                                           ((4, 10, None), "does not apply"),  # more stages than cp.async counts
-                                          ((2, 2, None), "does not apply")])  # a slice row of 2 float32: 8 bytes
+                                          ((2, 2, None), "does not apply"),  # a slice row of 2 float32: 8 bytes
+                                          ((4, 2, 0), "min_blocks must be None or a positive int")])
 def test_slice_batched_gemm_says_what_does_not_fit(slices, match):
     from kernels.gemm import _batched_gemm
 
