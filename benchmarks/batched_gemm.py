@@ -374,16 +374,29 @@ def make_kchunk_kernel(MM, G, depth=4, kc=16, min_blocks=None):
     slices=(kc, depth, min_blocks))``: A and B streamed in K slices of ``kc`` through a ring of
     ``depth`` cp.async stages that runs across GEMM boundaries, C from the registers) on a
     ``(m, n, kc)`` descriptor of ``MM``'s block. Called as ``kernel(A16, B16, C, D, alpha, beta,
-    batch)`` with C and D (batch, m*n) values. None when ``G`` is not 1 or it does not apply."""
-    from kernels.gemm import _gemm_descriptor, _slice_kernel
+    batch)`` with C and D (batch, m*n) values, or pairs of values where :func:`kchunk_pairs`.
+    None when ``G`` is not 1 or it does not apply."""
+    from kernels.gemm import _slice_kernel
 
-    m, n, k = MM.size
-    if G != 1 or k % kc or MM.block_dim[1] * MM.block_dim[2] != 1:
+    if G != 1 or MM.size[2] % kc or MM.block_dim[1] * MM.block_dim[2] != 1:
         return None
-    dt = np.dtype(MM.c_value_type)
-    SM = _gemm_descriptor(m, n, kc, dt, block_dim=MM.block_dim[0], sm=MM.sm, alignment=(16, 16, 16),
-                          leading_dimension="suggested")
-    return _slice_kernel(SM, k, depth, False, min_blocks)
+    return _slice_kernel(_kchunk_descriptor(MM, kc), MM.size[2], depth, False, min_blocks)
+
+
+def _kchunk_descriptor(MM, kc):
+    """The ``(m, n, kc)`` slice descriptor of ``MM``'s block (what the ``kc`` variants run)."""
+    from kernels.gemm import _gemm_descriptor
+
+    m, n, _ = MM.size
+    return _gemm_descriptor(m, n, kc, np.dtype(MM.c_value_type), block_dim=MM.block_dim[0], sm=MM.sm,
+                            alignment=(16, 16, 16), leading_dimension="suggested")
+
+
+def kchunk_pairs(MM, variant):
+    """Whether the ``kc`` variant ``variant`` of ``MM`` takes C and D as pairs of values."""
+    from kernels.gemm import _slice_pairs
+
+    return _slice_pairs(_kchunk_descriptor(MM, int(variant[2:].split("x")[0])))
 
 
 def make_lib_kernel(MM, G):
@@ -457,6 +470,8 @@ def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev, peers=Tru
     import cupy as cp
     from numba import cuda
 
+    from kernels.gemm import _pair_dtype
+
     sm = descs[next(iter(descs))].sm
     rows = []
     m, n, k = size
@@ -474,6 +489,8 @@ def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev, peers=Tru
     nA16, nB16 = (cuda.as_cuda_array(_vectors(X, batch, cp), sync=False) for X in (A, B))
     nC16 = cuda.as_cuda_array(C.reshape(batch, -1).view(cp.complex128), sync=False)
     nC = cuda.as_cuda_array(C.reshape(batch, -1), sync=False)
+    pair = _pair_dtype(dt)
+    nC2 = cuda.as_cuda_array(C.reshape(batch, -1).view(pair), sync=False) if pair is not None and n % 2 == 0 else None
     nbytes3 = batch * (m * k + k * n + m * n) * dt.itemsize
     nbytes4 = nbytes3 + batch * m * n * dt.itemsize
     floor3 = nbytes3 / PEAK_BW * 1e3
@@ -517,8 +534,9 @@ def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev, peers=Tru
                     continue
                 if variant == "lib":  # the library kernel: D = alpha * A @ B (+ beta * C, unused)
                     args = (nA16, nB16, nC16, nC16, dt.type(1), dt.type(0), batch)
-                elif variant.startswith("kc"):  # the library's K-slice kernel, C and D as values
-                    args = (nA16, nB16, nC, nC, dt.type(1), dt.type(0), batch)
+                elif variant.startswith("kc"):  # the library's K-slice kernel, C and D as values or pairs
+                    nCk = nC2 if kchunk_pairs(MM, variant) else nC
+                    args = (nA16, nB16, nCk, nCk, dt.type(1), dt.type(0), batch)
                 else:
                     args = (nA16, nB16, nC if variant in ("rmem", "rpad") else nC16, batch)
                 from numba import typeof

@@ -230,7 +230,7 @@ def _vector_kernel(mm: Matmul, per_block: int, use_c: bool):
 
 
 @functools.cache
-def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int | None):
+def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int | None, paired: bool = True):
     """``D[g] = alpha * A[g] @ B[g] (+ beta * C[g])`` for GEMMs of ``mm``'s m and n and K = ``k``,
     A and B streamed in K slices of ``mm.k`` (``mm`` is the slice's descriptor: m x kc of A,
     kc x n of B, padded tiles), on a persistent grid. Each block keeps a ring of ``depth``
@@ -241,6 +241,8 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
     ``kc / k`` of a whole GEMM's A and B, so several blocks fit on an SM where the whole-GEMM
     kernel (:func:`_vector_kernel`) fits one. Launch bounds: the block's threads and
     ``min_blocks`` blocks per SM (what the compiler keeps the registers to; None: threads only).
+    ``paired`` False: every value on its own, C and D of values (for operands that are not
+    aligned to a pair).
 
     Not picked by :func:`batched_gemm` yet: it is reached through ``_batched_gemm(...,
     slices=...)`` until it is timed against the vector kernel (benchmarks/batched_gemm.py, ``kc``
@@ -248,7 +250,12 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
 
     Arguments: ``A`` (batch, m*k*itemsize/16), ``B`` (batch, k*n*itemsize/16) complex128 views of
     C-contiguous, 16-byte aligned operands; ``C`` and ``D`` (batch, m*n) of the value type;
-    ``alpha``, ``beta``; ``batch``. Returns ``(kernel, dynamic shared memory bytes)``, or None
+    where :func:`_slice_pairs` is True, ``C`` and ``D`` are (batch, m*n/2) views of pairs of values
+    instead (:func:`_pair_dtype`); ``alpha``, ``beta``; ``batch``. Pairs: every thread's
+    accumulator holds its values as pairs of neighbours in a row (:func:`_pair_stride`; the fp64
+    tensor-core fragments do), and each pair leaves with one access: single 8-byte stores
+    half-fill 32-byte sectors, and those partial writes took 4x the L2 write traffic (Nsight
+    Compute, benchmarks/RESULTS.md). Returns ``(kernel, dynamic shared memory bytes)``, or None
     when the descriptor does not fit: row-major tiles, a 1-D ``block_dim``, one value type,
     ``k`` a multiple of ``mm.k``, slices' rows (global and padded) whole 16-byte vectors, ``depth``
     2 to 9 (``cp.async.wait_group`` takes 0 to 7 groups in flight).
@@ -277,6 +284,7 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
     sh_a, sh_b, gl_a = _tile_offset(sa, la, nt), _tile_offset(kn, lb, nt), _tile_offset(sa, ka, nt)
     a_size, b_size, acc_n = mm.a_size, mm.b_size, mm.accumulator_size
     zero = dt.type(0)
+    ps = _pair_stride(mm) if _slice_pairs(mm, paired) else None
 
     @cuda.jit(device=True, forceinline=True)
     def load_slice(s16, base, A, B, g, q, tx):
@@ -287,6 +295,33 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
         for j in range(nb):
             if all_b or tx + j * nt < b_vec:
                 copy_async(s16, base + b_off_v + sh_b(tx, j), B, (g, tx + j * nt + q * step_b))
+
+    if ps is not None:
+        pair = _pair_dtype(dt).type
+
+        @cuda.jit(device=True, forceinline=True)
+        def store(C2, D2, g, rows, acc, alpha, beta):
+            """GEMM ``g``'s result: values i and i + ps are neighbours, one access per pair."""
+            for p in range(acc_n // 2):
+                i = (p // ps) * 2 * ps + p % ps
+                e = rows[i]
+                if e >= 0:
+                    x, y = alpha * acc[i], alpha * acc[i + ps]
+                    if use_c:
+                        c = load_complex(C2, (g, e // 2))
+                        x, y = x + beta * c.real, y + beta * c.imag
+                    store_complex(D2, (g, e // 2), pair(complex(x, y)))  # one 8/16-byte access
+    else:
+        @cuda.jit(device=True, forceinline=True)
+        def store(C, D, g, rows, acc, alpha, beta):
+            """GEMM ``g``'s result, one value per access."""
+            for i in range(acc_n):
+                e = rows[i]
+                if e >= 0:
+                    if use_c:
+                        D[g, e] = alpha * acc[i] + beta * C[g, e]
+                    else:
+                        D[g, e] = alpha * acc[i]
 
     @cuda.jit(device=True, forceinline=True)
     def next_slice(q, g, stride):
@@ -331,19 +366,48 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
             j = j + 1 if j + 1 < depth else 0
             q += 1
             if q == slices:  # the GEMM's last slice: its result from the registers
+                store(C, D, g, rows, acc, alpha, beta)
                 for i in range(acc_n):
-                    e = rows[i]
-                    if e >= 0:
-                        if use_c:
-                            D[g, e] = alpha * acc[i] + beta * C[g, e]
-                        else:
-                            D[g, e] = alpha * acc[i]
                     acc[i] = zero
                 q = 0
                 g += stride
         copy_async_wait(0)  # nothing in flight when the block ends
 
     return kernel, stage_v * 16 * depth
+
+
+@functools.cache
+def _pair_stride(mm: Matmul) -> int | None:
+    """``s`` such that, in every thread's register accumulator of ``mm``, value ``i + s`` is the
+    right-hand neighbour in C's row of value ``i`` at an even column, for each ``i`` with ``(i //
+    s) % 2 == 0`` (or both are unused); the smallest such power of two, or None. From cuBLASDx's
+    partitioner on the host (:meth:`~nvmath_device.Matmul.fragment_coordinates_table`, no GPU):
+    fp64 tensor-core fragments at 64 x 64 x 16 / 256 threads pair value i with i + 4."""
+    table = mm.fragment_coordinates_table()
+    rows, cols = table[..., 0], table[..., 1]
+    acc_n = table.shape[1]
+    s = 1
+    while s <= acc_n // 2 and acc_n % (2 * s) == 0:
+        lo = np.array([i for i in range(acc_n) if (i // s) % 2 == 0])
+        r0, c0, r1, c1 = rows[:, lo], cols[:, lo], rows[:, lo + s], cols[:, lo + s]
+        unused = (r0 < 0) & (r1 < 0)
+        if np.all(unused | ((r0 >= 0) & (r1 == r0) & (c0 % 2 == 0) & (c1 == c0 + 1))):
+            return s
+        s *= 2
+    return None
+
+
+def _slice_pairs(mm: Matmul, paired: bool = True) -> bool:
+    """Whether :func:`_slice_kernel` built for ``mm`` (with ``paired``) takes C and D as pairs."""
+    return bool(paired) and _pair_dtype(mm.c_value_type) is not None and mm.size[1] % 2 == 0 \
+        and _pair_stride(mm) is not None
+
+
+def _pair_dtype(dtype) -> np.dtype | None:
+    """The complex type that is two neighbouring values of a real ``dtype`` (float32:
+    complex64, float64: complex128), or None (complex and other values)."""
+    return {4: np.dtype(np.complex64), 8: np.dtype(np.complex128)}.get(np.dtype(dtype).itemsize) \
+        if np.dtype(dtype).kind == "f" else None
 
 
 # GEMM slots per block of the (persistent) vector kernel: one; each block walks the batch (1, 2
@@ -501,7 +565,14 @@ def _run_slices(ao, bo, co, out, alpha, beta, s, slices, blocks, threads):
         raise ValueError(f"slices: min_blocks must be None or a positive int (blocks per SM), got {min_blocks!r}")
     mm = _gemm_descriptor(m, n, kc, ao.dtype, block_dim=threads, alignment=(16, 16, 16),
                           leading_dimension="suggested")
-    made = _slice_kernel(mm, k, depth, co is not None, min_blocks)
+    d = out.dev.reshape(batch, m * n)
+    c = co.dev.reshape(batch, m * n) if co is not None else d
+    paired = False
+    if _slice_pairs(mm):  # pairs of values where the views are aligned to one
+        c2, d2 = (x.view(_pair_dtype(ao.dtype)) for x in (c, d))
+        paired = vectors_ok(c2, d2)
+        c, d = (c2, d2) if paired else (c, d)
+    made = _slice_kernel(mm, k, depth, co is not None, min_blocks, paired)
     a16 = ao.dev.reshape(batch, m * k).view(np.complex128)
     b16 = bo.dev.reshape(batch, k * n).view(np.complex128)
     if made is None or not vectors_ok(a16, b16, a16):
@@ -509,8 +580,7 @@ def _run_slices(ao, bo, co, out, alpha, beta, s, slices, blocks, threads):
                          f"{ao.dtype.name} with these operands (see kernels.gemm._slice_kernel)")
     kernel, smem = made
     scal = ao.dtype.type
-    d = out.dev.reshape(batch, m * n)
-    args = (a16, b16, co.dev.reshape(batch, m * n) if co is not None else d, d, scal(alpha), scal(beta), batch)
+    args = (a16, b16, c, d, scal(alpha), scal(beta), batch)
     grid = max(1, min(batch, blocks or resident_blocks(kernel, (threads, 1), smem, *args) or batch))
     launch(kernel, grid, (threads, 1, 1), s, smem, *args)
     return "slices"

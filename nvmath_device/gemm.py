@@ -1077,6 +1077,24 @@ class Matmul(Frozen):
             "Matmul.fragment_coordinates can only be called inside a @cuda.jit kernel")
         return run(self, *args)
 
+    def fragment_coordinates_table(self) -> np.ndarray:
+        """Every thread's :meth:`fragment_coordinates`, on the host and without a GPU: an int32
+        array of shape ``(threads, accumulator_size, 2)`` whose ``[t, i]`` is ``(row, col)`` of
+        accumulator value ``i`` of thread ``t`` (cuBLASDx's thread index within ``block_dim``),
+        or ``(-1, -1)`` where it is unused. Read out of cuBLASDx's partitioner by NVRTC (one
+        compile per architecture, kept in the disk cache), the same table the simulator uses.
+        Beyond nvmath-python (which has no ``fragment_coordinates``): lets host code plan how a
+        kernel's results leave the registers, e.g. which values are neighbours in a row.
+
+        Returns
+        -------
+        numpy.ndarray
+            Read-only, int32, ``(threads, accumulator_size, 2)``.
+        """
+        from ._build.gemm_sim_tables import fragment_table
+
+        return fragment_table(self)[0]
+
     def _copy(self, name, args):
         run = _dispatch.implementation(
             "Matmul.copy", f"Matmul.{name} can only be called inside a @cuda.jit kernel")

@@ -264,3 +264,23 @@ def test_bad_layout_use_in_kernels_is_a_typing_error(body, match):
     exec(f"def k(out):\n    {body}\n", ns)
     with pytest.raises(TypingError, match=match):
         compile_kernel(ns["k"], (types.float32[::1],), sm=90)
+
+
+def test_fragment_coordinates_table_covers_c_once():
+    """The host table of every thread's fragment coordinates (no GPU): each element of C is one
+    thread's one value, for a tensor-core (float64) and an FFMA (float32) descriptor; the fp64
+    DMMA fragments hold neighbours in a row, the float32 ones here do not."""
+    from kernels.gemm import _pair_stride
+
+    for precision, size, threads, stride in ((np.float64, (64, 64, 16), 256, 4), (np.float32, (8, 16, 4), 64, None)):
+        mm = Matmul(size=size, precision=precision, arrangement=("row_major",) * 3, block_dim=threads,
+                    alignment=(16, 16, 16), leading_dimension="suggested", sm=90)
+        table = mm.fragment_coordinates_table()
+        assert table.shape == (threads, mm.accumulator_size, 2) and table.dtype == np.int32
+        assert not table.flags.writeable
+        used = table[(table[..., 0] >= 0)]
+        m, n, _ = size
+        assert len(used) == m * n
+        assert len({(int(r), int(c)) for r, c in used}) == m * n  # every element exactly once
+        assert used[:, 0].max() == m - 1 and used[:, 1].max() == n - 1
+        assert _pair_stride(mm) == stride

@@ -128,10 +128,13 @@ def test_batched_gemm_vector_kernel(kind, dtype, size, with_c):
 
 @pytest.mark.parametrize("dtype,size,slices,with_c", [(np.float64, (64, 64, 64), (16, 4, 2), True),
                                                       (np.float64, (64, 64, 64), (8, 8, None), False),
+                                                      (np.float64, (64, 64, 64), (16, 4, 2), "unaligned"),
                                                       (np.complex64, (16, 24, 16), (4, 3, 3), True)])
 def test_batched_gemm_slice_kernel(dtype, size, slices, with_c):
     """The K-slice kernel (``_batched_gemm(..., slices=...)``, not batched_gemm's pick yet) on a
-    persistent grid of the blocks that fit, batch 10001, against NumPy; C is not modified."""
+    persistent grid of the blocks that fit, batch 10001, against NumPy; C is not modified.
+    float64 results leave as pairs of values, except where C is not aligned to a pair
+    ("unaligned": C starts one value into its buffer), where each value leaves on its own."""
     from kernels.gemm import _batched_gemm
 
     m, n, k = size
@@ -139,6 +142,13 @@ def test_batched_gemm_slice_kernel(dtype, size, slices, with_c):
     a, b, c = _signal3((batch, m, k), dtype), _signal3((batch, k, n), dtype), _signal3((batch, m, n), dtype)
     alpha, beta = (1.5 - 0.5j, 0.25 + 1j) if np.dtype(dtype).kind == "c" else (1.5, -0.5)
     cd = _as("cupy", c)
+    if with_c == "unaligned":
+        import cupy as cp
+
+        buf = cp.empty(c.size + 1, c.dtype)
+        cd = buf[1:].reshape(c.shape)
+        cd[...] = cp.asarray(c)
+        assert cd.data.ptr % 16
     d, path = _batched_gemm(_as("cupy", a), _as("cupy", b), cd if with_c else None, alpha, beta if with_c else 0.0,
                             None, slices=slices)
     assert path == "slices"

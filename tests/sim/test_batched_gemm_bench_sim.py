@@ -59,17 +59,20 @@ def test_pasync_refuses_what_it_cannot_run():
 
 def test_kchunk_variant_runs_the_library_kernel():
     """The ``kc`` variants time ``kernels.gemm._slice_kernel`` (its own tests: tests/sim/
-    test_kernels_sim.py) with the arguments the benchmark passes: C and D as (batch, m*n) values."""
+    test_kernels_sim.py) with the arguments the benchmark passes: C and D as (batch, m*n/2)
+    pairs of float64 (this descriptor's fragments hold neighbours)."""
     MM = Matmul(size=(16, 16, 16), precision=np.float64, arrangement=("row_major",) * 3,
                 leading_dimension="suggested", block_dim=64, alignment=(16, 16, 16), sm=90)
     assert bg.make_kchunk_kernel(MM, 2) is None  # one GEMM per block only
     assert bg.make_kchunk_kernel(MM, 1, depth=2, kc=6) is None  # k = 16 is not whole slices of 6
     kernel, smem = bg.make_kchunk_kernel(MM, 1, depth=3, kc=4)
+    assert bg.kchunk_pairs(MM, "kc4x3")
     assert smem % 16 == 0 and smem < 3 * MM.shared_memory_size_ab  # a slice's stage is smaller
     batch = 5
     rng = np.random.default_rng(1)
     a, b = rng.uniform(-1, 1, (batch, 16, 16)), rng.uniform(-1, 1, (batch, 16, 16))
-    dc = cuda.to_device(np.full((batch, 256), np.nan))
+    dc = cuda.to_device(np.full((batch, 128), np.nan, np.complex128))
     kernel[2, MM.block_dim, 0, smem](cuda.to_device(a.reshape(batch, -1).view(np.complex128)),
                                      cuda.to_device(b.reshape(batch, -1).view(np.complex128)), dc, dc, 1.0, 0.0, batch)
-    np.testing.assert_allclose(dc.copy_to_host().reshape(batch, 16, 16), a @ b, rtol=1e-12, atol=1e-11)
+    np.testing.assert_allclose(dc.copy_to_host().view(np.float64).reshape(batch, 16, 16), a @ b,
+                               rtol=1e-12, atol=1e-11)
