@@ -22,9 +22,11 @@ C[i] = A[i] @ B[i] for i < batch, stacked row-major arrays. Our kernels:
   ``pasync1``: one stage, nothing in flight across GEMMs (its loads wait at once), so that
   several blocks fit on an SM and overlap one another's phases instead; ``pasync1b3``: ``pasync1``
   with launch bounds of 3 blocks per SM;
-- ``kc<kc>x<depth>[b<blocks>]``: the library's K-slice kernel (``kernels.gemm._slice_kernel``):
+- ``kc<kc>x<depth>[b<blocks>][p]``: the library's K-slice kernel (``kernels.gemm._slice_kernel``):
   A and B streamed in K slices of ``kc`` through a ring of ``depth`` cp.async stages that runs
-  across GEMM boundaries, C from the registers; launch bounds of ``blocks`` blocks per SM.
+  across GEMM boundaries; launch bounds of ``blocks`` blocks per SM; the result through a C tile
+  in shared memory as 16-byte vectors (its ``"stage"`` epilogue), or with ``p`` straight from the
+  registers as pairs of row neighbours (``"pairs"``).
 
 Memory floor: bytes that C = A @ B must move (A and B read, C written) at 4.3e12 B/s; the
 ``floor4`` column also counts reading C (the ``beta != 0`` form), as the task defines it.
@@ -369,18 +371,19 @@ def make_pasync_kernel(MM, G, depth=2, min_blocks=None):
     return kernel, stage_v * 16 * depth
 
 
-def make_kchunk_kernel(MM, G, depth=4, kc=16, min_blocks=None):
+def make_kchunk_kernel(MM, G, depth=4, kc=16, min_blocks=None, epilogue="stage"):
     """The library's K-slice kernel (``kernels.gemm._slice_kernel``, ``_batched_gemm(...,
     slices=(kc, depth, min_blocks))``: A and B streamed in K slices of ``kc`` through a ring of
     ``depth`` cp.async stages that runs across GEMM boundaries, C from the registers) on a
     ``(m, n, kc)`` descriptor of ``MM``'s block. Called as ``kernel(A16, B16, C, D, alpha, beta,
-    batch)`` with C and D (batch, m*n) values, or pairs of values where :func:`kchunk_pairs`.
-    None when ``G`` is not 1 or it does not apply."""
+    batch)`` with C and D as ``epilogue`` takes them: complex128 vectors (``"stage"``) or pairs
+    of values (``"pairs"``, :func:`kernels.gemm._pair_dtype`). None when ``G`` is not 1 or it
+    does not apply."""
     from kernels.gemm import _slice_kernel
 
     if G != 1 or MM.size[2] % kc or MM.block_dim[1] * MM.block_dim[2] != 1:
         return None
-    return _slice_kernel(_kchunk_descriptor(MM, kc), MM.size[2], depth, False, min_blocks)
+    return _slice_kernel(_kchunk_descriptor(MM, kc), MM.size[2], depth, False, min_blocks, epilogue)
 
 
 def _kchunk_descriptor(MM, kc):
@@ -392,11 +395,6 @@ def _kchunk_descriptor(MM, kc):
                             alignment=(16, 16, 16), leading_dimension="suggested")
 
 
-def kchunk_pairs(MM, variant):
-    """Whether the ``kc`` variant ``variant`` of ``MM`` takes C and D as pairs of values."""
-    from kernels.gemm import _slice_pairs
-
-    return _slice_pairs(_kchunk_descriptor(MM, int(variant[2:].split("x")[0])))
 
 
 def make_lib_kernel(MM, G):
@@ -454,6 +452,8 @@ MAKERS = {"smem": make_smem_kernel, "rmem": make_rpad_kernel, "rpad": make_rpad_
 MAKERS.update({f"kc{kc}x{depth}" + (f"b{mb}" if mb else ""):
                functools.partial(make_kchunk_kernel, depth=depth, kc=kc, min_blocks=mb)
                for kc, depth in ((8, 8), (16, 3), (16, 4), (16, 6), (32, 3)) for mb in (None, 2, 3, 4)})
+MAKERS.update({name + "p": functools.partial(MAKERS[name], epilogue="pairs")
+               for name in list(MAKERS) if name.startswith("kc")})
 
 
 def _vectors(X, batch, cp):
@@ -534,8 +534,8 @@ def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev, peers=Tru
                     continue
                 if variant == "lib":  # the library kernel: D = alpha * A @ B (+ beta * C, unused)
                     args = (nA16, nB16, nC16, nC16, dt.type(1), dt.type(0), batch)
-                elif variant.startswith("kc"):  # the library's K-slice kernel, C and D as values or pairs
-                    nCk = nC2 if kchunk_pairs(MM, variant) else nC
+                elif variant.startswith("kc"):  # the library's K-slice kernel, C and D as vectors or pairs
+                    nCk = nC2 if variant.endswith("p") else nC16
                     args = (nA16, nB16, nCk, nCk, dt.type(1), dt.type(0), batch)
                 else:
                     args = (nA16, nB16, nC if variant in ("rmem", "rpad") else nC16, batch)
@@ -616,7 +616,8 @@ def run(out_dir, batch=65536, check=True, peers=True, sweep=False, sizes=None, v
                       # 64^3 fp64: the library kernel spills at 128 threads (sm_90 SASS: 47 STL), not at 256
                       (256, "suggested"): (("lib", 1), ("pasync1", 1), ("pasync2", 1), ("pasync3", 1), ("pasync1b3", 1),
                                            ("kc16x4b2", 1), ("kc16x4b3", 1), ("kc16x3b3", 1), ("kc16x3b4", 1),
-                                           ("kc8x8b2", 1), ("kc8x8b3", 1), ("kc32x3b2", 1)),
+                                           ("kc8x8b2", 1), ("kc8x8b3", 1), ("kc32x3b2", 1), ("kc16x4b2p", 1),
+                                           ("kc32x3b2p", 1)),
                       # 16 warps per SM in one block: 128 registers for lib, 91 for pasync1 (no spills)
                       (512, "suggested"): (("lib", 1), ("pasync1", 1), ("pasync2", 1))}
     if sweep:  # --sweep: more block sizes and GEMMs per block (a longer run, for tuning)

@@ -230,45 +230,55 @@ def _vector_kernel(mm: Matmul, per_block: int, use_c: bool):
 
 
 @functools.cache
-def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int | None, paired: bool = True):
+def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int | None, epilogue: str = "stage"):
     """``D[g] = alpha * A[g] @ B[g] (+ beta * C[g])`` for GEMMs of ``mm``'s m and n and K = ``k``,
     A and B streamed in K slices of ``mm.k`` (``mm`` is the slice's descriptor: m x kc of A,
     kc x n of B, padded tiles), on a persistent grid. Each block keeps a ring of ``depth``
     shared-memory stages filled with ``cp.async`` 16-byte copies ``depth - 1`` slices ahead; the
     ring runs on across GEMM boundaries (the next GEMM's first slices land while this one's last
     are multiplied), each slice is ``acc += a @ b`` in the register accumulator, and after a
-    GEMM's last slice its result leaves from the registers (one store per value). A stage is
+    GEMM's last slice its result leaves as ``epilogue`` says. A stage is
     ``kc / k`` of a whole GEMM's A and B, so several blocks fit on an SM where the whole-GEMM
     kernel (:func:`_vector_kernel`) fits one. Launch bounds: the block's threads and
     ``min_blocks`` blocks per SM (what the compiler keeps the registers to; None: threads only).
-    ``paired`` False: every value on its own, C and D of values (for operands that are not
-    aligned to a pair).
+
+    ``epilogue``: how a result leaves the registers.
+
+    - ``"stage"``: through a C tile in shared memory past the ring (the descriptor's padded
+      ``ldc``, ``m * ldc`` values more per block), C read into it and D written from it as
+      16-byte vectors by consecutive threads, so every store fills whole 32-byte sectors; C and
+      D are (batch, m*n*itemsize/16) complex128 views, 16-byte aligned.
+    - ``"pairs"``: straight from the registers, two row neighbours per access, where
+      :func:`_slice_pairs` (the fp64 tensor-core fragments); C and D are (batch, m*n/2) views of
+      pairs (:func:`_pair_dtype`) aligned to one.
+    - ``"values"``: straight from the registers, one value per access; C and D (batch, m*n)
+      values. Single 8-byte stores half-fill 32-byte sectors: they took 4x the L2 write traffic
+      of the result, pairs 2x (Nsight Compute, benchmarks/RESULTS.md).
 
     Not picked by :func:`batched_gemm` yet: it is reached through ``_batched_gemm(...,
     slices=...)`` until it is timed against the vector kernel (benchmarks/batched_gemm.py, ``kc``
     variants; benchmarks/RESULTS.md).
 
     Arguments: ``A`` (batch, m*k*itemsize/16), ``B`` (batch, k*n*itemsize/16) complex128 views of
-    C-contiguous, 16-byte aligned operands; ``C`` and ``D`` (batch, m*n) of the value type;
-    where :func:`_slice_pairs` is True, ``C`` and ``D`` are (batch, m*n/2) views of pairs of values
-    instead (:func:`_pair_dtype`); ``alpha``, ``beta``; ``batch``. Pairs: every thread's
-    accumulator holds its values as pairs of neighbours in a row (:func:`_pair_stride`; the fp64
-    tensor-core fragments do), and each pair leaves with one access: single 8-byte stores
-    half-fill 32-byte sectors, and those partial writes took 4x the L2 write traffic (Nsight
-    Compute, benchmarks/RESULTS.md). Returns ``(kernel, dynamic shared memory bytes)``, or None
-    when the descriptor does not fit: row-major tiles, a 1-D ``block_dim``, one value type,
-    ``k`` a multiple of ``mm.k``, slices' rows (global and padded) whole 16-byte vectors, ``depth``
-    2 to 9 (``cp.async.wait_group`` takes 0 to 7 groups in flight).
+    C-contiguous, 16-byte aligned operands; ``C`` and ``D`` as ``epilogue`` says; ``alpha``,
+    ``beta``; ``batch``. Returns ``(kernel, dynamic shared memory bytes)``, or None when the
+    descriptor does not fit: row-major tiles, a 1-D ``block_dim``, one value type, ``k`` a
+    multiple of ``mm.k``, slices' rows (global and padded) whole 16-byte vectors, ``depth`` 2 to 9
+    (``cp.async.wait_group`` takes 0 to 7 groups in flight); for ``"stage"`` the padded C tile's
+    rows whole vectors too, for ``"pairs"`` :func:`_slice_pairs`.
     """
     m, n, kc = mm.size
     dt = mm.c_value_type
     isz = dt.itemsize
-    lda, ldb, _ = mm.leading_dimension
+    lda, ldb, ldc = mm.leading_dimension
     if (tuple(mm.arrangement) != ("row_major",) * 3 or mm.block_dim[1] * mm.block_dim[2] != 1
             or mm.a_value_type != dt or mm.b_value_type != dt or 16 % isz or not 2 <= depth <= 9 or k % kc):
         return None
+    if epilogue not in ("stage", "pairs", "values"):
+        raise ValueError(f"epilogue must be 'stage', 'pairs' or 'values', got {epilogue!r}")
     v = 16 // isz
-    if kc % v or n % v or lda % v or ldb % v or mm.b_shared_memory_offset % 16:
+    if (kc % v or n % v or lda % v or ldb % v or mm.b_shared_memory_offset % 16
+            or (epilogue == "stage" and ldc % v) or (epilogue == "pairs" and not _slice_pairs(mm))):
         return None
     ka, kn, sa = k // v, n // v, kc // v  # vectors per row: of A, of B; of a slice of A's row
     la, lb = lda // v, ldb // v  # ... of the padded shared tiles
@@ -284,7 +294,11 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
     sh_a, sh_b, gl_a = _tile_offset(sa, la, nt), _tile_offset(kn, lb, nt), _tile_offset(sa, ka, nt)
     a_size, b_size, acc_n = mm.a_size, mm.b_size, mm.accumulator_size
     zero = dt.type(0)
-    ps = _pair_stride(mm) if _slice_pairs(mm, paired) else None
+    c_v, lc = depth * stage_v, ldc // v  # the C tile ("stage"): its first vector; vectors per row
+    c_vec = m * kn  # vectors of a result
+    nc, all_c, off_c = -(-c_vec // nt), c_vec % nt == 0, _tile_offset(kn, lc, nt)
+    # where value (r, c) of a result goes: the C tile ("stage") or D's row-major place
+    place_r, place_0 = (ldc, c_v * v) if epilogue == "stage" else (n, 0)
 
     @cuda.jit(device=True, forceinline=True)
     def load_slice(s16, base, A, B, g, q, tx):
@@ -296,11 +310,32 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
             if all_b or tx + j * nt < b_vec:
                 copy_async(s16, base + b_off_v + sh_b(tx, j), B, (g, tx + j * nt + q * step_b))
 
-    if ps is not None:
+    if epilogue == "stage":
+        @cuda.jit(device=True, forceinline=True)
+        def store(C, D, g, rows, acc, alpha, beta, s16, sv, tx):
+            """GEMM ``g``'s result through the C tile, 16-byte vectors in and out."""
+            if use_c:  # the tile's last readers (the previous GEMM's) passed a slice's barrier since
+                for j in range(nc):
+                    if all_c or tx + j * nt < c_vec:
+                        s16[c_v + off_c(tx, j)] = load_complex(C, (g, tx + j * nt))
+                cuda.syncthreads()
+            for i in range(acc_n):
+                e = rows[i]
+                if e >= 0:
+                    if use_c:
+                        sv[e] = alpha * acc[i] + beta * sv[e]
+                    else:
+                        sv[e] = alpha * acc[i]
+            cuda.syncthreads()
+            for j in range(nc):
+                if all_c or tx + j * nt < c_vec:
+                    store_complex(D, (g, tx + j * nt), s16[c_v + off_c(tx, j)])
+    elif epilogue == "pairs":
         pair = _pair_dtype(dt).type
+        ps = _pair_stride(mm)
 
         @cuda.jit(device=True, forceinline=True)
-        def store(C2, D2, g, rows, acc, alpha, beta):
+        def store(C2, D2, g, rows, acc, alpha, beta, s16, sv, tx):
             """GEMM ``g``'s result: values i and i + ps are neighbours, one access per pair."""
             for p in range(acc_n // 2):
                 i = (p // ps) * 2 * ps + p % ps
@@ -313,7 +348,7 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
                     store_complex(D2, (g, e // 2), pair(complex(x, y)))  # one 8/16-byte access
     else:
         @cuda.jit(device=True, forceinline=True)
-        def store(C, D, g, rows, acc, alpha, beta):
+        def store(C, D, g, rows, acc, alpha, beta, s16, sv, tx):
             """GEMM ``g``'s result, one value per access."""
             for i in range(acc_n):
                 e = rows[i]
@@ -338,8 +373,8 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
         rows = cuda.local.array(acc_n, dtype=np.int32)
         cols = cuda.local.array(acc_n, dtype=np.int32)
         mm.fragment_coordinates(rows, cols)
-        for i in range(acc_n):  # rows[i] becomes the value's offset in a row of D (-1: unused)
-            rows[i] = rows[i] * n + cols[i] if rows[i] >= 0 else -1
+        for i in range(acc_n):  # rows[i] becomes the value's place (-1: unused)
+            rows[i] = place_0 + rows[i] * place_r + cols[i] if rows[i] >= 0 else -1
         stride = cuda.gridDim.x
         g0 = cuda.blockIdx.x  # the block's slices: slice q of GEMM g0, g0 + stride, ...
         total = ((batch - 1 - g0) // stride + 1) * slices if g0 < batch else 0
@@ -366,14 +401,14 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
             j = j + 1 if j + 1 < depth else 0
             q += 1
             if q == slices:  # the GEMM's last slice: its result from the registers
-                store(C, D, g, rows, acc, alpha, beta)
+                store(C, D, g, rows, acc, alpha, beta, s16, sv, tx)
                 for i in range(acc_n):
                     acc[i] = zero
                 q = 0
                 g += stride
         copy_async_wait(0)  # nothing in flight when the block ends
 
-    return kernel, stage_v * 16 * depth
+    return kernel, (c_v + (m * lc if epilogue == "stage" else 0)) * 16
 
 
 @functools.cache
@@ -397,10 +432,9 @@ def _pair_stride(mm: Matmul) -> int | None:
     return None
 
 
-def _slice_pairs(mm: Matmul, paired: bool = True) -> bool:
-    """Whether :func:`_slice_kernel` built for ``mm`` (with ``paired``) takes C and D as pairs."""
-    return bool(paired) and _pair_dtype(mm.c_value_type) is not None and mm.size[1] % 2 == 0 \
-        and _pair_stride(mm) is not None
+def _slice_pairs(mm: Matmul) -> bool:
+    """Whether :func:`_slice_kernel`'s ``"pairs"`` epilogue applies to ``mm``."""
+    return _pair_dtype(mm.c_value_type) is not None and mm.size[1] % 2 == 0 and _pair_stride(mm) is not None
 
 
 def _pair_dtype(dtype) -> np.dtype | None:
@@ -567,12 +601,23 @@ def _run_slices(ao, bo, co, out, alpha, beta, s, slices, blocks, threads):
                           leading_dimension="suggested")
     d = out.dev.reshape(batch, m * n)
     c = co.dev.reshape(batch, m * n) if co is not None else d
-    paired = False
-    if _slice_pairs(mm):  # pairs of values where the views are aligned to one
-        c2, d2 = (x.view(_pair_dtype(ao.dtype)) for x in (c, d))
-        paired = vectors_ok(c2, d2)
-        c, d = (c2, d2) if paired else (c, d)
-    made = _slice_kernel(mm, k, depth, co is not None, min_blocks, paired)
+    isz = ao.dtype.itemsize
+    made = None
+    pair = _pair_dtype(ao.dtype)
+    for epilogue, vt in (("stage", np.dtype(np.complex128)), ("pairs", pair), ("values", None)):
+        if epilogue == "values":  # as they are
+            views = (c, d)
+        elif vt is None or (n * isz) % vt.itemsize:
+            continue
+        else:  # one view object where C is D (the simulator copies each argument on its own)
+            dv = d.view(vt)
+            views = (c.view(vt) if c is not d else dv, dv)
+            if not vectors_ok(*views):  # a view that starts off its element size
+                continue
+        made = _slice_kernel(mm, k, depth, co is not None, min_blocks, epilogue)
+        if made is not None:
+            c, d = views
+            break
     a16 = ao.dev.reshape(batch, m * k).view(np.complex128)
     b16 = bo.dev.reshape(batch, k * n).view(np.complex128)
     if made is None or not vectors_ok(a16, b16, a16):

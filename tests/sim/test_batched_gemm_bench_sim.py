@@ -57,21 +57,22 @@ def test_pasync_refuses_what_it_cannot_run():
 
 
 
-def test_kchunk_variant_runs_the_library_kernel():
+@pytest.mark.parametrize("epilogue,vt", [("stage", np.complex128), ("pairs", np.complex128)])
+def test_kchunk_variant_runs_the_library_kernel(epilogue, vt):
     """The ``kc`` variants time ``kernels.gemm._slice_kernel`` (its own tests: tests/sim/
     test_kernels_sim.py) with the arguments the benchmark passes: C and D as (batch, m*n/2)
-    pairs of float64 (this descriptor's fragments hold neighbours)."""
+    complex128 views of float64, 16-byte vectors ("stage") or pairs of row neighbours ("pairs":
+    this descriptor's fragments hold them)."""
     MM = Matmul(size=(16, 16, 16), precision=np.float64, arrangement=("row_major",) * 3,
                 leading_dimension="suggested", block_dim=64, alignment=(16, 16, 16), sm=90)
     assert bg.make_kchunk_kernel(MM, 2) is None  # one GEMM per block only
     assert bg.make_kchunk_kernel(MM, 1, depth=2, kc=6) is None  # k = 16 is not whole slices of 6
-    kernel, smem = bg.make_kchunk_kernel(MM, 1, depth=3, kc=4)
-    assert bg.kchunk_pairs(MM, "kc4x3")
-    assert smem % 16 == 0 and smem < 3 * MM.shared_memory_size_ab  # a slice's stage is smaller
+    kernel, smem = bg.make_kchunk_kernel(MM, 1, depth=3, kc=4, epilogue=epilogue)
+    assert smem % 16 == 0 and smem < 3 * MM.shared_memory_size_ab + 16 * MM.leading_dimension.c * 8
     batch = 5
     rng = np.random.default_rng(1)
     a, b = rng.uniform(-1, 1, (batch, 16, 16)), rng.uniform(-1, 1, (batch, 16, 16))
-    dc = cuda.to_device(np.full((batch, 128), np.nan, np.complex128))
+    dc = cuda.to_device(np.full((batch, 128), np.nan, vt))
     kernel[2, MM.block_dim, 0, smem](cuda.to_device(a.reshape(batch, -1).view(np.complex128)),
                                      cuda.to_device(b.reshape(batch, -1).view(np.complex128)), dc, dc, 1.0, 0.0, batch)
     np.testing.assert_allclose(dc.copy_to_host().view(np.float64).reshape(batch, 16, 16), a @ b,

@@ -261,6 +261,36 @@ def test_slice_batched_gemm_walks_the_batch(dtype, size, slices, with_c):
     np.testing.assert_array_equal(c, c0)
 
 
+@pytest.mark.parametrize("epilogue", ["stage", "pairs", "values"])
+def test_slice_kernel_epilogues(epilogue):
+    """Each way a K-slice result leaves the registers (``_batched_gemm`` picks "stage", and
+    "pairs" / "values" where C's views are not aligned, which only a GPU shows): the same
+    alpha * A @ B + beta * C for 3 GEMMs over 2 blocks, C and D as that epilogue takes them."""
+    from numba import cuda
+
+    from kernels.gemm import _gemm_descriptor, _pair_dtype, _slice_kernel
+
+    a, b, c = _gemm_operands(np.float64, (16, 16, 16), 3)
+    mm = _gemm_descriptor(16, 16, 8, np.float64, block_dim=64, alignment=(16, 16, 16), leading_dimension="suggested")
+    kernel, smem = _slice_kernel(mm, 16, 2, True, None, epilogue)
+    vt = {"stage": np.complex128, "pairs": _pair_dtype(np.float64), "values": np.float64}[epilogue]
+    cd = cuda.to_device(c.reshape(3, -1).view(vt))
+    dd = cuda.to_device(np.full((3, 256), np.nan).view(vt))
+    kernel[2, 64, 0, smem](*(cuda.to_device(x.reshape(3, -1).view(np.complex128)) for x in (a, b)), cd, dd,
+                           0.5, 2.0, 3)
+    got = dd.copy_to_host().view(np.float64).reshape(3, 16, 16)
+    assert _rel(got, 0.5 * (a @ b) + 2.0 * c) < TOL[np.float64]
+
+
+def test_slice_kernel_says_which_epilogues_exist():
+    from kernels.gemm import _gemm_descriptor, _slice_kernel
+
+    mm = _gemm_descriptor(8, 16, 4, np.float32, block_dim=64, alignment=(16, 16, 16), leading_dimension="suggested")
+    with pytest.raises(ValueError, match="epilogue must be 'stage', 'pairs' or 'values', got 'pair'"):
+        _slice_kernel(mm, 16, 2, False, None, "pair")
+    assert _slice_kernel(mm, 16, 2, False, None, "pairs") is None  # float32 FFMA fragments hold no pairs
+
+
 @pytest.mark.parametrize("slices,match", [((5, 2, None), "kc must be a positive divisor of k = 16"),
                                           ((0, 2, None), "kc must be"),
                                           ((4, 10, None), "does not apply"),  # more stages than cp.async counts
