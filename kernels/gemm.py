@@ -80,6 +80,41 @@ def _batched_kernel(mm: Matmul, per_block: int, use_c: bool):
     return kernel, per * vt.itemsize * per_block
 
 
+def _through_tile(nt: int, c_vec: int, off_c, acc_n: int, use_c: bool):
+    """The device function that writes GEMM ``g``'s result, ``D[g] = alpha * acc (+ beta *
+    C[g])``, through a shared C tile: C's 16-byte vectors in (``use_c``), each thread's
+    accumulator values combined at their places ``rows[i]`` (values of ``sv``; -1: unused), D's
+    vectors out, consecutive threads on consecutive vectors (whole 32-byte sectors per store).
+    ``base``: the tile's first vector in ``s16``; ``off_c(tx, j)`` thread ``tx``'s vector ``j``
+    in the tile (:func:`_tile_offset`); ``c_vec`` vectors per result over ``nt`` threads. Every
+    thread of the block calls it (it has block barriers); ``live`` False: a thread of a slot
+    with no GEMM, which only meets the barriers. The tile must be free when it is called."""
+    nc, all_c = -(-c_vec // nt), c_vec % nt == 0  # vectors per thread; every thread's last one exists
+
+    @cuda.jit(device=True, forceinline=True)
+    def through_tile(C, D, g, live, base, rows, acc, alpha, beta, s16, sv, tx):
+        if use_c:
+            if live:
+                for j in range(nc):
+                    if all_c or tx + j * nt < c_vec:
+                        s16[base + off_c(tx, j)] = load_complex(C, (g, tx + j * nt))
+            cuda.syncthreads()
+        for i in range(acc_n):
+            e = rows[i]
+            if e >= 0:
+                if use_c:
+                    sv[e] = alpha * acc[i] + beta * sv[e]
+                else:
+                    sv[e] = alpha * acc[i]
+        cuda.syncthreads()
+        if live:
+            for j in range(nc):
+                if all_c or tx + j * nt < c_vec:
+                    store_complex(D, (g, tx + j * nt), s16[base + off_c(tx, j)])
+
+    return through_tile
+
+
 def _tile_offset(per_row: int, padded: int, nt: int):
     """A device function ``(tx, j) -> offset``: where vector ``i = tx + j * nt`` of a row-major
     tile of ``per_row`` vectors per row goes in the padded tile (rows of ``padded`` vectors),
@@ -153,8 +188,8 @@ def _vector_kernel(mm: Matmul, per_block: int, use_c: bool):
     nt = mm.max_threads_per_block
     na, nb = -(-a_vec // nt), -(-b_vec // nt)  # vectors per thread in flight: of A, of B
     all_a, all_b = a_vec % nt == 0, b_vec % nt == 0  # every thread's last vector exists
-    nc, all_c = -(-c_vec // nt), c_vec % nt == 0  # ... of C and D
-    off_a, off_b, off_c = _tile_offset(ka, la, nt), _tile_offset(kn, lb, nt), _tile_offset(kn, lc, nt)
+    off_a, off_b = _tile_offset(ka, la, nt), _tile_offset(kn, lb, nt)
+    through_tile = _through_tile(nt, c_vec, _tile_offset(kn, lc, nt), acc_n, use_c)
     zero, zero16 = dt.type(0), np.complex128(0)
 
     # No fastmath: the arithmetic here is only the alpha/beta epilogue (and the GEMM itself is
@@ -205,25 +240,8 @@ def _vector_kernel(mm: Matmul, per_block: int, use_c: bool):
                 acc[i] = zero
             mm.execute(sv[b0:b0 + a_size], sv[b0 + b_off_v * v:b0 + b_off_v * v + b_size], acc)
             cuda.syncthreads()  # A and B have been read: the slot takes the result
-            live = g < batch  # an idle slot still takes part in every block-wide step
-            if use_c:
-                if live:
-                    for j in range(nc):
-                        if all_c or tx + j * nt < c_vec:
-                            s16[base + off_c(tx, j)] = load_complex(C, (g, tx + j * nt))
-                cuda.syncthreads()
-            for i in range(acc_n):
-                e = rows[i]
-                if e >= 0:
-                    if use_c:
-                        sv[e] = alpha * acc[i] + beta * sv[e]
-                    else:
-                        sv[e] = alpha * acc[i]
-            cuda.syncthreads()
-            if live:
-                for j in range(nc):
-                    if all_c or tx + j * nt < c_vec:
-                        store_complex(D, (g, tx + j * nt), s16[base + off_c(tx, j)])
+            # an idle slot (g past the batch) still takes part in every block-wide step
+            through_tile(C, D, g, g < batch, base, rows, acc, alpha, beta, s16, sv, tx)
             g = gn
 
     return kernel, slot_v * 16 * per_block
@@ -295,8 +313,7 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
     a_size, b_size, acc_n = mm.a_size, mm.b_size, mm.accumulator_size
     zero = dt.type(0)
     c_v, lc = depth * stage_v, ldc // v  # the C tile ("stage"): its first vector; vectors per row
-    c_vec = m * kn  # vectors of a result
-    nc, all_c, off_c = -(-c_vec // nt), c_vec % nt == 0, _tile_offset(kn, lc, nt)
+    through_tile = _through_tile(nt, m * kn, _tile_offset(kn, lc, nt), acc_n, use_c)
     # where value (r, c) of a result goes: the C tile ("stage") or D's row-major place
     place_r, place_0 = (ldc, c_v * v) if epilogue == "stage" else (n, 0)
 
@@ -313,23 +330,9 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
     if epilogue == "stage":
         @cuda.jit(device=True, forceinline=True)
         def store(C, D, g, rows, acc, alpha, beta, s16, sv, tx):
-            """GEMM ``g``'s result through the C tile, 16-byte vectors in and out."""
-            if use_c:  # the tile's last readers (the previous GEMM's) passed a slice's barrier since
-                for j in range(nc):
-                    if all_c or tx + j * nt < c_vec:
-                        s16[c_v + off_c(tx, j)] = load_complex(C, (g, tx + j * nt))
-                cuda.syncthreads()
-            for i in range(acc_n):
-                e = rows[i]
-                if e >= 0:
-                    if use_c:
-                        sv[e] = alpha * acc[i] + beta * sv[e]
-                    else:
-                        sv[e] = alpha * acc[i]
-            cuda.syncthreads()
-            for j in range(nc):
-                if all_c or tx + j * nt < c_vec:
-                    store_complex(D, (g, tx + j * nt), s16[c_v + off_c(tx, j)])
+            """GEMM ``g``'s result through the C tile (its last readers, the previous GEMM's,
+            have passed a slice's barrier since)."""
+            through_tile(C, D, g, True, c_v, rows, acc, alpha, beta, s16, sv, tx)
     elif epilogue == "pairs":
         pair = _pair_dtype(dt).type
         ps = _pair_stride(mm)
