@@ -603,24 +603,8 @@ def _run_slices(ao, bo, co, out, alpha, beta, s, slices, blocks, threads):
     mm = _gemm_descriptor(m, n, kc, ao.dtype, block_dim=threads, alignment=(16, 16, 16),
                           leading_dimension="suggested")
     d = out.dev.reshape(batch, m * n)
-    c = co.dev.reshape(batch, m * n) if co is not None else d
-    isz = ao.dtype.itemsize
-    made = None
-    pair = _pair_dtype(ao.dtype)
-    for epilogue, vt in (("stage", np.dtype(np.complex128)), ("pairs", pair), ("values", None)):
-        if epilogue == "values":  # as they are
-            views = (c, d)
-        elif vt is None or (n * isz) % vt.itemsize:
-            continue
-        else:  # one view object where C is D (the simulator copies each argument on its own)
-            dv = d.view(vt)
-            views = (c.view(vt) if c is not d else dv, dv)
-            if not vectors_ok(*views):  # a view that starts off its element size
-                continue
-        made = _slice_kernel(mm, k, depth, co is not None, min_blocks, epilogue)
-        if made is not None:
-            c, d = views
-            break
+    made, c, d = _slice_epilogue(mm, k, depth, co is not None, min_blocks, co.dev.reshape(batch, m * n)
+                                 if co is not None else d, d)
     a16 = ao.dev.reshape(batch, m * k).view(np.complex128)
     b16 = bo.dev.reshape(batch, k * n).view(np.complex128)
     if made is None or not vectors_ok(a16, b16, a16):
@@ -632,6 +616,30 @@ def _run_slices(ao, bo, co, out, alpha, beta, s, slices, blocks, threads):
     grid = max(1, min(batch, blocks or resident_blocks(kernel, (threads, 1), smem, *args) or batch))
     launch(kernel, grid, (threads, 1, 1), s, smem, *args)
     return "slices"
+
+
+def _slice_epilogue(mm: Matmul, k, depth, use_c, min_blocks, c, d):
+    """``(made, C, D)``: :func:`_slice_kernel` with the first epilogue that applies to the
+    (batch, m*n) value arrays ``c`` and ``d`` (``c`` is ``d`` without a C term), and the views of
+    them it takes. "stage" where they are 16-byte aligned and the C tile fits the block's shared
+    memory, else "pairs" where they are aligned to a pair and :func:`_slice_pairs`, else
+    "values"; ``made`` None when the kernel does not apply at all."""
+    n = mm.size[1]
+    isz = mm.c_value_type.itemsize
+    for epilogue, vt in (("stage", np.dtype(np.complex128)), ("pairs", _pair_dtype(mm.c_value_type)), ("values", None)):
+        if epilogue == "values":  # as they are
+            views = (c, d)
+        elif vt is None or (n * isz) % vt.itemsize:
+            continue
+        else:  # one view object where C is D (the simulator copies each argument on its own)
+            dv = d.view(vt)
+            views = (c.view(vt) if c is not d else dv, dv)
+            if not vectors_ok(*views):  # a view that starts off its element size
+                continue
+        made = _slice_kernel(mm, k, depth, use_c, min_blocks, epilogue)
+        if made is not None and made[1] <= shared_memory_limit(mm.sm):  # the C tile may not fit
+            return made, *views
+    return None, c, d
 
 
 def _beamform_fft(beams, nsamp, prec, sm, own=False):

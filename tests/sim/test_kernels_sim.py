@@ -282,6 +282,24 @@ def test_slice_kernel_epilogues(epilogue):
     assert _rel(got, 0.5 * (a @ b) + 2.0 * c) < TOL[np.float64]
 
 
+def test_slice_epilogue_falls_back_where_the_c_tile_does_not_fit():
+    """64^3 float64 in K slices of 32: 5 stages and the C tile fit sm_90's 227 KiB ("stage"),
+    6 stages fit only without the tile ("pairs"), 7 stages not at all (None)."""
+    from numba import cuda
+
+    from kernels.gemm import _gemm_descriptor, _slice_epilogue
+
+    mm = _gemm_descriptor(64, 64, 32, np.float64, block_dim=256, sm=90, alignment=(16, 16, 16),
+                          leading_dimension="suggested")
+    d = cuda.to_device(np.zeros((2, 64 * 64)))
+    for depth, want, vt in ((5, "stage", np.complex128), (6, "pairs", np.complex128)):
+        made, c2, d2 = _slice_epilogue(mm, 64, depth, False, None, d, d)
+        assert made is not None and c2 is d2 and d2.dtype == vt and d2.shape == (2, 64 * 64 // 2)
+        ring = depth * -(-mm.shared_memory_size_ab // 16) * 16
+        assert made[1] == ring + (64 * mm.leading_dimension.c * 8 if want == "stage" else 0)
+    assert _slice_epilogue(mm, 64, 7, False, None, d, d)[0] is None
+
+
 def test_slice_kernel_says_which_epilogues_exist():
     from kernels.gemm import _gemm_descriptor, _slice_kernel
 
