@@ -11,7 +11,7 @@ C[i] = A[i] @ B[i] for i < batch, stacked row-major arrays. Our kernels:
 - ``rpad``: ``rmem`` on cuBLASDx's padded tiles (its suggested leading dimensions);
 - ``rpadc``: ``rpad`` with C staged through shared memory and stored as 16-byte vectors;
 - ``lib``: the library's kernel (what ``kernels.batched_gemm`` runs when it applies): ``ppadv``
-  with the alpha/beta/C epilogue;
+  with the alpha/beta/C epilogue; ``libb2``: the same with launch bounds of 2 blocks per SM;
 - ``rpadv``: ``rpadc`` with every global access one 16-byte ``load_complex``/``store_complex``
   (numba splits a complex128 element into two 8-byte accesses);
 - ``ppad``: ``rpadc`` on a persistent grid, the next GEMM's A and B loaded into registers while
@@ -397,13 +397,13 @@ def _kchunk_descriptor(MM, kc):
 
 
 
-def make_lib_kernel(MM, G):
+def make_lib_kernel(MM, G, min_blocks=None):
     """The library's kernel (``kernels.gemm._vector_kernel``, what ``kernels.batched_gemm``
     runs): ``ppadv`` with alpha/beta/C. Called as ``kernel(A16, B16, C16, D16, alpha, beta,
     batch)`` with ``D = alpha * A @ B`` here (no C operand). None when the tiles do not fit."""
     from kernels.gemm import _vector_kernel
 
-    return _vector_kernel(MM, G, False)
+    return _vector_kernel(MM, G, False, min_blocks)
 
 
 def make_nvmath_kernel(size, dtype, sm):
@@ -443,7 +443,8 @@ def make_nvmath_kernel(size, dtype, sm):
 MAKERS = {"smem": make_smem_kernel, "rmem": make_rpad_kernel, "rpad": make_rpad_kernel,
           "rpadc": functools.partial(make_rpad_kernel, staged=True),
           "rpadv": functools.partial(make_rpad_kernel, staged=True, vector=True),
-          "lib": make_lib_kernel, "ppad": make_ppad_kernel, "ppadv": functools.partial(make_ppad_kernel, vector=True),
+          "lib": make_lib_kernel, "libb2": functools.partial(make_lib_kernel, min_blocks=2),
+          "ppad": make_ppad_kernel, "ppadv": functools.partial(make_ppad_kernel, vector=True),
           "pasync1": functools.partial(make_pasync_kernel, depth=1),
           "pasync2": functools.partial(make_pasync_kernel, depth=2),
           "pasync3": functools.partial(make_pasync_kernel, depth=3),
@@ -532,7 +533,7 @@ def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev, peers=Tru
                 bx, by, bz = MM.block_dim
                 if bx * by * bz * G > 1024 or by * bz != 1:
                     continue
-                if variant == "lib":  # the library kernel: D = alpha * A @ B (+ beta * C, unused)
+                if variant.startswith("lib"):  # the library kernel: D = alpha * A @ B (+ beta * C, unused)
                     args = (nA16, nB16, nC16, nC16, dt.type(1), dt.type(0), batch)
                 elif variant.startswith("kc"):  # the library's K-slice kernel, C and D as vectors or pairs
                     nCk = nC2 if variant.endswith("p") else nC16
@@ -544,7 +545,7 @@ def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev, peers=Tru
                 kern = kernel.compile(tuple(typeof(a) for a in args))
                 attrs = kern._codelibrary.get_cufunc().attrs
                 grid = (batch + G - 1) // G
-                if variant.startswith(("ppad", "pasync", "kc")) or variant == "lib":  # persistent: the blocks that fit at once
+                if variant.startswith(("ppad", "pasync", "kc", "lib")):  # persistent: the blocks that fit at once
                     grid = min(grid, kern.max_cooperative_grid_blocks((bx, G), smem))
                 cfg = kernel[grid, (bx, G), 0, smem]
                 C.fill(cp.nan)
@@ -611,10 +612,11 @@ def run(out_dir, batch=65536, check=True, peers=True, sweep=False, sizes=None, v
     KERNEL_CHOICES = {("suggested", None): (("smem", 2), ("rmem", 4)),
                       ("suggested", "suggested"): (("rpad", 1), ("rpadc", 2), ("rpadv", 2), ("lib", 1), ("lib", 2),
                                                    ("lib", 4), ("ppad", 1), ("ppad", 2), ("ppadv", 1), ("ppadv", 2),
-                                                   ("pasync1", 1), ("pasync2", 1), ("pasync3", 1)),
+                                                   ("pasync1", 1), ("pasync2", 1), ("pasync3", 1), ("kc16x4b2", 1),
+                                                   ("kc16x4b2p", 1)),
                       (32, "suggested"): (("lib", 1), ("lib", 2), ("lib", 4), ("ppad", 2), ("ppad", 4), ("ppadv", 2), ("ppadv", 4)),
                       # 64^3 fp64: the library kernel spills at 128 threads (sm_90 SASS: 47 STL), not at 256
-                      (256, "suggested"): (("lib", 1), ("pasync1", 1), ("pasync2", 1), ("pasync3", 1), ("pasync1b3", 1),
+                      (256, "suggested"): (("lib", 1), ("libb2", 1), ("pasync1", 1), ("pasync2", 1), ("pasync3", 1), ("pasync1b3", 1),
                                            ("kc16x4b2", 1), ("kc16x4b3", 1), ("kc16x3b3", 1), ("kc16x3b4", 1),
                                            ("kc8x8b2", 1), ("kc8x8b3", 1), ("kc32x3b2", 1), ("kc16x4b2p", 1),
                                            ("kc32x3b2p", 1)),

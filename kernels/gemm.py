@@ -143,7 +143,7 @@ def _tile_offset(per_row: int, padded: int, nt: int):
 
 
 @functools.cache
-def _vector_kernel(mm: Matmul, per_block: int, use_c: bool):
+def _vector_kernel(mm: Matmul, per_block: int, use_c: bool, min_blocks: int | None = None):
     """``D[g] = alpha * A[g] @ B[g] (+ beta * C[g])`` with every tile moved as 16-byte vectors,
     on a persistent grid, the next GEMM's A and B in flight while the current one runs.
 
@@ -159,7 +159,8 @@ def _vector_kernel(mm: Matmul, per_block: int, use_c: bool):
     split each 16-byte vector into two 8-byte accesses (``LDG.E.64`` pairs in the sm_90 SASS).
 
     Its measured speed is in benchmarks/RESULTS.md (``benchmarks/batched_gemm.py``, ``lib``
-    rows).
+    rows). ``min_blocks``: launch bounds of that many blocks per SM (None: none; what
+    :func:`batched_gemm` runs; the benchmark's ``libb2`` times 2).
 
     Arguments: ``A`` (batch, m*k*itemsize/16), ``B`` (batch, k*n*itemsize/16), ``C`` and ``D``
     (batch, m*n*itemsize/16), complex128 views of C-contiguous, 16-byte aligned operands (bit
@@ -194,7 +195,7 @@ def _vector_kernel(mm: Matmul, per_block: int, use_c: bool):
 
     # No fastmath: the arithmetic here is only the alpha/beta epilogue (and the GEMM itself is
     # cuBLASDx's LTO-IR); fastmath would buy nothing measurable and allow flushing denormals.
-    @cuda.jit
+    @cuda.jit(**({"launch_bounds": (nt * per_block, min_blocks)} if min_blocks else {}))
     def kernel(A, B, C, D, alpha, beta, batch):
         tx = cuda.threadIdx.x
         s16 = cuda.shared.array(0, dtype=np.complex128)  # the dynamic buffer, as vectors

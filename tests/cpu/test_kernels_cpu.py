@@ -98,6 +98,20 @@ def test_vector_batched_gemm_kernel_links():
     assert mm.leading_dimension == (36, 36, 36)  # padded: what the vector kernel was measured with
 
 
+def test_vector_kernel_launch_bounds_hold_its_registers():
+    """``_vector_kernel(..., min_blocks)`` (the benchmark's ``libb2``) compiles with launch bounds:
+    the 32^3 float32 one-warp kernel takes more than 128 registers without them and at most
+    65536 / (32 threads x 16 blocks) = 128 with ``min_blocks=16``."""
+    from kernels.gemm import _batched_descriptor, _vector_kernel
+
+    mm = _batched_descriptor(32, 32, 32, np.float32, sm=90)
+    v16 = types.complex128[:, ::1]
+    args = (v16, v16, v16, v16, types.float32, types.float32, i64)
+    free = compile_kernel(_vector_kernel(mm, 1, False)[0], args, sm=90)
+    bound = compile_kernel(_vector_kernel(mm, 1, False, 16)[0], args, sm=90)
+    assert free.registers > 128 >= bound.registers
+
+
 def test_batched_gemm_threads_per_gemm():
     """One warp per GEMM from 32^3 multiply-adds while the result fits 32 registers per thread
     of a warp; cuBLASDx's suggested block otherwise (links for sm_90 with one warp)."""
