@@ -374,27 +374,18 @@ def make_pasync_kernel(MM, G, depth=2, min_blocks=None):
 def make_kchunk_kernel(MM, G, depth=4, kc=16, min_blocks=None, epilogue="stage"):
     """The library's K-slice kernel (``kernels.gemm._slice_kernel``, ``_batched_gemm(...,
     slices=(kc, depth, min_blocks))``: A and B streamed in K slices of ``kc`` through a ring of
-    ``depth`` cp.async stages that runs across GEMM boundaries, C from the registers) on a
-    ``(m, n, kc)`` descriptor of ``MM``'s block. Called as ``kernel(A16, B16, C, D, alpha, beta,
-    batch)`` with C and D as ``epilogue`` takes them: complex128 vectors (``"stage"``) or pairs
-    of values (``"pairs"``, :func:`kernels.gemm._pair_dtype`). None when ``G`` is not 1 or it
-    does not apply."""
-    from kernels.gemm import _slice_kernel
+    ``depth`` cp.async stages that runs across GEMM boundaries) on the library's ``(m, n, kc)``
+    slice descriptor of ``MM``'s block. Called as ``kernel(A16, B16, C, D, alpha, beta, batch)``
+    with C and D as ``epilogue`` takes them: complex128 vectors (``"stage"``, through a shared C
+    tile) or pairs of values (``"pairs"``, from the registers, :func:`kernels.gemm._pair_dtype`).
+    None when ``G`` is not 1 or it does not apply."""
+    from kernels.gemm import _slice_descriptor, _slice_kernel
 
-    if G != 1 or MM.size[2] % kc or MM.block_dim[1] * MM.block_dim[2] != 1:
+    m, n, k = MM.size
+    if G != 1 or k % kc or MM.block_dim[1] * MM.block_dim[2] != 1:
         return None
-    return _slice_kernel(_kchunk_descriptor(MM, kc), MM.size[2], depth, False, min_blocks, epilogue)
-
-
-def _kchunk_descriptor(MM, kc):
-    """The ``(m, n, kc)`` slice descriptor of ``MM``'s block (what the ``kc`` variants run)."""
-    from kernels.gemm import _gemm_descriptor
-
-    m, n, _ = MM.size
-    return _gemm_descriptor(m, n, kc, np.dtype(MM.c_value_type), block_dim=MM.block_dim[0], sm=MM.sm,
-                            alignment=(16, 16, 16), leading_dimension="suggested")
-
-
+    SM = _slice_descriptor(m, n, kc, np.dtype(MM.c_value_type), MM.block_dim[0], sm=MM.sm)
+    return _slice_kernel(SM, k, depth, False, min_blocks, epilogue)
 
 
 def make_lib_kernel(MM, G, min_blocks=None):

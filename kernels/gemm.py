@@ -601,8 +601,7 @@ def _run_slices(ao, bo, co, out, alpha, beta, s, slices, blocks, threads):
         raise ValueError(f"slices: kc must be a positive divisor of k = {k}, got {kc!r}")
     if min_blocks is not None and (not isinstance(min_blocks, int) or min_blocks < 1):
         raise ValueError(f"slices: min_blocks must be None or a positive int (blocks per SM), got {min_blocks!r}")
-    mm = _gemm_descriptor(m, n, kc, ao.dtype, block_dim=threads, alignment=(16, 16, 16),
-                          leading_dimension="suggested")
+    mm = _slice_descriptor(m, n, kc, ao.dtype, threads)
     d = out.dev.reshape(batch, m * n)
     made, c, d = _slice_epilogue(mm, k, depth, co is not None, min_blocks, co.dev.reshape(batch, m * n)
                                  if co is not None else d, d)
@@ -617,6 +616,13 @@ def _run_slices(ao, bo, co, out, alpha, beta, s, slices, blocks, threads):
     grid = max(1, min(batch, blocks or resident_blocks(kernel, (threads, 1), smem, *args) or batch))
     launch(kernel, grid, (threads, 1, 1), s, smem, *args)
     return "slices"
+
+
+def _slice_descriptor(m: int, n: int, kc: int, dtype, threads: int, sm=None) -> Matmul:
+    """The ``(m, n, kc)`` descriptor of one K slice that :func:`_slice_kernel` runs: ``threads``
+    per block, 16-byte aligned, cuBLASDx's suggested (padded) leading dimensions."""
+    return _gemm_descriptor(m, n, kc, dtype, block_dim=threads, sm=sm, alignment=(16, 16, 16),
+                            leading_dimension="suggested")
 
 
 def _slice_epilogue(mm: Matmul, k, depth, use_c, min_blocks, c, d):
