@@ -119,8 +119,8 @@ def parse_args(argv=None):
     ap.add_argument("--own-fft-ept", type=int, choices=(4, 8, 16, 32),
                     help="complex values per thread of our FFTs (kernels._regfft.EPT; default: its own choice per size)")
     ap.add_argument("--own-fft-buffers", type=int, choices=(1, 2),
-                    help="shared-memory buffers per row of our FFTs (kernels._regfft.BUFFERS; default: two where "
-                         "they fit 48 KiB)")
+                    help="shared-memory buffers per row of our FFTs (kernels._regfft.BUFFERS; default: the "
+                         "library's, one)")
     ap.add_argument("--beamform-kernel", choices=("gemm", "direct"),
                     help="which beamforming kernel beamform_spectra runs (kernels.gemm.BEAMFORM_KERNEL; "
                          "default: the library's choice)")
@@ -752,11 +752,15 @@ OWN_FFT_CASES = ("conv_real", "conv_complex", "fir", "matched", "stft", "beamfor
 
 def use_own_fft(ept=None, buffers=None) -> None:
     """Our FFT (kernels._regfft) for every function that takes it from here on (``ept``: its
-    values per thread, ``buffers`` its shared-memory buffers per row; None: its own choice)."""
+    values per thread, ``buffers`` its shared-memory buffers per row; None: the library's default,
+    left as it is, so a run without ``--own-fft-*`` times what a user's call runs)."""
     from kernels import _fused, _regfft
 
     _fused.OWN_FFT.update(_fused.OWN_FFT_FUNCTIONS)
-    _regfft.EPT, _regfft.BUFFERS = ept, buffers
+    if ept is not None:
+        _regfft.EPT = ept
+    if buffers is not None:
+        _regfft.BUFFERS = buffers
 
 
 def use_cufftdx_fft() -> None:

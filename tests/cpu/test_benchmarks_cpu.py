@@ -47,6 +47,22 @@ def test_parse_args(bk):
             bk.parse_args(bad)
 
 
+def test_own_fft_defaults_stay_the_librarys_without_flags(bk, monkeypatch):
+    """A run without --own-fft-ept / --own-fft-buffers times the library's default FFT layout
+    (it once set kernels._regfft.BUFFERS to None, two buffers where they fit, not the default one)."""
+    from kernels import _fused, _regfft
+
+    monkeypatch.setattr(_fused, "OWN_FFT", type(_fused.OWN_FFT)(_fused.OWN_FFT))
+    monkeypatch.setattr(_regfft, "EPT", _regfft.EPT)
+    monkeypatch.setattr(_regfft, "BUFFERS", _regfft.BUFFERS)
+    ept, buffers = _regfft.EPT, _regfft.BUFFERS
+    bk.use_own_fft(None, None)
+    assert (_regfft.EPT, _regfft.BUFFERS) == (ept, buffers) and _regfft.BUFFERS == 1
+    assert set(_fused.OWN_FFT_FUNCTIONS) <= set(_fused.OWN_FFT)
+    bk.use_own_fft(8, 2)
+    assert (_regfft.EPT, _regfft.BUFFERS) == (8, 2)
+
+
 def test_every_case_has_a_runner(bk):
     assert set(bk.RUNNERS) == set(bk.CASES)
     assert set(bk.CASES) == {"conv_real", "conv_complex", "fir", "matched", "stft", "gemm", "beamform"}
