@@ -556,6 +556,7 @@ def format_table(rows, meta):
              + (f" {meta['fp32_flops'] / 1e12:.1f} TFLOP/s" if meta.get("fp32_flops") else "") + ")", "",
              "; FFT work ms = the case's FFTs at the throughput measured for its own descriptors (ours, or cuFFTDx's with --cufftdx-fft) "
              "(benchmarks/ceilings.py: FFTs chained in registers and shared memory, no signal traffic)", "",
+             *([f"FFTs timed: {meta['fft_layout']}", ""] if meta.get("fft_layout") else []),
              "| case | data | ours ms | peer | peer ms | speedup | ours % of floor | bound ms | ours % of bound | "
              "FFT work ms | ours % of max(floor, FFT work) | "
              "peer % of floor | rel. err vs peer | ours vs fp64 | peer vs fp64 | first call s | "
@@ -763,6 +764,17 @@ def use_own_fft(ept=None, buffers=None) -> None:
         _regfft.BUFFERS = buffers
 
 
+def fft_layout() -> str:
+    """The FFT engine and layout the FFT cases run with now, as the table's header says it."""
+    from kernels import _fused, _regfft
+
+    if not _fused.OWN_FFT:
+        return "cuFFTDx's (the FFT cases' float32 FFTs)"
+    ept = "its own choice per size" if _regfft.EPT is None else _regfft.EPT
+    buffers = "two where they fit, else one" if _regfft.BUFFERS is None else _regfft.BUFFERS
+    return f"ours (kernels._regfft): values per thread {ept}, shared-memory buffers per row {buffers}"
+
+
 def use_cufftdx_fft() -> None:
     """cuFFTDx's FFT for every function from here on."""
     from kernels import _fused
@@ -796,7 +808,7 @@ def main(argv=None):
     if args.beamform_kernel:
         kgemm.BEAMFORM_KERNEL = args.beamform_kernel
     meta = dict(beamform_kernel=kgemm.BEAMFORM_KERNEL, cufftdx_fft=args.cufftdx_fft, both_ffts=args.both_ffts,
-                own_fft_ept=args.own_fft_ept, own_fft_buffers=args.own_fft_buffers, device=cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode(),
+                own_fft_ept=args.own_fft_ept, own_fft_buffers=args.own_fft_buffers, fft_layout=fft_layout(), device=cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode(),
                 mbytes=args.mbytes, peak_bps=PEAK_BPS, ref_rows=REF_ROWS, cupy=cp.__version__,
                 command="python benchmarks/fused_kernels.py " + " ".join(sys.argv[1:] if argv is None else argv))
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/ceilings.py
@@ -821,6 +833,7 @@ def main(argv=None):
             r["case"] += " (cuFFTDx FFT)"
             rows.append(r)
         use_own_fft(args.own_fft_ept, args.own_fft_buffers)
+        meta["fft_layout"] = "rows '(cuFFTDx FFT)': cuFFTDx's; the others " + fft_layout()
     rows += run_cases(args.cases, RUNNERS, K, args.mbytes, flop_rate=meta["fp32_flops"],
                       fft_rate=fft_rate_meter(meta))
     print(write_results(args.out, rows, meta))
