@@ -604,7 +604,7 @@ def run(out_dir, batch=65536, check=True, peers=True, sweep=False, sizes=None, v
                       ("suggested", "suggested"): (("rpad", 1), ("rpadc", 2), ("rpadv", 2), ("lib", 1), ("lib", 2),
                                                    ("lib", 4), ("ppad", 1), ("ppad", 2), ("ppadv", 1), ("ppadv", 2),
                                                    ("pasync1", 1), ("pasync2", 1), ("pasync3", 1), ("kc16x4b2", 1),
-                                                   ("kc16x4b2p", 1)),
+                                                   ("kc16x4b2p", 1), ("kc16x3b2", 1)),
                       (32, "suggested"): (("lib", 1), ("lib", 2), ("lib", 4), ("ppad", 2), ("ppad", 4), ("ppadv", 2), ("ppadv", 4)),
                       # 64^3 fp64: the library kernel spills at 128 threads (sm_90 SASS: 47 STL), not at 256
                       (256, "suggested"): (("lib", 1), ("libb2", 1), ("pasync1", 1), ("pasync2", 1), ("pasync3", 1), ("pasync1b3", 1),
