@@ -388,13 +388,14 @@ def make_kchunk_kernel(MM, G, depth=4, kc=16, min_blocks=None, epilogue="stage")
     return _slice_kernel(SM, k, depth, False, min_blocks, epilogue)
 
 
-def make_lib_kernel(MM, G, min_blocks=None):
+def make_lib_kernel(MM, G, min_blocks=None, offsets=False):
     """The library's kernel (``kernels.gemm._vector_kernel``, what ``kernels.batched_gemm``
     runs): ``ppadv`` with alpha/beta/C. Called as ``kernel(A16, B16, C16, D16, alpha, beta,
-    batch)`` with ``D = alpha * A @ B`` here (no C operand). None when the tiles do not fit."""
+    batch)`` with ``D = alpha * A @ B`` here (no C operand). None when the tiles do not fit.
+    ``offsets``: the result's places as one register and constants (``libo``)."""
     from kernels.gemm import _vector_kernel
 
-    return _vector_kernel(MM, G, False, min_blocks)
+    return _vector_kernel(MM, G, False, min_blocks, offsets)
 
 
 def make_nvmath_kernel(size, dtype, sm):
@@ -435,6 +436,8 @@ MAKERS = {"smem": make_smem_kernel, "rmem": make_rpad_kernel, "rpad": make_rpad_
           "rpadc": functools.partial(make_rpad_kernel, staged=True),
           "rpadv": functools.partial(make_rpad_kernel, staged=True, vector=True),
           "lib": make_lib_kernel, "libb2": functools.partial(make_lib_kernel, min_blocks=2),
+          "libo": functools.partial(make_lib_kernel, offsets=True),
+          "libob2": functools.partial(make_lib_kernel, min_blocks=2, offsets=True),
           "ppad": make_ppad_kernel, "ppadv": functools.partial(make_ppad_kernel, vector=True),
           "pasync1": functools.partial(make_pasync_kernel, depth=1),
           "pasync2": functools.partial(make_pasync_kernel, depth=2),
@@ -602,19 +605,19 @@ def run(out_dir, batch=65536, check=True, peers=True, sweep=False, sizes=None, v
                     (256, al, "suggested"), (512, al, "suggested"))
     KERNEL_CHOICES = {("suggested", None): (("smem", 2), ("rmem", 4)),
                       ("suggested", "suggested"): (("rpad", 1), ("rpadc", 2), ("rpadv", 2), ("lib", 1), ("lib", 2),
-                                                   ("lib", 4), ("ppad", 1), ("ppad", 2), ("ppadv", 1), ("ppadv", 2),
+                                                   ("lib", 4), ("libo", 1), ("libo", 2), ("libo", 4), ("ppad", 1), ("ppad", 2), ("ppadv", 1), ("ppadv", 2),
                                                    ("pasync1", 1), ("pasync2", 1), ("pasync3", 1), ("kc16x4b2", 1),
                                                    ("kc16x4b2p", 1), ("kc16x3b2", 1),
                                                    ("kc16x4b3p", 1), ("kc32x2b3p", 1)),
-                      (32, "suggested"): (("lib", 1), ("lib", 2), ("lib", 4), ("ppad", 2), ("ppad", 4), ("ppadv", 2), ("ppadv", 4)),
+                      (32, "suggested"): (("lib", 1), ("lib", 2), ("lib", 4), ("libo", 1), ("libo", 2), ("libo", 4), ("ppad", 2), ("ppad", 4), ("ppadv", 2), ("ppadv", 4)),
                       # 64^3 fp64: the library kernel spills at 128 threads (sm_90 SASS: 47 STL), not at 256
                       # cuBLASDx's sm_90 database at 64^3 fp64: 16x8x4 DMMA at 128 threads, 8x8x4 at 256 and 512
-                      (256, "suggested"): (("lib", 1), ("libb2", 1), ("pasync1", 1), ("pasync2", 1), ("pasync3", 1), ("pasync1b3", 1),
+                      (256, "suggested"): (("lib", 1), ("libb2", 1), ("libo", 1), ("libob2", 1), ("pasync1", 1), ("pasync2", 1), ("pasync3", 1), ("pasync1b3", 1),
                                            ("kc16x4b2", 1), ("kc16x4b3", 1), ("kc16x3b3", 1), ("kc16x3b4", 1),
                                            ("kc8x8b2", 1), ("kc8x8b3", 1), ("kc32x3b2", 1), ("kc16x4b2p", 1),
                                            ("kc32x3b2p", 1)),
                       # 16 warps per SM in one block: 128 registers for lib, 91 for pasync1 (no spills)
-                      (512, "suggested"): (("lib", 1), ("pasync1", 1), ("pasync2", 1))}
+                      (512, "suggested"): (("lib", 1), ("libo", 1), ("pasync1", 1), ("pasync2", 1))}
     if sweep:  # --sweep: more block sizes and GEMMs per block (a longer run, for tuning)
         DESC_CHOICES = tuple((bd, al, "suggested") for bd in ("suggested", 128, 256))
         KERNEL_CHOICES = {(bd, ld): tuple((v, g) for v in ("rpad", "rpadc", "rpadv", "lib", "ppad", "ppadv")

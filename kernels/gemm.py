@@ -80,10 +80,70 @@ def _batched_kernel(mm: Matmul, per_block: int, use_c: bool):
     return kernel, per * vt.itemsize * per_block
 
 
-def _through_tile(nt: int, c_vec: int, off_c, acc_n: int, use_c: bool):
+def _place_offsets(mm: Matmul, ld: int) -> np.ndarray | None:
+    """``o`` (int32, one per accumulator value) such that every thread's value ``i`` sits at
+    ``row * ld + col = p(tx) + o[i]`` in a row-major tile of leading dimension ``ld``, ``p(tx)``
+    the place of the thread's value 0; None where that does not hold for every thread or some
+    value is unused. From cuBLASDx's partitioner on the host
+    (:meth:`~nvmath_device.Matmul.fragment_coordinates_table`, no GPU): it holds for every whole
+    tile the batched kernels run (fp64 64 x 64 at 128 / 256 threads, fp32 16^3 and 32^3, ...),
+    not where a tile has unused values (20^3 fp32)."""
+    table = mm.fragment_coordinates_table().astype(np.int64)
+    rows, cols = table[..., 0], table[..., 1]
+    if (rows < 0).any():
+        return None
+    places = rows * ld + cols
+    offsets = places - places[:, :1]
+    if not (offsets == offsets[0]).all():
+        return None
+    return offsets[0].astype(np.int32)
+
+
+def _places(mm: Matmul, ld: int, offsets: bool = True):
+    """Where each accumulator value of a thread goes in a row-major tile of leading dimension
+    ``ld``: ``(n_keep, fill, at, all_used)``. A kernel makes ``keep = cuda.local.array(n_keep,
+    np.int32)``, calls ``fill(keep, origin)`` once (``origin``: the tile's first value) and reads
+    value ``i``'s place as ``at(keep, i)`` (-1: unused, never where ``all_used``). With
+    ``offsets`` and where :func:`_place_offsets` holds, ``keep`` is one register (the thread's
+    first place) and the offsets are constants; otherwise ``keep`` holds one place per value
+    through the whole kernel. sm_90 code of the vector kernel with offsets (64^3 fp64 / 256
+    threads, 32^3 fp32 / 32, 16^3 fp32 / 64 x 4): 208 -> 162, 242 -> 210 and 48 -> 40 registers,
+    960 -> 928, 2056 -> 1920 and 560 -> 536 instructions; not yet timed on a GPU."""
+    acc_n = mm.accumulator_size
+    offsets = _place_offsets(mm, ld) if offsets else None
+
+    if offsets is not None:
+        @cuda.jit(device=True, forceinline=True)
+        def fill(keep, origin):
+            rows = cuda.local.array(acc_n, dtype=np.int32)
+            cols = cuda.local.array(acc_n, dtype=np.int32)
+            mm.fragment_coordinates(rows, cols)
+            keep[0] = origin + rows[0] * ld + cols[0]
+
+        @cuda.jit(device=True, forceinline=True)
+        def at(keep, i):
+            return keep[0] + cuda.const.array_like(offsets)[i]
+
+        return 1, fill, at, True
+
+    @cuda.jit(device=True, forceinline=True)
+    def fill(keep, origin):
+        cols = cuda.local.array(acc_n, dtype=np.int32)
+        mm.fragment_coordinates(keep, cols)
+        for i in range(acc_n):
+            keep[i] = origin + keep[i] * ld + cols[i] if keep[i] >= 0 else -1
+
+    @cuda.jit(device=True, forceinline=True)
+    def at(keep, i):
+        return keep[i]
+
+    return acc_n, fill, at, False
+
+
+def _through_tile(nt: int, c_vec: int, off_c, acc_n: int, use_c: bool, at, all_used: bool):
     """The device function that writes GEMM ``g``'s result, ``D[g] = alpha * acc (+ beta *
     C[g])``, through a shared C tile: C's 16-byte vectors in (``use_c``), each thread's
-    accumulator values combined at their places ``rows[i]`` (values of ``sv``; -1: unused), D's
+    accumulator values combined at their places ``at(keep, i)`` (values of ``sv``, :func:`_places`), D's
     vectors out, consecutive threads on consecutive vectors (whole 32-byte sectors per store).
     ``base``: the tile's first vector in ``s16``; ``off_c(tx, j)`` thread ``tx``'s vector ``j``
     in the tile (:func:`_tile_offset`); ``c_vec`` vectors per result over ``nt`` threads. Every
@@ -92,7 +152,7 @@ def _through_tile(nt: int, c_vec: int, off_c, acc_n: int, use_c: bool):
     nc, all_c = -(-c_vec // nt), c_vec % nt == 0  # vectors per thread; every thread's last one exists
 
     @cuda.jit(device=True, forceinline=True)
-    def through_tile(C, D, g, live, base, rows, acc, alpha, beta, s16, sv, tx):
+    def through_tile(C, D, g, live, base, keep, acc, alpha, beta, s16, sv, tx):
         if use_c:
             if live:
                 for j in range(nc):
@@ -100,8 +160,8 @@ def _through_tile(nt: int, c_vec: int, off_c, acc_n: int, use_c: bool):
                         s16[base + off_c(tx, j)] = load_complex(C, (g, tx + j * nt))
             cuda.syncthreads()
         for i in range(acc_n):
-            e = rows[i]
-            if e >= 0:
+            e = at(keep, i)
+            if all_used or e >= 0:
                 if use_c:
                     sv[e] = alpha * acc[i] + beta * sv[e]
                 else:
@@ -143,7 +203,7 @@ def _tile_offset(per_row: int, padded: int, nt: int):
 
 
 @functools.cache
-def _vector_kernel(mm: Matmul, per_block: int, use_c: bool, min_blocks: int | None = None):
+def _vector_kernel(mm: Matmul, per_block: int, use_c: bool, min_blocks: int | None = None, offsets: bool = False):
     """``D[g] = alpha * A[g] @ B[g] (+ beta * C[g])`` with every tile moved as 16-byte vectors,
     on a persistent grid, the next GEMM's A and B in flight while the current one runs.
 
@@ -160,7 +220,9 @@ def _vector_kernel(mm: Matmul, per_block: int, use_c: bool, min_blocks: int | No
 
     Its measured speed is in benchmarks/RESULTS.md (``benchmarks/batched_gemm.py``, ``lib``
     rows). ``min_blocks``: launch bounds of that many blocks per SM (None: none; what
-    :func:`batched_gemm` runs; the benchmark's ``libb2`` times 2).
+    :func:`batched_gemm` runs; the benchmark's ``libb2`` times 2). ``offsets``: the result's
+    places as one register and constants (:func:`_places`; the benchmark's ``libo``), not yet
+    what :func:`batched_gemm` runs: it has not been timed on a GPU.
 
     Arguments: ``A`` (batch, m*k*itemsize/16), ``B`` (batch, k*n*itemsize/16), ``C`` and ``D``
     (batch, m*n*itemsize/16), complex128 views of C-contiguous, 16-byte aligned operands (bit
@@ -190,7 +252,8 @@ def _vector_kernel(mm: Matmul, per_block: int, use_c: bool, min_blocks: int | No
     na, nb = -(-a_vec // nt), -(-b_vec // nt)  # vectors per thread in flight: of A, of B
     all_a, all_b = a_vec % nt == 0, b_vec % nt == 0  # every thread's last vector exists
     off_a, off_b = _tile_offset(ka, la, nt), _tile_offset(kn, lb, nt)
-    through_tile = _through_tile(nt, c_vec, _tile_offset(kn, lc, nt), acc_n, use_c)
+    n_keep, fill_places, at, all_used = _places(mm, ldc, offsets)
+    through_tile = _through_tile(nt, c_vec, _tile_offset(kn, lc, nt), acc_n, use_c, at, all_used)
     zero, zero16 = dt.type(0), np.complex128(0)
 
     # No fastmath: the arithmetic here is only the alpha/beta epilogue (and the GEMM itself is
@@ -205,11 +268,8 @@ def _vector_kernel(mm: Matmul, per_block: int, use_c: bool, min_blocks: int | No
         ra = cuda.local.array(na, dtype=np.complex128)
         rb = cuda.local.array(nb, dtype=np.complex128)
         acc = cuda.local.array(acc_n, dtype=dt)
-        rows = cuda.local.array(acc_n, dtype=np.int32)
-        cols = cuda.local.array(acc_n, dtype=np.int32)
-        mm.fragment_coordinates(rows, cols)
-        for i in range(acc_n):  # rows[i] becomes the value's offset in the slot (-1: unused)
-            rows[i] = b0 + rows[i] * ldc + cols[i] if rows[i] >= 0 else -1
+        keep = cuda.local.array(n_keep, dtype=np.int32)
+        fill_places(keep, b0)  # the accumulator values' offsets in the slot
         stride = cuda.gridDim.x * per_block
         g = cuda.blockIdx.x * per_block + cuda.threadIdx.y
         for j in range(na):
@@ -242,7 +302,7 @@ def _vector_kernel(mm: Matmul, per_block: int, use_c: bool, min_blocks: int | No
             mm.execute(sv[b0:b0 + a_size], sv[b0 + b_off_v * v:b0 + b_off_v * v + b_size], acc)
             cuda.syncthreads()  # A and B have been read: the slot takes the result
             # an idle slot (g past the batch) still takes part in every block-wide step
-            through_tile(C, D, g, g < batch, base, rows, acc, alpha, beta, s16, sv, tx)
+            through_tile(C, D, g, g < batch, base, keep, acc, alpha, beta, s16, sv, tx)
             g = gn
 
     return kernel, slot_v * 16 * per_block
@@ -273,6 +333,10 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
     - ``"values"``: straight from the registers, one value per access; C and D (batch, m*n)
       values. Single 8-byte stores half-fill 32-byte sectors: they took 4x the L2 write traffic
       of the result, pairs 2x (Nsight Compute, benchmarks/RESULTS.md).
+
+    The result's places are one register and constants where :func:`_place_offsets` holds
+    (sm_90, 64 x 64 x 16 fp64 slices, ``"stage"``: 218 -> 158 registers at 128 threads, 116 ->
+    128 at 256; not yet timed).
 
     Not picked by :func:`batched_gemm` yet: it is reached through ``_batched_gemm(...,
     slices=...)`` until it is timed against the vector kernel (benchmarks/batched_gemm.py, ``kc``
@@ -314,9 +378,10 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
     a_size, b_size, acc_n = mm.a_size, mm.b_size, mm.accumulator_size
     zero = dt.type(0)
     c_v, lc = depth * stage_v, ldc // v  # the C tile ("stage"): its first vector; vectors per row
-    through_tile = _through_tile(nt, m * kn, _tile_offset(kn, lc, nt), acc_n, use_c)
     # where value (r, c) of a result goes: the C tile ("stage") or D's row-major place
     place_r, place_0 = (ldc, c_v * v) if epilogue == "stage" else (n, 0)
+    n_keep, fill_places, at, all_used = _places(mm, place_r)
+    through_tile = _through_tile(nt, m * kn, _tile_offset(kn, lc, nt), acc_n, use_c, at, all_used)
 
     @cuda.jit(device=True, forceinline=True)
     def load_slice(s16, base, A, B, g, q, tx):
@@ -330,21 +395,21 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
 
     if epilogue == "stage":
         @cuda.jit(device=True, forceinline=True)
-        def store(C, D, g, rows, acc, alpha, beta, s16, sv, tx):
+        def store(C, D, g, keep, acc, alpha, beta, s16, sv, tx):
             """GEMM ``g``'s result through the C tile (its last readers, the previous GEMM's,
             have passed a slice's barrier since)."""
-            through_tile(C, D, g, True, c_v, rows, acc, alpha, beta, s16, sv, tx)
+            through_tile(C, D, g, True, c_v, keep, acc, alpha, beta, s16, sv, tx)
     elif epilogue == "pairs":
         pair = _pair_dtype(dt).type
         ps = _pair_stride(mm)
 
         @cuda.jit(device=True, forceinline=True)
-        def store(C2, D2, g, rows, acc, alpha, beta, s16, sv, tx):
+        def store(C2, D2, g, keep, acc, alpha, beta, s16, sv, tx):
             """GEMM ``g``'s result: values i and i + ps are neighbours, one access per pair."""
             for p in range(acc_n // 2):
                 i = (p // ps) * 2 * ps + p % ps
-                e = rows[i]
-                if e >= 0:
+                e = at(keep, i)
+                if all_used or e >= 0:
                     x, y = alpha * acc[i], alpha * acc[i + ps]
                     if use_c:
                         c = load_complex(C2, (g, e // 2))
@@ -352,11 +417,11 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
                     store_complex(D2, (g, e // 2), pair(complex(x, y)))  # one 8/16-byte access
     else:
         @cuda.jit(device=True, forceinline=True)
-        def store(C, D, g, rows, acc, alpha, beta, s16, sv, tx):
+        def store(C, D, g, keep, acc, alpha, beta, s16, sv, tx):
             """GEMM ``g``'s result, one value per access."""
             for i in range(acc_n):
-                e = rows[i]
-                if e >= 0:
+                e = at(keep, i)
+                if all_used or e >= 0:
                     if use_c:
                         D[g, e] = alpha * acc[i] + beta * C[g, e]
                     else:
@@ -374,11 +439,8 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
         s16 = cuda.shared.array(0, dtype=np.complex128)
         sv = cuda.shared.array(0, dtype=dt)
         acc = cuda.local.array(acc_n, dtype=dt)
-        rows = cuda.local.array(acc_n, dtype=np.int32)
-        cols = cuda.local.array(acc_n, dtype=np.int32)
-        mm.fragment_coordinates(rows, cols)
-        for i in range(acc_n):  # rows[i] becomes the value's place (-1: unused)
-            rows[i] = place_0 + rows[i] * place_r + cols[i] if rows[i] >= 0 else -1
+        keep = cuda.local.array(n_keep, dtype=np.int32)
+        fill_places(keep, place_0)  # the accumulator values' places
         stride = cuda.gridDim.x
         g0 = cuda.blockIdx.x  # the block's slices: slice q of GEMM g0, g0 + stride, ...
         total = ((batch - 1 - g0) // stride + 1) * slices if g0 < batch else 0
@@ -405,7 +467,7 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
             j = j + 1 if j + 1 < depth else 0
             q += 1
             if q == slices:  # the GEMM's last slice: its result from the registers
-                store(C, D, g, rows, acc, alpha, beta, s16, sv, tx)
+                store(C, D, g, keep, acc, alpha, beta, s16, sv, tx)
                 for i in range(acc_n):
                     acc[i] = zero
                 q = 0
@@ -451,6 +513,9 @@ def _pair_dtype(dtype) -> np.dtype | None:
 # GEMM slots per block of the (persistent) vector kernel: one; each block walks the batch (1, 2
 # and 4 per block were measured: benchmarks/RESULTS.md, batched GEMMs).
 _VECTOR_PER_BLOCK = 1
+# The vector kernel's result places as one register and constants (:func:`_places`): fewer
+# registers and instructions in the sm_90 code, not yet timed on a GPU (the benchmark's ``libo``)
+_VECTOR_OFFSETS = False
 
 
 def _block_threads(m: int, n: int, k: int, dtype) -> int | str:
@@ -569,7 +634,7 @@ def _batched_gemm(a, b, c, alpha, beta, stream, vector=True, per_block=None, blo
         ran = _run_slices(ao, bo, co if use_c else None, out, alpha, beta, s, slices, blocks, threads)
         return out.result(s), ran
     G = per_block or _VECTOR_PER_BLOCK
-    vec = _vector_kernel(mm, G, use_c) if vector else None
+    vec = _vector_kernel(mm, G, use_c, offsets=_VECTOR_OFFSETS) if vector else None
     if vec is not None:  # rows are whole 16-byte vectors: the operands as complex128 vectors
         a16, b16, d16 = (dev.reshape(batch, cols).view(np.complex128)
                          for dev, cols in ((ao.dev, m * k), (bo.dev, k * n), (out.dev, m * n)))

@@ -112,6 +112,53 @@ def test_vector_kernel_launch_bounds_hold_its_registers():
     assert free.registers > 128 >= bound.registers
 
 
+def test_place_offsets_hold_for_every_thread():
+    """``_place_offsets``: every thread's value i sits at its value 0's place plus o[i] in cuBLASDx's
+    partition (host table, NVRTC) for the whole tiles batched_gemm runs; None where a tile has
+    unused values (20^3 fp32) or the places differ per thread."""
+    from kernels.gemm import _batched_descriptor, _place_offsets
+
+    for size, dtype in (((16, 16, 16), np.float32), ((32, 32, 32), np.float32), ((64, 64, 64), np.float64),
+                        ((16, 16, 16), np.complex64), ((20, 20, 20), np.float32)):
+        mm = _batched_descriptor(*size, np.dtype(dtype), sm=90)
+        ld = mm.leading_dimension[2]
+        table = mm.fragment_coordinates_table().astype(np.int64)
+        o = _place_offsets(mm, ld)
+        if size == (20, 20, 20):
+            assert o is None and (table[..., 0] < 0).any()
+            continue
+        places = table[..., 0] * ld + table[..., 1]
+        assert o.dtype == np.int32 and o.shape == (mm.accumulator_size,) and o[0] == 0
+        np.testing.assert_array_equal(places, places[:, :1] + o)
+        assert len(set(places.ravel())) == places.size  # every value of the tile exactly once
+
+
+def test_vector_kernel_with_place_offsets_keeps_fewer_registers():
+    """The vector kernel with offsets (``_VECTOR_OFFSETS``, the benchmark's ``libo``) holds one
+    register for its result's places instead of one per value: fewer registers and fewer
+    instructions in the sm_90 code, nothing in local memory (32^3 fp32, one warp: 242 -> 210;
+    16^3 fp32, four slots: 48 -> 40)."""
+    import os
+    import sys
+
+    from kernels.gemm import _batched_descriptor, _vector_kernel
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
+    import sass_counts as sc
+
+    nvd = sc.find_nvdisasm()
+    assert nvd, "nvdisasm not found: the test extras install nvidia-cuda-nvdisasm"
+    v16 = types.complex128[:, ::1]
+    for size, G in (((32, 32, 32), 1), ((16, 16, 16), 4)):
+        mm = _batched_descriptor(*size, np.float32, sm=90)
+        args = (v16, v16, v16, v16, types.float32, types.float32, i64)
+        table = compile_kernel(_vector_kernel(mm, G, True)[0], args, sm=90)
+        offsets = compile_kernel(_vector_kernel(mm, G, True, offsets=True)[0], args, sm=90)
+        assert offsets.registers < table.registers and offsets.frame_bytes == 0
+        count = [sum(sc.opcodes(sc._disassemble(ck, nvd)).values()) for ck in (offsets, table)]
+        assert count[0] < count[1], (size, count)
+
+
 def test_batched_gemm_threads_per_gemm():
     """One warp per GEMM from 32^3 multiply-adds while the result fits 32 registers per thread
     of a warp; cuBLASDx's suggested block otherwise (links for sm_90 with one warp)."""

@@ -201,6 +201,31 @@ def test_batched_gemm_both_kernels(dtype, size, with_c, vector, _gemm_tables):
     np.testing.assert_array_equal(c, c0)
 
 
+@pytest.mark.parametrize("per_block", [1, 3])
+@pytest.mark.parametrize("with_c", [False, True], ids=["ab", "abc"])
+@pytest.mark.parametrize("dtype,size", GEMM_CASES + [(np.float32, (32, 32, 32)), (np.float32, (20, 20, 20))],
+                         ids=[np.dtype(d).name for d, _ in GEMM_CASES] + ["float32-32", "float32-20"])
+def test_vector_kernel_with_place_offsets(dtype, size, with_c, per_block, monkeypatch, _gemm_tables):
+    """The vector kernel with its result's places as one register and constants
+    (``kernels.gemm._VECTOR_OFFSETS``) gives the same D as NumPy, with and without C, in one
+    and three slots per block (batch 7: idle slots in the last round). 20^3 fp32 has unused
+    accumulator values, so it keeps one place per value."""
+    from kernels import gemm
+    from kernels.gemm import _batched_descriptor, _batched_gemm, _place_offsets
+
+    monkeypatch.setattr(gemm, "_VECTOR_OFFSETS", True)
+    mm = _batched_descriptor(*size, np.dtype(dtype))
+    assert (_place_offsets(mm, mm.leading_dimension[2]) is None) == (size == (20, 20, 20))
+    batch = 7
+    a, b, c = _gemm_operands(dtype, size, batch)
+    cplx = np.dtype(dtype).kind == "c"
+    alpha, beta = ((1.5 - 0.25j), (-0.5 + 0.75j)) if cplx else (1.5, -0.5)
+    d, path = _batched_gemm(a, b, c if with_c else None, alpha, beta if with_c else 0.0, None, per_block=per_block)
+    assert path == "vector"
+    ref = alpha * (a.astype(np.complex128) @ b) + (beta * c.astype(np.complex128) if with_c else 0)
+    assert _rel(d, ref if cplx else ref.real) < TOL[dtype]
+
+
 @pytest.mark.parametrize("vector", [True, False], ids=["vector", "smem"])
 def test_batched_gemm_several_per_block_and_c_with_zero_beta(vector, _gemm_tables):
     """Four GEMMs per block of the vector kernel (threadIdx.y slots; batch 7: one slot of the
