@@ -586,6 +586,21 @@ def _bench_case(size, dtype, batch, check, descs, kernel_choices, dev, peers=Tru
     return rows
 
 
+def _slice_descriptors(descs, kernel_choices):
+    """The ``(m, n, kc)`` descriptors that the ``kc`` variants among ``kernel_choices`` build on
+    ``descs`` (where the K-slice kernel applies), so that their LTO-IR is compiled up front."""
+    from kernels.gemm import _slice_descriptor
+
+    out = []
+    for (_sz, _p, bd, _al, ld), MM in descs.items():
+        m, n, k = MM.size
+        for variant, _G in kernel_choices[(bd, ld)]:
+            kc = getattr(MAKERS[variant], "keywords", {}).get("kc") if variant.startswith("kc") else None
+            if kc and k % kc == 0 and MM.block_dim[1] * MM.block_dim[2] == 1:
+                out.append(_slice_descriptor(m, n, kc, np.dtype(MM.c_value_type), MM.block_dim[0], sm=MM.sm))
+    return list(dict.fromkeys(out))
+
+
 def run(out_dir, batch=65536, check=True, peers=True, sweep=False, sizes=None, variants=None, threads=None,
         shared_ab=False):
     import cupy as cp
@@ -640,8 +655,9 @@ def run(out_dir, batch=65536, check=True, peers=True, sweep=False, sizes=None, v
             if threads is None or MM.block_dim[0] in threads:
                 descs[(size, np.dtype(dtype).name, bd, al, ld)] = MM
     t0 = time.perf_counter()
-    gemm_codegen.prefetch_ltoir(list(descs.values()))
-    print(f"# LTO-IR for {len(descs)} descriptors ready in {time.perf_counter() - t0:.0f} s", flush=True)
+    todo = list(descs.values()) + _slice_descriptors(descs, KERNEL_CHOICES)
+    gemm_codegen.prefetch_ltoir(todo)  # in parallel processes, the K-slice kernels' descriptors too
+    print(f"# LTO-IR for {len(todo)} descriptors ready in {time.perf_counter() - t0:.0f} s", flush=True)
 
     rows = []
     for size, dtype in cases:

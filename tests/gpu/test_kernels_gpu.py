@@ -106,11 +106,16 @@ def test_batched_gemm(dtype, size):
 @pytest.mark.parametrize("kind", ["cupy", "numba", "torch"])
 @pytest.mark.parametrize("dtype,size,with_c", [(np.complex64, (16, 16, 16), True), (np.complex128, (8, 8, 8), False),
                                                (np.float32, (32, 32, 32), False)])
-def test_batched_gemm_vector_kernel(kind, dtype, size, with_c):
+@pytest.mark.parametrize("offsets", [False, True], ids=["places", "offsets"])
+def test_batched_gemm_vector_kernel(kind, dtype, size, with_c, offsets, monkeypatch):
     """The vector kernel (padded tiles; real and complex, with and without beta * C) on every
     device-array kind (their 16-byte alignment is read from the device pointer); batch 70001
-    is odd: the last block has an idle slot. C is not modified."""
+    is odd: the last block has an idle slot. C is not modified. ``offsets``: the result's places
+    as one register and constants (``kernels.gemm._VECTOR_OFFSETS``) or from the descriptor."""
+    import kernels.gemm
     from kernels.gemm import _batched_gemm
+
+    monkeypatch.setattr(kernels.gemm, "_VECTOR_OFFSETS", offsets)
 
     m, n, k = size
     batch = 70001
