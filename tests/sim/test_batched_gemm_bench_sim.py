@@ -77,3 +77,24 @@ def test_kchunk_variant_runs_the_library_kernel(epilogue, vt):
                                      cuda.to_device(b.reshape(batch, -1).view(np.complex128)), dc, dc, 1.0, 0.0, batch)
     np.testing.assert_allclose(dc.copy_to_host().view(np.float64).reshape(batch, 16, 16), a @ b,
                                rtol=1e-12, atol=1e-11)
+
+
+def test_slice_descriptors_are_the_kc_variants_own():
+    """The descriptors whose LTO-IR the benchmark compiles up front for its ``kc`` variants: one
+    ``(m, n, kc)`` descriptor per slice width at the block's threads, each once; none for other
+    variants or a width that does not divide k; and the same descriptor the variant's kernel runs."""
+    from kernels.gemm import _slice_descriptor
+
+    def mm(size, bd):
+        return Matmul(size=size, precision=np.float64, arrangement=("row_major",) * 3,
+                      leading_dimension="suggested", block_dim=bd, alignment=(16, 16, 16), sm=90)
+
+    descs = {"a": mm((64, 64, 64), 128), "b": mm((16, 16, 24), 64)}
+    choices = {("a", None): (("lib", 1), ("kc16x4b2", 1), ("kc16x2b3", 1), ("kc32x2b3p", 1), ("pasync1", 1)),
+               ("b", None): (("kc16x4", 1), ("kc8x8", 1))}
+    keyed = {(None, None, name, None, None): d for name, d in descs.items()}
+    got = bg._slice_descriptors(keyed, choices)
+    want = [_slice_descriptor(64, 64, 16, np.float64, 128, sm=90), _slice_descriptor(64, 64, 32, np.float64, 128, sm=90),
+            _slice_descriptor(16, 16, 8, np.float64, 64, sm=90)]
+    assert got == want
+    assert [d.size for d in got] == [(64, 64, 16), (64, 64, 32), (16, 16, 8)]
