@@ -175,6 +175,58 @@ def _through_tile(nt: int, c_vec: int, off_c, acc_n: int, use_c: bool, at, all_u
     return through_tile
 
 
+_SLICE_EPILOGUES = ("stage", "ring", "pairs", "values")
+# The order in which :func:`_slice_epilogue` tries them ("ring" is not timed on a GPU yet)
+_SLICE_EPILOGUE_ORDER = ("stage", "pairs", "values")
+
+
+def _ring_passes(m: int, lc: int, stage_v: int) -> int | None:
+    """The fewest bands (a divisor of ``m``) whose rows, ``lc`` 16-byte vectors each, fit a ring
+    stage of ``stage_v`` vectors (:func:`_slice_kernel`'s ``"ring"`` epilogue); None if a row
+    does not."""
+    return next((p for p in range(1, m + 1) if m % p == 0 and (m // p) * lc <= stage_v), None)
+
+
+def _through_bands(nt: int, rows: int, kn: int, ldc: int, v: int, off_c, passes: int, stage_v: int,
+                   acc_n: int, use_c: bool, at, all_used: bool):
+    """The device function ``store(C, D, g, keep, acc, alpha, beta, s16, sv, tx, js)`` that
+    writes GEMM ``g``'s result, ``D[g] = alpha * acc (+ beta * C[g])``, through ring stage
+    ``js`` (``stage_v`` 16-byte vectors of ``v`` values each) in ``passes`` bands of ``rows``
+    rows: per band, C's 16-byte vectors of those rows in
+    (``use_c``), the accumulator values whose places ``at(keep, i)`` (from 0, leading dimension
+    ``ldc``) fall in the band combined, D's vectors out, consecutive threads on consecutive
+    vectors; ``off_c(tx, j)`` thread ``tx``'s vector ``j`` of a band (``kn`` vectors per row of
+    D). Every thread of the block calls it (block barriers): the first one waits for the
+    stage's last readers (the slice just multiplied), each later one for the band before."""
+    w_vec, win = rows * kn, rows * ldc  # a band's vectors in D; its values in the stage
+    nw, all_w = -(-w_vec // nt), w_vec % nt == 0
+
+    @cuda.jit(device=True, forceinline=True)
+    def store(C, D, g, keep, acc, alpha, beta, s16, sv, tx, js):
+        base = js * stage_v  # the band's first vector
+        for h in range(passes):
+            cuda.syncthreads()  # the stage is free: its slice multiplied, the band before stored
+            if use_c:
+                for j in range(nw):
+                    if all_w or tx + j * nt < w_vec:
+                        s16[base + off_c(tx, j)] = load_complex(C, (g, h * w_vec + tx + j * nt))
+                cuda.syncthreads()
+            for i in range(acc_n):
+                e = at(keep, i)
+                if (all_used or e >= 0) and h * win <= e < (h + 1) * win:
+                    x = base * v + e - h * win
+                    if use_c:
+                        sv[x] = alpha * acc[i] + beta * sv[x]
+                    else:
+                        sv[x] = alpha * acc[i]
+            cuda.syncthreads()
+            for j in range(nw):
+                if all_w or tx + j * nt < w_vec:
+                    store_complex(D, (g, h * w_vec + tx + j * nt), s16[base + off_c(tx, j)])
+
+    return store
+
+
 def _tile_offset(per_row: int, padded: int, nt: int):
     """A device function ``(tx, j) -> offset``: where vector ``i = tx + j * nt`` of a row-major
     tile of ``per_row`` vectors per row goes in the padded tile (rows of ``padded`` vectors),
@@ -333,6 +385,11 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
     - ``"values"``: straight from the registers, one value per access; C and D (batch, m*n)
       values. Single 8-byte stores half-fill 32-byte sectors: they took 4x the L2 write traffic
       of the result, pairs 2x (Nsight Compute, benchmarks/RESULTS.md).
+    - ``"ring"``: as ``"stage"``, but through the ring stage the GEMM's last slice used (free
+      until the next slice's barrier), in ``passes`` bands of ``m / passes`` rows, the fewest
+      whose band fits a stage: no shared memory past the ring, so the block takes no more than
+      its stages (64 x 64 x 16 fp64 at 4 stages: 70.5 KiB, three blocks per SM, where "stage"
+      takes 104 KiB, two). C and D as for ``"stage"``.
 
     The result's places are one register and constants where :func:`_place_offsets` holds
     (sm_90, 64 x 64 x 16 fp64 slices, ``"stage"``: 218 -> 158 registers at 128 threads, 116 ->
@@ -357,11 +414,12 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
     if (tuple(mm.arrangement) != ("row_major",) * 3 or mm.block_dim[1] * mm.block_dim[2] != 1
             or mm.a_value_type != dt or mm.b_value_type != dt or 16 % isz or not 2 <= depth <= 9 or k % kc):
         return None
-    if epilogue not in ("stage", "pairs", "values"):
-        raise ValueError(f"epilogue must be 'stage', 'pairs' or 'values', got {epilogue!r}")
+    if epilogue not in _SLICE_EPILOGUES:
+        raise ValueError(f"epilogue must be one of {', '.join(map(repr, _SLICE_EPILOGUES))}, got {epilogue!r}")
     v = 16 // isz
+    tiled = epilogue in ("stage", "ring")  # the result through shared memory as 16-byte vectors
     if (kc % v or n % v or lda % v or ldb % v or mm.b_shared_memory_offset % 16
-            or (epilogue == "stage" and ldc % v) or (epilogue == "pairs" and not _slice_pairs(mm))):
+            or (tiled and ldc % v) or (epilogue == "pairs" and not _slice_pairs(mm))):
         return None
     ka, kn, sa = k // v, n // v, kc // v  # vectors per row: of A, of B; of a slice of A's row
     la, lb = lda // v, ldb // v  # ... of the padded shared tiles
@@ -378,8 +436,12 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
     a_size, b_size, acc_n = mm.a_size, mm.b_size, mm.accumulator_size
     zero = dt.type(0)
     c_v, lc = depth * stage_v, ldc // v  # the C tile ("stage"): its first vector; vectors per row
-    # where value (r, c) of a result goes: the C tile ("stage") or D's row-major place
-    place_r, place_0 = (ldc, c_v * v) if epilogue == "stage" else (n, 0)
+    passes = _ring_passes(m, lc, stage_v) if epilogue == "ring" else 1
+    if passes is None:
+        return None
+    # where value (r, c) of a result goes: the C tile ("stage"), a band's tile ("ring", from
+    # the stage's start) or D's row-major place
+    place_r, place_0 = (ldc, c_v * v if epilogue == "stage" else 0) if tiled else (n, 0)
     n_keep, fill_places, at, all_used = _places(mm, place_r)
     through_tile = _through_tile(nt, m * kn, _tile_offset(kn, lc, nt), acc_n, use_c, at, all_used)
 
@@ -395,16 +457,19 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
 
     if epilogue == "stage":
         @cuda.jit(device=True, forceinline=True)
-        def store(C, D, g, keep, acc, alpha, beta, s16, sv, tx):
+        def store(C, D, g, keep, acc, alpha, beta, s16, sv, tx, js):
             """GEMM ``g``'s result through the C tile (its last readers, the previous GEMM's,
             have passed a slice's barrier since)."""
             through_tile(C, D, g, True, c_v, keep, acc, alpha, beta, s16, sv, tx)
+    elif epilogue == "ring":
+        store = _through_bands(nt, m // passes, kn, ldc, v, _tile_offset(kn, lc, nt), passes, stage_v, acc_n,
+                               use_c, at, all_used)
     elif epilogue == "pairs":
         pair = _pair_dtype(dt).type
         ps = _pair_stride(mm)
 
         @cuda.jit(device=True, forceinline=True)
-        def store(C2, D2, g, keep, acc, alpha, beta, s16, sv, tx):
+        def store(C2, D2, g, keep, acc, alpha, beta, s16, sv, tx, js):
             """GEMM ``g``'s result: values i and i + ps are neighbours, one access per pair."""
             for p in range(acc_n // 2):
                 i = (p // ps) * 2 * ps + p % ps
@@ -417,7 +482,7 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
                     store_complex(D2, (g, e // 2), pair(complex(x, y)))  # one 8/16-byte access
     else:
         @cuda.jit(device=True, forceinline=True)
-        def store(C, D, g, keep, acc, alpha, beta, s16, sv, tx):
+        def store(C, D, g, keep, acc, alpha, beta, s16, sv, tx, js):
             """GEMM ``g``'s result, one value per access."""
             for i in range(acc_n):
                 e = at(keep, i)
@@ -464,10 +529,11 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
             jl = jl + 1 if jl + 1 < depth else 0
             b0 = j * stage_v * v
             mm.execute(sv[b0:b0 + a_size], sv[b0 + b_off_v * v:b0 + b_off_v * v + b_size], acc)
+            js = j  # the stage this slice used
             j = j + 1 if j + 1 < depth else 0
             q += 1
             if q == slices:  # the GEMM's last slice: its result from the registers
-                store(C, D, g, keep, acc, alpha, beta, s16, sv, tx)
+                store(C, D, g, keep, acc, alpha, beta, s16, sv, tx, js)
                 for i in range(acc_n):
                     acc[i] = zero
                 q = 0
@@ -698,7 +764,10 @@ def _slice_epilogue(mm: Matmul, k, depth, use_c, min_blocks, c, d):
     "values"; ``made`` None when the kernel does not apply at all."""
     n = mm.size[1]
     isz = mm.c_value_type.itemsize
-    for epilogue, vt in (("stage", np.dtype(np.complex128)), ("pairs", _pair_dtype(mm.c_value_type)), ("values", None)):
+    views_of = {"stage": np.dtype(np.complex128), "ring": np.dtype(np.complex128), "pairs": _pair_dtype(mm.c_value_type),
+                "values": None}
+    for epilogue in _SLICE_EPILOGUE_ORDER:
+        vt = views_of[epilogue]
         if epilogue == "values":  # as they are
             views = (c, d)
         elif vt is None or (n * isz) % vt.itemsize:

@@ -135,13 +135,18 @@ def test_batched_gemm_vector_kernel(kind, dtype, size, with_c, offsets, monkeypa
                                                       (np.float64, (64, 64, 64), (8, 8, None), False),
                                                       (np.float64, (64, 64, 64), (16, 4, 2), "unaligned"),
                                                       (np.complex64, (16, 24, 16), (4, 3, 3), True)])
-def test_batched_gemm_slice_kernel(dtype, size, slices, with_c):
+@pytest.mark.parametrize("order", [None, ("ring", "pairs", "values")], ids=["default", "ring"])
+def test_batched_gemm_slice_kernel(dtype, size, slices, with_c, order, monkeypatch):
     """The K-slice kernel (``_batched_gemm(..., slices=...)``, not batched_gemm's pick yet) on a
     persistent grid of the blocks that fit, batch 10001, against NumPy; C is not modified.
-    float64 results leave as pairs of values, except where C is not aligned to a pair
-    ("unaligned": C starts one value into its buffer), where each value leaves on its own."""
+    Results leave through the C tile ("stage"), or with ``order`` "ring" through the ring's
+    stages in bands of rows, except where C is not aligned to a pair ("unaligned": C starts one
+    value into its buffer), where each value leaves on its own."""
+    import kernels.gemm
     from kernels.gemm import _batched_gemm
 
+    if order:  # the result through the ring's stages, in bands ("ring"), where C is aligned
+        monkeypatch.setattr(kernels.gemm, "_SLICE_EPILOGUE_ORDER", order)
     m, n, k = size
     batch = 10001
     a, b, c = _signal3((batch, m, k), dtype), _signal3((batch, k, n), dtype), _signal3((batch, m, n), dtype)

@@ -57,7 +57,7 @@ def test_pasync_refuses_what_it_cannot_run():
 
 
 
-@pytest.mark.parametrize("epilogue,vt", [("stage", np.complex128), ("pairs", np.complex128)])
+@pytest.mark.parametrize("epilogue,vt", [("stage", np.complex128), ("ring", np.complex128), ("pairs", np.complex128)])
 def test_kchunk_variant_runs_the_library_kernel(epilogue, vt):
     """The ``kc`` variants time ``kernels.gemm._slice_kernel`` (its own tests: tests/sim/
     test_kernels_sim.py) with the arguments the benchmark passes: C and D as (batch, m*n/2)

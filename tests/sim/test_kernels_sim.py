@@ -286,7 +286,7 @@ def test_slice_batched_gemm_walks_the_batch(dtype, size, slices, with_c):
     np.testing.assert_array_equal(c, c0)
 
 
-@pytest.mark.parametrize("epilogue", ["stage", "pairs", "values"])
+@pytest.mark.parametrize("epilogue", ["stage", "ring", "pairs", "values"])
 def test_slice_kernel_epilogues(epilogue):
     """Each way a K-slice result leaves the registers (``_batched_gemm`` picks "stage", and
     "pairs" / "values" where C's views are not aligned, which only a GPU shows): the same
@@ -298,13 +298,54 @@ def test_slice_kernel_epilogues(epilogue):
     a, b, c = _gemm_operands(np.float64, (16, 16, 16), 3)
     mm = _gemm_descriptor(16, 16, 8, np.float64, block_dim=64, alignment=(16, 16, 16), leading_dimension="suggested")
     kernel, smem = _slice_kernel(mm, 16, 2, True, None, epilogue)
-    vt = {"stage": np.complex128, "pairs": _pair_dtype(np.float64), "values": np.float64}[epilogue]
+    vt = {"stage": np.complex128, "ring": np.complex128, "pairs": _pair_dtype(np.float64), "values": np.float64}[epilogue]
     cd = cuda.to_device(c.reshape(3, -1).view(vt))
     dd = cuda.to_device(np.full((3, 256), np.nan).view(vt))
     kernel[2, 64, 0, smem](*(cuda.to_device(x.reshape(3, -1).view(np.complex128)) for x in (a, b)), cd, dd,
                            0.5, 2.0, 3)
     got = dd.copy_to_host().view(np.float64).reshape(3, 16, 16)
     assert _rel(got, 0.5 * (a @ b) + 2.0 * c) < TOL[np.float64]
+
+
+@pytest.mark.parametrize("dtype,size,kc,depth,with_c,passes", [(np.float64, (16, 16, 16), 8, 2, True, 2),
+                                                                (np.float64, (16, 16, 16), 4, 3, False, 4),
+                                                                (np.float64, (16, 16, 16), 4, 4, True, 4),
+                                                                (np.complex64, (16, 24, 16), 4, 3, True, 4)])
+def test_slice_kernel_ring_epilogue_in_bands(dtype, size, kc, depth, with_c, passes):
+    """The "ring" epilogue: the result through the stage the GEMM's last slice used, in bands of
+    rows that fit a stage (2 or 4 here), while the next GEMM's first slices land in the others;
+    no shared memory past the ring. 5 GEMMs over 2 blocks (each block's ring wraps across GEMMs
+    at a different stage), against NumPy, with and without beta * C."""
+    from numba import cuda
+
+    from kernels.gemm import _gemm_descriptor, _ring_passes, _slice_kernel
+
+    m, n, k = size
+    batch = 5
+    a, b, c = _gemm_operands(dtype, size, batch)
+    mm = _gemm_descriptor(m, n, kc, dtype, block_dim=64, alignment=(16, 16, 16), leading_dimension="suggested")
+    v = 16 // np.dtype(dtype).itemsize
+    stage_v = -(-mm.shared_memory_size_ab // 16)
+    assert _ring_passes(m, mm.leading_dimension.c // v, stage_v) == passes
+    kernel, smem = _slice_kernel(mm, k, depth, with_c, None, "ring")
+    assert smem == depth * stage_v * 16
+    alpha, beta = (dtype(0.5 - 1j), dtype(2.0 + 0.5j)) if np.dtype(dtype).kind == "c" else (0.5, 2.0)
+    cd = cuda.to_device(c.reshape(batch, -1).view(np.complex128))
+    dd = cuda.to_device(np.full((batch, m * n), np.nan, dtype).view(np.complex128))
+    kernel[2, 64, 0, smem](*(cuda.to_device(x.reshape(batch, -1).view(np.complex128)) for x in (a, b)), cd, dd,
+                           alpha, beta, batch)
+    got = dd.copy_to_host().view(dtype).reshape(batch, m, n)
+    ref = alpha * (a.astype(np.complex128) @ b) + (beta * c if with_c else 0)
+    assert _rel(got, ref if np.dtype(dtype).kind == "c" else ref.real) < TOL[dtype]
+
+
+def test_ring_passes_are_the_fewest_bands_that_fit_a_stage():
+    from kernels.gemm import _ring_passes
+
+    assert _ring_passes(64, 33, 1102) == 2  # 64 x 64 x 16 fp64 slices: 32 rows of 33 vectors fit 1102
+    assert _ring_passes(64, 33, 2142) == 1
+    assert _ring_passes(12, 10, 35) == 4  # 3 rows of 10; 4 rows (3 bands) are 40 > 35, 5 does not divide 12
+    assert _ring_passes(16, 40, 39) is None  # not even one row fits
 
 
 def test_slice_epilogue_falls_back_where_the_c_tile_does_not_fit():
@@ -325,11 +366,29 @@ def test_slice_epilogue_falls_back_where_the_c_tile_does_not_fit():
     assert _slice_epilogue(mm, 64, 7, False, None, d, d)[0] is None
 
 
+def test_slice_epilogue_ring_takes_no_tile_past_the_ring(monkeypatch):
+    """With "ring" first in ``_SLICE_EPILOGUE_ORDER``: 64^3 float64 in K slices of 32 at 6 stages
+    (where "stage"'s C tile does not fit) runs "ring" on 16-byte vectors, the ring's shared
+    memory only (the GPU test takes C off its alignment: the simulator has none)."""
+    from numba import cuda
+
+    import kernels.gemm
+    from kernels.gemm import _gemm_descriptor, _slice_epilogue
+
+    monkeypatch.setattr(kernels.gemm, "_SLICE_EPILOGUE_ORDER", ("ring", "pairs", "values"))
+    mm = _gemm_descriptor(64, 64, 32, np.float64, block_dim=256, sm=90, alignment=(16, 16, 16),
+                          leading_dimension="suggested")
+    d = cuda.to_device(np.zeros((2, 64 * 64)))
+    made, c2, d2 = _slice_epilogue(mm, 64, 6, False, None, d, d)
+    assert made is not None and d2.dtype == np.complex128 and d2.shape == (2, 64 * 64 // 2)
+    assert made[1] == 6 * -(-mm.shared_memory_size_ab // 16) * 16
+
+
 def test_slice_kernel_says_which_epilogues_exist():
     from kernels.gemm import _gemm_descriptor, _slice_kernel
 
     mm = _gemm_descriptor(8, 16, 4, np.float32, block_dim=64, alignment=(16, 16, 16), leading_dimension="suggested")
-    with pytest.raises(ValueError, match="epilogue must be 'stage', 'pairs' or 'values', got 'pair'"):
+    with pytest.raises(ValueError, match="epilogue must be one of 'stage', 'ring', 'pairs', 'values', got 'pair'"):
         _slice_kernel(mm, 16, 2, False, None, "pair")
     assert _slice_kernel(mm, 16, 2, False, None, "pairs") is None  # float32 FFMA fragments hold no pairs
 
