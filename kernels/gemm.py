@@ -108,7 +108,8 @@ def _places(mm: Matmul, ld: int, offsets: bool = True):
     first place) and the offsets are constants; otherwise ``keep`` holds one place per value
     through the whole kernel. sm_90 code of the vector kernel with offsets (64^3 fp64 / 256
     threads, 32^3 fp32 / 32, 16^3 fp32 / 64 x 4): 208 -> 162, 242 -> 210 and 48 -> 40 registers,
-    960 -> 928, 2056 -> 1920 and 560 -> 536 instructions; not yet timed on a GPU."""
+    960 -> 928, 2056 -> 1920 and 560 -> 536 instructions; on an H100 no faster (-4 to +1 %:
+    benchmarks/RESULTS.md, thirtieth session)."""
     acc_n = mm.accumulator_size
     offsets = _place_offsets(mm, ld) if offsets else None
 
@@ -176,7 +177,8 @@ def _through_tile(nt: int, c_vec: int, off_c, acc_n: int, use_c: bool, at, all_u
 
 
 _SLICE_EPILOGUES = ("stage", "ring", "pairs", "values")
-# The order in which :func:`_slice_epilogue` tries them ("ring" is not timed on a GPU yet)
+# The order in which :func:`_slice_epilogue` tries them ("ring", three blocks per SM where "stage"
+# gets two, was 2 % slower than "stage" at 64^3 fp64 on an H100: benchmarks/RESULTS.md)
 _SLICE_EPILOGUE_ORDER = ("stage", "pairs", "values")
 
 
@@ -393,11 +395,13 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
 
     The result's places are one register and constants where :func:`_place_offsets` holds
     (sm_90, 64 x 64 x 16 fp64 slices, ``"stage"``: 218 -> 158 registers at 128 threads, 116 ->
-    128 at 256; not yet timed).
+    128 at 256).
 
-    Not picked by :func:`batched_gemm` yet: it is reached through ``_batched_gemm(...,
-    slices=...)`` until it is timed against the vector kernel (benchmarks/batched_gemm.py, ``kc``
-    variants; benchmarks/RESULTS.md).
+    Not picked by :func:`batched_gemm`: it is reached through ``_batched_gemm(...,
+    slices=...)``. Against the vector kernel at 64^3 fp64 (benchmarks/batched_gemm.py, ``kc``
+    variants; benchmarks/RESULTS.md): on an H100 its 128-thread forms were up to 3 % faster
+    (``kc16x4b2`` 2.217 against 2.281 ms), on the H200 its 256-thread forms 9 % slower (1.985
+    against 1.822 ms); its 128-thread forms have not run on an H200.
 
     Arguments: ``A`` (batch, m*k*itemsize/16), ``B`` (batch, k*n*itemsize/16) complex128 views of
     C-contiguous, 16-byte aligned operands; ``C`` and ``D`` as ``epilogue`` says; ``alpha``,
@@ -580,7 +584,8 @@ def _pair_dtype(dtype) -> np.dtype | None:
 # and 4 per block were measured: benchmarks/RESULTS.md, batched GEMMs).
 _VECTOR_PER_BLOCK = 1
 # The vector kernel's result places as one register and constants (:func:`_places`): fewer
-# registers and instructions in the sm_90 code, not yet timed on a GPU (the benchmark's ``libo``)
+# registers and instructions in the sm_90 code, but no faster on an H100 (the benchmark's ``libo``:
+# -4 to +1 %, benchmarks/RESULTS.md, thirtieth session)
 _VECTOR_OFFSETS = False
 
 
