@@ -177,6 +177,12 @@ def _gemm_operands(dtype, size, batch):
     return _signal((batch, m, k), dtype), _signal((batch, k, n), dtype), _signal((batch, m, n), dtype)
 
 
+def _gemm_reference(a, b, c, alpha, beta, with_c=True):
+    """``alpha * a @ b (+ beta * c)`` in complex128, real where the operands are."""
+    ref = alpha * (a.astype(np.complex128) @ b) + (beta * c.astype(np.complex128) if with_c else 0)
+    return ref if np.iscomplexobj(a) else ref.real
+
+
 @pytest.mark.parametrize("vector", [True, False], ids=["vector", "smem"])
 @pytest.mark.parametrize("with_c", [False, True], ids=["ab", "abc"])
 @pytest.mark.parametrize("dtype,size", GEMM_CASES, ids=[np.dtype(d).name for d, _ in GEMM_CASES])
@@ -194,8 +200,7 @@ def test_batched_gemm_both_kernels(dtype, size, with_c, vector, _gemm_tables):
     beta = (-0.5 + 0.75j) if cplx else -0.5
     d, path = _batched_gemm(a, b, c if with_c else None, alpha, beta if with_c else 0.0, None, vector=vector)
     assert path == ("vector" if vector else "smem")
-    ref = alpha * (a.astype(np.complex128) @ b) + (beta * c.astype(np.complex128) if with_c else 0)
-    ref = ref if cplx else ref.real
+    ref = _gemm_reference(a, b, c, alpha, beta, with_c)
     assert d.dtype == np.dtype(dtype) and d.shape == (batch,) + size[:2]
     assert _rel(d, ref) < TOL[dtype]
     np.testing.assert_array_equal(c, c0)
@@ -222,8 +227,7 @@ def test_vector_kernel_with_place_offsets(dtype, size, with_c, per_block, monkey
     alpha, beta = ((1.5 - 0.25j), (-0.5 + 0.75j)) if cplx else (1.5, -0.5)
     d, path = _batched_gemm(a, b, c if with_c else None, alpha, beta if with_c else 0.0, None, per_block=per_block)
     assert path == "vector"
-    ref = alpha * (a.astype(np.complex128) @ b) + (beta * c.astype(np.complex128) if with_c else 0)
-    assert _rel(d, ref if cplx else ref.real) < TOL[dtype]
+    assert _rel(d, _gemm_reference(a, b, c, alpha, beta, with_c)) < TOL[dtype]
 
 
 @pytest.mark.parametrize("vector", [True, False], ids=["vector", "smem"])
@@ -251,8 +255,7 @@ def test_vector_batched_gemm_walks_the_batch_on_a_small_grid(dtype, size, _gemm_
     assert _batched_descriptor(*size, dtype).block_dim == (threads, 1, 1)
 
     a, b, c = _gemm_operands(dtype, size, 9)
-    ref = 0.5 * (a.astype(np.complex128) @ b) + 2.0 * c
-    ref = ref if np.dtype(dtype).kind == "c" else ref.real
+    ref = _gemm_reference(a, b, c, 0.5, 2.0)
     for blocks in (1, 2):
         d, path = _batched_gemm(a, b, c, 0.5, 2.0, None, per_block=2, blocks=blocks)
         assert path == "vector"
@@ -276,8 +279,7 @@ def test_slice_batched_gemm_walks_the_batch(dtype, size, slices, with_c):
     c0 = c.copy()
     cplx = np.dtype(dtype).kind == "c"
     alpha, beta = ((0.5 + 1j), (2.0 - 0.5j)) if cplx else (0.5, 2.0)
-    ref = alpha * (a.astype(np.complex128) @ b) + (beta * c if with_c else 0)
-    ref = ref if cplx else ref.real
+    ref = _gemm_reference(a, b, c, alpha, beta, with_c)
     for blocks in (2, 3):
         d, path = _batched_gemm(a, b, c if with_c else None, alpha, beta if with_c else 0.0, None, slices=slices,
                                 blocks=blocks)
@@ -335,8 +337,7 @@ def test_slice_kernel_ring_epilogue_in_bands(dtype, size, kc, depth, with_c, pas
     kernel[2, 64, 0, smem](*(cuda.to_device(x.reshape(batch, -1).view(np.complex128)) for x in (a, b)), cd, dd,
                            alpha, beta, batch)
     got = dd.copy_to_host().view(dtype).reshape(batch, m, n)
-    ref = alpha * (a.astype(np.complex128) @ b) + (beta * c if with_c else 0)
-    assert _rel(got, ref if np.dtype(dtype).kind == "c" else ref.real) < TOL[dtype]
+    assert _rel(got, _gemm_reference(a, b, c, alpha, beta, with_c)) < TOL[dtype]
 
 
 def test_ring_passes_are_the_fewest_bands_that_fit_a_stage():
