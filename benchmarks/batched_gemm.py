@@ -464,7 +464,8 @@ MAKERS = {"smem": make_smem_kernel, "rmem": make_rpad_kernel, "rpad": make_rpad_
 # K-slice rings: kc<slice width>x<stages>[b<min blocks per SM in the launch bounds>]
 MAKERS.update({f"kc{kc}x{depth}" + (f"b{mb}" if mb else ""):
                functools.partial(make_kchunk_kernel, depth=depth, kc=kc, min_blocks=mb)
-               for kc, depth in ((8, 8), (16, 2), (16, 3), (16, 4), (16, 6), (32, 2), (32, 3)) for mb in (None, 2, 3, 4)})
+               for kc, depth in ((8, 8), (16, 2), (16, 3), (16, 4), (16, 6), (32, 2), (32, 3), (64, 1))
+               for mb in (None, 2, 3, 4)})
 MAKERS.update({name + suffix: functools.partial(MAKERS[name], epilogue=epilogue)
                for name in list(MAKERS) if name.startswith("kc")
                for suffix, epilogue in (("p", "pairs"), ("r", "ring"))})
@@ -646,14 +647,14 @@ def run(out_dir, batch=65536, check=True, peers=True, sweep=False, sizes=None, v
                                                    ("kc16x4b2p", 1), ("kc16x3b2", 1),
                                                    ("kc16x4b3p", 1), ("kc32x2b3p", 1), ("kc16x2b3", 1),
                                                    ("kc16x4r", 1), ("kc16x4b3r", 1), ("kc16x3b3r", 1), ("kc16x3b4r", 1),
-                                                   ("kc32x2b3r", 1), ("kc16x6b2r", 1)),
+                                                   ("kc32x2b3r", 1), ("kc16x6b2r", 1), ("kc64x1r", 1), ("kc64x1b3r", 1)),
                       (32, "suggested"): (("lib", 1), ("lib", 2), ("lib", 4), ("libo", 1), ("libo", 2), ("libo", 4), ("ppad", 2), ("ppad", 4), ("ppadv", 2), ("ppadv", 4)),
                       # 64^3 fp64: the library kernel spills at 128 threads (sm_90 SASS: 47 STL), not at 256
                       # cuBLASDx's sm_90 database at 64^3 fp64: 16x8x4 DMMA at 128 threads, 8x8x4 at 256 and 512
                       (256, "suggested"): (("lib", 1), ("libb2", 1), ("libo", 1), ("libob2", 1), ("pasync1", 1), ("pasync2", 1), ("pasync3", 1), ("pasync1b3", 1),
                                            ("kc16x4b2", 1), ("kc16x4b3", 1), ("kc16x3b3", 1), ("kc16x3b4", 1),
                                            ("kc8x8b2", 1), ("kc8x8b3", 1), ("kc32x3b2", 1), ("kc16x4b2p", 1),
-                                           ("kc32x3b2p", 1), ("kc16x4b2r", 1), ("kc16x3b2r", 1)),
+                                           ("kc32x3b2p", 1), ("kc16x4b2r", 1), ("kc16x3b2r", 1), ("kc64x1r", 1)),
                       # 16 warps per SM in one block: 128 registers for lib, 91 for pasync1 (no spills)
                       (512, "suggested"): (("lib", 1), ("libo", 1), ("pasync1", 1), ("pasync2", 1))}
     if sweep:  # --sweep: more block sizes and GEMMs per block (a longer run, for tuning)

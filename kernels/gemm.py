@@ -372,7 +372,9 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
     are multiplied), each slice is ``acc += a @ b`` in the register accumulator, and after a
     GEMM's last slice its result leaves as ``epilogue`` says. A stage is
     ``kc / k`` of a whole GEMM's A and B, so several blocks fit on an SM where the whole-GEMM
-    kernel (:func:`_vector_kernel`) fits one. Launch bounds: the block's threads and
+    kernel (:func:`_vector_kernel`) fits one. ``depth`` 1: one stage, each slice loaded and
+    waited for at once, the overlap left to the SM's other blocks (with ``kc = k`` and
+    ``"ring"``, the benchmark's ``pasync1`` with alpha, beta and C). Launch bounds: the block's threads and
     ``min_blocks`` blocks per SM (what the compiler keeps the registers to; None: threads only).
 
     ``epilogue``: how a result leaves the registers.
@@ -407,7 +409,7 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
     C-contiguous, 16-byte aligned operands; ``C`` and ``D`` as ``epilogue`` says; ``alpha``,
     ``beta``; ``batch``. Returns ``(kernel, dynamic shared memory bytes)``, or None when the
     descriptor does not fit: row-major tiles, a 1-D ``block_dim``, one value type, ``k`` a
-    multiple of ``mm.k``, slices' rows (global and padded) whole 16-byte vectors, ``depth`` 2 to 9
+    multiple of ``mm.k``, slices' rows (global and padded) whole 16-byte vectors, ``depth`` 1 to 9
     (``cp.async.wait_group`` takes 0 to 7 groups in flight); for ``"stage"`` the padded C tile's
     rows whole vectors too, for ``"pairs"`` :func:`_slice_pairs`.
     """
@@ -416,7 +418,7 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
     isz = dt.itemsize
     lda, ldb, ldc = mm.leading_dimension
     if (tuple(mm.arrangement) != ("row_major",) * 3 or mm.block_dim[1] * mm.block_dim[2] != 1
-            or mm.a_value_type != dt or mm.b_value_type != dt or 16 % isz or not 2 <= depth <= 9 or k % kc):
+            or mm.a_value_type != dt or mm.b_value_type != dt or 16 % isz or not 1 <= depth <= 9 or k % kc):
         return None
     if epilogue not in _SLICE_EPILOGUES:
         raise ValueError(f"epilogue must be one of {', '.join(map(repr, _SLICE_EPILOGUES))}, got {epilogue!r}")
@@ -430,7 +432,8 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
     a_vec, b_vec = m * sa, kc * kn  # vectors per slice
     stage_v = -(-mm.shared_memory_size_ab // 16)
     b_off_v = mm.b_shared_memory_offset // 16
-    slices, ahead, pending = k // kc, depth - 1, depth - 2
+    slices, ahead, pending = k // kc, depth - 1, max(depth - 2, 0)
+    single = depth == 1  # each slice loaded and waited for at once: the SM's other blocks overlap it
     nt = mm.max_threads_per_block
     na, nb = -(-a_vec // nt), -(-b_vec // nt)  # vectors per thread per slice
     all_a, all_b = a_vec % nt == 0, b_vec % nt == 0  # every thread's last vector exists
@@ -524,13 +527,19 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
         j, jl = 0, ahead  # this slice's stage; the stage the next load goes to
         g, q = g0, 0  # this slice
         for t in range(total):
+            if single:  # one stage: free once every thread is done with slice t - 1 and its result
+                cuda.syncthreads()
+                load_slice(s16, 0, A, B, gl, ql, tx)
+                copy_async_commit()
+                ql, gl = next_slice(ql, gl, stride)
             copy_async_wait(pending)  # slice t has landed (the newer ones may not have)
             cuda.syncthreads()  # ... for every thread; and every thread is done with slice t - 1
-            if t + ahead < total:  # into the stage slice t - 1 left
-                load_slice(s16, jl * stage_v, A, B, gl, ql, tx)
-            copy_async_commit()
-            ql, gl = next_slice(ql, gl, stride)
-            jl = jl + 1 if jl + 1 < depth else 0
+            if not single:
+                if t + ahead < total:  # into the stage slice t - 1 left
+                    load_slice(s16, jl * stage_v, A, B, gl, ql, tx)
+                copy_async_commit()
+                ql, gl = next_slice(ql, gl, stride)
+                jl = jl + 1 if jl + 1 < depth else 0
             b0 = j * stage_v * v
             mm.execute(sv[b0:b0 + a_size], sv[b0 + b_off_v * v:b0 + b_off_v * v + b_size], acc)
             js = j  # the stage this slice used

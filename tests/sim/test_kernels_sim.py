@@ -268,6 +268,8 @@ def test_vector_batched_gemm_walks_the_batch_on_a_small_grid(dtype, size, _gemm_
     (np.float64, (16, 16, 16), (8, 2, 2), False),     # 2 slices, 1 in flight, launch bounds
     (np.float32, (8, 16, 16), (4, 4, None), True),    # A's slices: 32 vectors for 64 threads
     (np.complex128, (8, 8, 8), (2, 9, None), True),   # 4 slices, 8 in flight: past a GEMM
+    (np.float64, (16, 16, 16), (16, 1, None), True),  # one stage: each GEMM loaded whole, then multiplied
+    (np.float32, (8, 16, 16), (4, 1, 3), False),      # one stage, 4 slices a GEMM, launch bounds
 ])
 def test_slice_batched_gemm_walks_the_batch(dtype, size, slices, with_c):
     """The K-slice kernel (``_batched_gemm(..., slices=(kc, depth, min_blocks))``): 2 and 3
@@ -312,7 +314,9 @@ def test_slice_kernel_epilogues(epilogue):
 @pytest.mark.parametrize("dtype,size,kc,depth,with_c,passes", [(np.float64, (16, 16, 16), 8, 2, True, 2),
                                                                 (np.float64, (16, 16, 16), 4, 3, False, 4),
                                                                 (np.float64, (16, 16, 16), 4, 4, True, 4),
-                                                                (np.complex64, (16, 24, 16), 4, 3, True, 4)])
+                                                                (np.complex64, (16, 24, 16), 4, 3, True, 4),
+                                                                (np.float64, (16, 16, 16), 16, 1, True, 1),
+                                                                (np.float64, (16, 16, 16), 4, 1, False, 4)])
 def test_slice_kernel_ring_epilogue_in_bands(dtype, size, kc, depth, with_c, passes):
     """The "ring" epilogue: the result through the stage the GEMM's last slice used, in bands of
     rows that fit a stage (2 or 4 here), while the next GEMM's first slices land in the others;
