@@ -194,10 +194,9 @@ def _through_bands(nt: int, rows: int, kn: int, ldc: int, v: int, off_c, passes:
     """The device function ``store(C, D, g, keep, acc, alpha, beta, s16, sv, tx, js)`` that
     writes GEMM ``g``'s result, ``D[g] = alpha * acc (+ beta * C[g])``, through ring stage
     ``js`` (``stage_v`` 16-byte vectors of ``v`` values each) in ``passes`` bands of ``rows``
-    rows: per band, C's 16-byte vectors of those rows in
-    (``use_c``), the accumulator values whose places ``at(keep, i)`` (from 0, leading dimension
-    ``ldc``) fall in the band combined, D's vectors out, consecutive threads on consecutive
-    vectors; ``off_c(tx, j)`` thread ``tx``'s vector ``j`` of a band (``kn`` vectors per row of
+    rows: per band, C's 16-byte vectors of those rows in (``use_c``), the accumulator values
+    whose places ``at(keep, i)`` (from 0, leading dimension ``ldc``) fall in the band combined,
+    D's vectors out, consecutive threads on consecutive vectors; ``off_c(tx, j)`` thread ``tx``'s vector ``j`` of a band (``kn`` vectors per row of
     D). Every thread of the block calls it (block barriers): the first one waits for the
     stage's last readers (the slice just multiplied), each later one for the band before."""
     w_vec, win = rows * kn, rows * ldc  # a band's vectors in D; its values in the stage
@@ -773,9 +772,10 @@ def _slice_descriptor(m: int, n: int, kc: int, dtype, threads: int, sm=None) -> 
 def _slice_epilogue(mm: Matmul, k, depth, use_c, min_blocks, c, d):
     """``(made, C, D)``: :func:`_slice_kernel` with the first epilogue that applies to the
     (batch, m*n) value arrays ``c`` and ``d`` (``c`` is ``d`` without a C term), and the views of
-    them it takes. "stage" where they are 16-byte aligned and the C tile fits the block's shared
-    memory, else "pairs" where they are aligned to a pair and :func:`_slice_pairs`, else
-    "values"; ``made`` None when the kernel does not apply at all."""
+    them it takes, in the order of ``_SLICE_EPILOGUE_ORDER``: "stage" (or "ring") where they are
+    16-byte aligned and the block's shared memory holds the ring (and C tile), "pairs" where
+    they are aligned to a pair and :func:`_slice_pairs`, "values" always; ``made`` None when the
+    kernel does not apply at all."""
     n = mm.size[1]
     isz = mm.c_value_type.itemsize
     views_of = {"stage": np.dtype(np.complex128), "ring": np.dtype(np.complex128), "pairs": _pair_dtype(mm.c_value_type),
