@@ -680,9 +680,11 @@ def batched_gemm(a, b, *, c=None, alpha=1.0, beta=0.0, stream=None):
 def _batched_gemm(a, b, c, alpha, beta, stream, vector=True, per_block=None, blocks=None, slices=None):
     """:func:`batched_gemm`, plus which kernel ran ("vector", "slices" or "smem"). ``vector=False``
     forces the shared-memory kernel, ``per_block`` the vector kernel's GEMMs per block, ``blocks``
-    the persistent kernels' grid (tests: any grid is correct). ``slices=(kc, depth, min_blocks)``
-    runs :func:`_slice_kernel` (K slices of ``kc``, ``depth`` stages) where it applies, in place
-    of the vector kernel; ValueError where it does not."""
+    the persistent kernels' grid (tests: any grid is correct). ``slices=(kc, depth, min_blocks[,
+    threads])`` runs :func:`_slice_kernel` (K slices of ``kc``, ``depth`` stages, ``threads`` per
+    block: default the vector kernel's) where it applies, in place of the vector kernel;
+    ValueError where it does not. Without ``slices``, a shape in ``_SLICE_PICKS`` runs its
+    entry where it applies and the vector kernel where it does not."""
     ao = Operand("a", a, _DTYPES, (3,), None)
     bo = Operand("b", b, (ao.dtype,), (3,), None)
     batch, m, k = ao.shape
@@ -709,9 +711,14 @@ def _batched_gemm(a, b, c, alpha, beta, stream, vector=True, per_block=None, blo
         return out.result(s), None
     scal = ao.dtype.type
     use_c = co is not None and beta != 0
-    if slices is not None:
-        ran = _run_slices(ao, bo, co if use_c else None, out, alpha, beta, s, slices, blocks, threads)
-        return out.result(s), ran
+    pick = _SLICE_PICKS.get((m, n, k, ao.dtype.name)) if slices is None and vector else None
+    if slices is not None or pick is not None:
+        try:
+            ran = _run_slices(ao, bo, co if use_c else None, out, alpha, beta, s, slices or pick, blocks, threads)
+            return out.result(s), ran
+        except _SlicesDoNotApply:
+            if slices is not None:  # asked for: say so
+                raise
     G = per_block or _VECTOR_PER_BLOCK
     vec = _vector_kernel(mm, G, use_c, offsets=_VECTOR_OFFSETS) if vector else None
     if vec is not None:  # rows are whole 16-byte vectors: the operands as complex128 vectors
@@ -734,11 +741,30 @@ def _batched_gemm(a, b, c, alpha, beta, stream, vector=True, per_block=None, blo
     return out.result(s), "smem"
 
 
+class _SlicesDoNotApply(ValueError):
+    """The K-slice kernel does not apply to these operands (an explicit ``slices=`` says so; a
+    ``_SLICE_PICKS`` entry falls back to the vector kernel)."""
+
+
+# (m, n, k, dtype name) -> the ``slices`` that :func:`batched_gemm` runs for that shape in place
+# of the vector kernel, where the K-slice kernel applies. Empty: none was measured faster on an
+# H200 yet (the candidate, (64, 64, 64, "float64"): (64, 1, None, 128) with "ring" first in
+# _SLICE_EPILOGUE_ORDER, benchmarks/RESULTS.md, thirtieth session).
+_SLICE_PICKS: dict = {}
+
+
 def _run_slices(ao, bo, co, out, alpha, beta, s, slices, blocks, threads):
-    """Launch :func:`_slice_kernel` for ``_batched_gemm(..., slices=(kc, depth, min_blocks))``
-    with ``threads`` per block (``co`` None: no C term); returns "slices", or raises ValueError
-    naming what does not fit."""
-    kc, depth, min_blocks = slices
+    """Launch :func:`_slice_kernel` for ``_batched_gemm(..., slices=(kc, depth, min_blocks[,
+    threads]))`` with ``threads`` per block unless ``slices`` names its own (``co`` None: no C
+    term); returns "slices", or raises ValueError naming what does not fit
+    (:class:`_SlicesDoNotApply` where the arguments are valid but the kernel does not apply)."""
+    if not isinstance(slices, tuple) or len(slices) not in (3, 4):
+        raise ValueError(f"slices must be (kc, depth, min_blocks) or (kc, depth, min_blocks, threads), got {slices!r}")
+    kc, depth, min_blocks = slices[:3]
+    if len(slices) == 4:
+        threads = slices[3]
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads % 32 or not 32 <= threads <= 1024:
+            raise ValueError(f"slices: threads must be a multiple of 32 from 32 to 1024, got {threads!r}")
     batch, m, k = ao.shape
     n = bo.shape[2]
     if not isinstance(kc, int) or kc < 1 or k % kc:
@@ -752,8 +778,8 @@ def _run_slices(ao, bo, co, out, alpha, beta, s, slices, blocks, threads):
     a16 = ao.dev.reshape(batch, m * k).view(np.complex128)
     b16 = bo.dev.reshape(batch, k * n).view(np.complex128)
     if made is None or not vectors_ok(a16, b16, a16):
-        raise ValueError(f"slices={slices!r}: the K-slice kernel does not apply to ({m}, {n}, {k}) "
-                         f"{ao.dtype.name} with these operands (see kernels.gemm._slice_kernel)")
+        raise _SlicesDoNotApply(f"slices={slices!r}: the K-slice kernel does not apply to ({m}, {n}, {k}) "
+                                f"{ao.dtype.name} with these operands (see kernels.gemm._slice_kernel)")
     kernel, smem = made
     scal = ao.dtype.type
     args = (a16, b16, c, d, scal(alpha), scal(beta), batch)

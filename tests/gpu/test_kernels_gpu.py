@@ -135,6 +135,7 @@ def test_batched_gemm_vector_kernel(kind, dtype, size, with_c, offsets, monkeypa
                                                       (np.float64, (64, 64, 64), (8, 8, None), False),
                                                       (np.float64, (64, 64, 64), (16, 4, 2), "unaligned"),
                                                       (np.float64, (64, 64, 64), (64, 1, None), True),
+                                                      (np.float64, (64, 64, 64), (64, 1, None, 128), True),
                                                       (np.complex64, (16, 24, 16), (4, 3, 3), True)])
 @pytest.mark.parametrize("order", [None, ("ring", "pairs", "values")], ids=["default", "ring"])
 def test_batched_gemm_slice_kernel(dtype, size, slices, with_c, order, monkeypatch):

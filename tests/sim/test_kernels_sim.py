@@ -270,6 +270,7 @@ def test_vector_batched_gemm_walks_the_batch_on_a_small_grid(dtype, size, _gemm_
     (np.complex128, (8, 8, 8), (2, 9, None), True),   # 4 slices, 8 in flight: past a GEMM
     (np.float64, (16, 16, 16), (16, 1, None), True),  # one stage: each GEMM loaded whole, then multiplied
     (np.float32, (8, 16, 16), (4, 1, 3), False),      # one stage, 4 slices a GEMM, launch bounds
+    (np.float64, (16, 16, 16), (16, 1, None, 32), True),  # one warp, not the vector kernel's 64 threads
 ])
 def test_slice_batched_gemm_walks_the_batch(dtype, size, slices, with_c):
     """The K-slice kernel (``_batched_gemm(..., slices=(kc, depth, min_blocks))``): 2 and 3
@@ -402,13 +403,38 @@ def test_slice_kernel_says_which_epilogues_exist():
                                           ((0, 2, None), "kc must be"),
                                           ((4, 10, None), "does not apply"),  # more stages than cp.async counts
                                           ((2, 2, None), "does not apply"),  # a slice row of 2 float32: 8 bytes
-                                          ((4, 2, 0), "min_blocks must be None or a positive int")])
+                                          ((4, 2, 0), "min_blocks must be None or a positive int"),
+                                          ((4, 2, None, 48), "threads must be a multiple of 32 from 32 to 1024"),
+                                          ((4, 2, None, 2048), "threads must be a multiple of 32"),
+                                          ((4, 2), r"slices must be \(kc, depth, min_blocks\) or"),
+                                          ([4, 2, None], "slices must be")])
 def test_slice_batched_gemm_says_what_does_not_fit(slices, match):
     from kernels.gemm import _batched_gemm
 
     a, b, _ = _gemm_operands(np.float32, (16, 16, 16), 2)
     with pytest.raises(ValueError, match=match):
         _batched_gemm(a, b, None, 1.0, 0.0, None, slices=slices)
+
+
+def test_slice_picks_run_in_place_of_the_vector_kernel(monkeypatch):
+    """A shape in ``_SLICE_PICKS`` runs the K-slice kernel without ``slices=``; a pick that does
+    not apply falls back to the vector kernel; ``vector=False`` still forces the shared-memory
+    kernel; other shapes keep the vector kernel."""
+    import kernels.gemm
+    from kernels.gemm import _batched_gemm
+
+    a, b, c = _gemm_operands(np.float64, (16, 16, 16), 5)
+    ref = _gemm_reference(a, b, c, 0.5, 2.0)
+    monkeypatch.setattr(kernels.gemm, "_SLICE_PICKS", {(16, 16, 16, "float64"): (16, 1, None, 32),
+                                                       (16, 16, 16, "float32"): (2, 2, None)})
+    d, path = _batched_gemm(a, b, c, 0.5, 2.0, None, blocks=2)
+    assert path == "slices" and _rel(d, ref) < TOL[np.float64]
+    assert _batched_gemm(a, b, c, 0.5, 2.0, None, vector=False)[1] == "smem"
+    a32, b32, c32 = (x.astype(np.float32) for x in (a, b, c))  # its pick: 8-byte slice rows, no fit
+    d, path = _batched_gemm(a32, b32, c32, 0.5, 2.0, None)
+    assert path == "vector" and _rel(d, ref) < TOL[np.float32]
+    a8, b8, _ = _gemm_operands(np.float64, (8, 8, 8), 3)
+    assert _batched_gemm(a8, b8, None, 1.0, 0.0, None)[1] == "vector"
 
 
 @pytest.mark.parametrize("per_row,padded,nt", [(8, 9, 32), (4, 5, 128), (32, 34, 32), (64, 66, 32), (3, 4, 64),
