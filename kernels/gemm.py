@@ -196,8 +196,8 @@ def _through_bands(nt: int, rows: int, kn: int, ldc: int, v: int, off_c, passes:
     ``js`` (``stage_v`` 16-byte vectors of ``v`` values each) in ``passes`` bands of ``rows``
     rows: per band, C's 16-byte vectors of those rows in (``use_c``), the accumulator values
     whose places ``at(keep, i)`` (from 0, leading dimension ``ldc``) fall in the band combined,
-    D's vectors out, consecutive threads on consecutive vectors; ``off_c(tx, j)`` thread ``tx``'s vector ``j`` of a band (``kn`` vectors per row of
-    D). Every thread of the block calls it (block barriers): the first one waits for the
+    D's vectors out, consecutive threads on consecutive vectors; ``off_c(tx, j)`` thread
+    ``tx``'s vector ``j`` of a band (``kn`` vectors per row of D). Every thread of the block calls it (block barriers): the first one waits for the
     stage's last readers (the slice just multiplied), each later one for the band before."""
     w_vec, win = rows * kn, rows * ldc  # a band's vectors in D; its values in the stage
     nw, all_w = -(-w_vec // nt), w_vec % nt == 0
@@ -373,8 +373,8 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
     ``kc / k`` of a whole GEMM's A and B, so several blocks fit on an SM where the whole-GEMM
     kernel (:func:`_vector_kernel`) fits one. ``depth`` 1: one stage, each slice loaded and
     waited for at once, the overlap left to the SM's other blocks (with ``kc = k`` and
-    ``"ring"``, the benchmark's ``pasync1`` with alpha, beta and C). Launch bounds: the block's threads and
-    ``min_blocks`` blocks per SM (what the compiler keeps the registers to; None: threads only).
+    ``"ring"``, the benchmark's ``pasync1`` with alpha, beta and C). Launch bounds: the block's
+    threads and ``min_blocks`` blocks per SM (what the compiler keeps the registers to; None: threads only).
 
     ``epilogue``: how a result leaves the registers.
 
