@@ -141,37 +141,66 @@ def _places(mm: Matmul, ld: int, offsets: bool = True):
     return acc_n, fill, at, False
 
 
-def _through_tile(nt: int, c_vec: int, off_c, acc_n: int, use_c: bool, at, all_used: bool):
-    """The device function that writes GEMM ``g``'s result, ``D[g] = alpha * acc (+ beta *
-    C[g])``, through a shared C tile: C's 16-byte vectors in (``use_c``), each thread's
-    accumulator values combined at their places ``at(keep, i)`` (values of ``sv``, :func:`_places`), D's
-    vectors out, consecutive threads on consecutive vectors (whole 32-byte sectors per store).
-    ``base``: the tile's first vector in ``s16``; ``off_c(tx, j)`` thread ``tx``'s vector ``j``
-    in the tile (:func:`_tile_offset`); ``c_vec`` vectors per result over ``nt`` threads. Every
-    thread of the block calls it (it has block barriers); ``live`` False: a thread of a slot
-    with no GEMM, which only meets the barriers. The tile must be free when it is called."""
-    nc, all_c = -(-c_vec // nt), c_vec % nt == 0  # vectors per thread; every thread's last one exists
+def _through_tile(nt: int, c_vec: int, off_c, acc_n: int, use_c: bool, at, all_used: bool,
+                  passes: int = 1, ring: tuple | None = None):
+    """The device function ``through_tile(C, D, g, live, base, keep, acc, alpha, beta, s16, sv,
+    tx)`` that writes GEMM ``g``'s result, ``D[g] = alpha * acc (+ beta * C[g])``, through a
+    shared tile at vector ``base`` of ``s16``: C's 16-byte vectors in (``use_c``), each thread's
+    accumulator values combined at their places ``at(keep, i)`` (values of ``sv``, :func:`_places`),
+    D's vectors out, consecutive threads on consecutive vectors (whole 32-byte sectors per
+    store). ``off_c(tx, j)``: thread ``tx``'s vector ``j`` in the tile (:func:`_tile_offset`);
+    ``c_vec`` vectors per result over ``nt`` threads. Every thread of the block calls it (it has
+    block barriers); ``live`` False: a thread of a slot with no GEMM, which only meets the
+    barriers.
+
+    ``ring`` None: a C tile, free when it is called, and ``keep``'s places are in ``sv`` (from
+    the tile's first value). ``ring = (v, win)``: a ring stage of :func:`_slice_kernel`, which
+    the slice just multiplied may still be reading (a barrier first), and the places are from
+    0 (leading dimension ``ldc``, ``v`` values per vector); the result goes through in
+    ``passes`` bands of ``c_vec // passes`` vectors of D, ``win`` values of places each, a
+    barrier before each band (the one before it stored)."""
+    w_vec = c_vec // passes  # a band's vectors in D (all of them without a ring)
+    nc, all_c = -(-w_vec // nt), w_vec % nt == 0  # vectors per thread; every thread's last one exists
+    relative = ring is not None
+    v, win = ring if relative else (1, 0)
 
     @cuda.jit(device=True, forceinline=True)
-    def through_tile(C, D, g, live, base, keep, acc, alpha, beta, s16, sv, tx):
+    def band(C, D, g, live, base, keep, acc, alpha, beta, s16, sv, tx, h):
+        """Band ``h`` (the whole tile without a ring)."""
+        if relative:
+            cuda.syncthreads()  # the stage is free: its slice multiplied, the band before stored
         if use_c:
             if live:
                 for j in range(nc):
-                    if all_c or tx + j * nt < c_vec:
-                        s16[base + off_c(tx, j)] = load_complex(C, (g, tx + j * nt))
+                    if all_c or tx + j * nt < w_vec:
+                        s16[base + off_c(tx, j)] = load_complex(C, (g, h * w_vec + tx + j * nt))
             cuda.syncthreads()
         for i in range(acc_n):
             e = at(keep, i)
-            if all_used or e >= 0:
+            if (all_used or e >= 0) and (not relative or h * win <= e < (h + 1) * win):
+                x = base * v + e - h * win if relative else e
                 if use_c:
-                    sv[e] = alpha * acc[i] + beta * sv[e]
+                    sv[x] = alpha * acc[i] + beta * sv[x]
                 else:
-                    sv[e] = alpha * acc[i]
+                    sv[x] = alpha * acc[i]
         cuda.syncthreads()
         if live:
             for j in range(nc):
-                if all_c or tx + j * nt < c_vec:
-                    store_complex(D, (g, tx + j * nt), s16[base + off_c(tx, j)])
+                if all_c or tx + j * nt < w_vec:
+                    store_complex(D, (g, h * w_vec + tx + j * nt), s16[base + off_c(tx, j)])
+
+    # A C tile: one band with no loop around it. A ring keeps the loop and the band test even for
+    # one band. Either way each kernel's sm_90 code is the same as it was with two functions. A ring's
+    # one band without them changed it: 64^3 fp64 in one 64-wide slice, 128 threads: 144 -> 182 registers.
+    if not relative:
+        @cuda.jit(device=True, forceinline=True)
+        def through_tile(C, D, g, live, base, keep, acc, alpha, beta, s16, sv, tx):
+            band(C, D, g, live, base, keep, acc, alpha, beta, s16, sv, tx, 0)
+    else:
+        @cuda.jit(device=True, forceinline=True)
+        def through_tile(C, D, g, live, base, keep, acc, alpha, beta, s16, sv, tx):
+            for h in range(passes):
+                band(C, D, g, live, base, keep, acc, alpha, beta, s16, sv, tx, h)
 
     return through_tile
 
@@ -187,45 +216,6 @@ def _ring_passes(m: int, lc: int, stage_v: int) -> int | None:
     stage of ``stage_v`` vectors (:func:`_slice_kernel`'s ``"ring"`` epilogue); None if a row
     does not."""
     return next((p for p in range(1, m + 1) if m % p == 0 and (m // p) * lc <= stage_v), None)
-
-
-def _through_bands(nt: int, rows: int, kn: int, ldc: int, v: int, off_c, passes: int, stage_v: int,
-                   acc_n: int, use_c: bool, at, all_used: bool):
-    """The device function ``store(C, D, g, keep, acc, alpha, beta, s16, sv, tx, js)`` that
-    writes GEMM ``g``'s result, ``D[g] = alpha * acc (+ beta * C[g])``, through ring stage
-    ``js`` (``stage_v`` 16-byte vectors of ``v`` values each) in ``passes`` bands of ``rows``
-    rows: per band, C's 16-byte vectors of those rows in (``use_c``), the accumulator values
-    whose places ``at(keep, i)`` (from 0, leading dimension ``ldc``) fall in the band combined,
-    D's vectors out, consecutive threads on consecutive vectors; ``off_c(tx, j)`` thread
-    ``tx``'s vector ``j`` of a band (``kn`` vectors per row of D). Every thread of the block calls it (block barriers): the first one waits for the
-    stage's last readers (the slice just multiplied), each later one for the band before."""
-    w_vec, win = rows * kn, rows * ldc  # a band's vectors in D; its values in the stage
-    nw, all_w = -(-w_vec // nt), w_vec % nt == 0
-
-    @cuda.jit(device=True, forceinline=True)
-    def store(C, D, g, keep, acc, alpha, beta, s16, sv, tx, js):
-        base = js * stage_v  # the band's first vector
-        for h in range(passes):
-            cuda.syncthreads()  # the stage is free: its slice multiplied, the band before stored
-            if use_c:
-                for j in range(nw):
-                    if all_w or tx + j * nt < w_vec:
-                        s16[base + off_c(tx, j)] = load_complex(C, (g, h * w_vec + tx + j * nt))
-                cuda.syncthreads()
-            for i in range(acc_n):
-                e = at(keep, i)
-                if (all_used or e >= 0) and h * win <= e < (h + 1) * win:
-                    x = base * v + e - h * win
-                    if use_c:
-                        sv[x] = alpha * acc[i] + beta * sv[x]
-                    else:
-                        sv[x] = alpha * acc[i]
-            cuda.syncthreads()
-            for j in range(nw):
-                if all_w or tx + j * nt < w_vec:
-                    store_complex(D, (g, h * w_vec + tx + j * nt), s16[base + off_c(tx, j)])
-
-    return store
 
 
 def _tile_offset(per_row: int, padded: int, nt: int):
@@ -468,8 +458,14 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
             have passed a slice's barrier since)."""
             through_tile(C, D, g, True, c_v, keep, acc, alpha, beta, s16, sv, tx)
     elif epilogue == "ring":
-        store = _through_bands(nt, m // passes, kn, ldc, v, _tile_offset(kn, lc, nt), passes, stage_v, acc_n,
-                               use_c, at, all_used)
+        through_bands = _through_tile(nt, m * kn, _tile_offset(kn, lc, nt), acc_n, use_c, at, all_used,
+                                      passes, (v, m // passes * ldc))
+
+        @cuda.jit(device=True, forceinline=True)
+        def store(C, D, g, keep, acc, alpha, beta, s16, sv, tx, js):
+            """GEMM ``g``'s result through ring stage ``js``, the one its last slice used, in
+            ``passes`` bands of rows."""
+            through_bands(C, D, g, True, js * stage_v, keep, acc, alpha, beta, s16, sv, tx)
     elif epilogue == "pairs":
         pair = _pair_dtype(dt).type
         ps = _pair_stride(mm)
