@@ -176,7 +176,7 @@ class Plan:
         # outputs allocated anew at each call, by a maker that knows their shape, dtype and the
         # caller's package (not the planning call's operands, which would keep its arrays alive);
         # a call's pointers: its inputs', then its fresh outputs' (``ptrs`` in __call__)
-        self._make = _allocator([outs[j] for j in fresh], self.stream)
+        self._allocs = [_allocator(outs[j], self.stream) for j in fresh]
         where = {j: len(inputs) + k for k, j in enumerate(fresh)}
         self._returns = [hit if hit[0] == "in" else
                          ("out", fresh.index(hit[1]), None if hit[2] == outs[hit[1]].dev.shape else hit[2])
@@ -233,7 +233,7 @@ class Plan:
         if ctx != self._ctx:
             raise RuntimeError(f"this plan of {self.fn.__name__} was made in another CUDA context (device): "
                                "call it where it was made, or make a plan there")
-        made = self._make()  # (array, pointer) per fresh result
+        made = [make() for make in self._allocs]  # (array, pointer) per fresh result
         ptrs = ins
         for _, ptr in made:
             ptrs.append(ptr)
@@ -259,30 +259,29 @@ def _returned(hit, arrays, made):
     return obj if hit[2] is None else obj.reshape(hit[2])
 
 
-def _allocator(outs: list, stream) -> Callable[[], list]:
-    """A maker of new arrays like the recorded outputs ``outs`` (shape, dtype, the caller's
-    package), allocated in ``stream``'s order: each call returns a list of (array, data pointer),
-    one per output. CuPy's and PyTorch's come from their package's allocator, made once here
-    (shapes, strides, dtypes and device looked up now; CuPy's arrays of a call share one
-    allocation), others through :class:`Output`."""
-    kinds = {out.like.package for out in outs}
-    kind = kinds.pop() if len(kinds) == 1 else None
+def _allocator(out: Output, stream) -> Callable[[], tuple]:
+    """A maker of new arrays like the recorded output ``out`` (shape, dtype, the caller's
+    package), allocated in ``stream``'s order: each call returns (array, data pointer).
+    CuPy's and PyTorch's go through their package's allocator made once here (shape, strides,
+    dtype and device looked up now), others through :class:`Output`."""
+    kind, shape, dtype = out.like.package, out.dev.shape, out.dev.dtype
     if kind in ("cupy", "torch"):
-        layouts = []
-        for out in outs:
-            dtype = out.dev.dtype
-            dt = DTYPES.get(dtype.name) or DType(dtype.name, -1, dtype.itemsize, dtype.kind)
-            layouts.append((dt, out.dev.shape, tuple(s // dtype.itemsize for s in out.dev.strides), out.dev.size))
-        alloc, handle = package(kind).allocator_group(layouts, _device(outs[0].obj)), stream.handle
+        pkg = package(kind)
+        dt = DTYPES.get(dtype.name) or DType(dtype.name, -1, dtype.itemsize, dtype.kind)
+        strides = tuple(s // dtype.itemsize for s in out.dev.strides)
+        alloc = pkg.allocator(dt, shape, strides, out.dev.size, _device(out.obj))
+        ptr, handle = pkg.ptr, stream.handle
 
         def make():
-            return alloc(handle)
+            obj = alloc(handle)
+            return obj, ptr(obj)
 
         return make
-    made_like = [(out.dev.shape, out.dev.dtype, SimpleNamespace(package=out.like.package)) for out in outs]
+    like = SimpleNamespace(package=kind)
 
     def make():
-        return [(new.obj, new.dev.ptr) for new in (Output(shape, dtype, like, stream) for shape, dtype, like in made_like)]
+        new = Output(shape, dtype, like, stream)
+        return new.obj, new.dev.ptr
 
     return make
 
@@ -311,8 +310,7 @@ def plan(fn, *args, stream=None, **kwargs) -> Plan:
     Numba device array among ``args`` and ``kwargs``, in that order: ``plan.names``), of the same
     package, shape and dtype, C-contiguous, at an address with the same remainder mod 16; other
     arguments (taps given as NumPy arrays, sizes, flags, seeds) stay as given now. Each call
-    allocates new results (a CuPy caller's results of one call share one allocation, freed with the
-    last of them) and relaunches the recorded kernels with no other host work: the
+    allocates new results and relaunches the recorded kernels with no other host work: the
     stateful form for calls in a loop (``nvmath_host.Matmul`` is its analogue for matmuls).
 
     Parameters

@@ -98,30 +98,6 @@ class Package:
 
         return alloc
 
-    def allocator_group(self, layouts, device: int):
-        """A callable ``f(stream, current=False)`` making one new array per layout at each call.
-
-        Here one :meth:`allocator` per layout; CuPy's puts them all in one allocation.
-
-        Parameters
-        ----------
-        layouts : sequence of (dtype, shape, strides, nelems)
-            As for :meth:`empty`.
-        device : int
-
-        Returns
-        -------
-        callable
-            Returning a list of (array, data pointer), one per layout, in order.
-        """
-        allocs = [self.allocator(dt, shape, strides, nelems, device) for dt, shape, strides, nelems in layouts]
-        ptr = self.ptr
-
-        def alloc(stream, current=False):
-            return [(a, ptr(a)) for a in (make(stream, current) for make in allocs)]
-
-        return alloc
-
     def new(self, shape, dtype, stream):
         """A C-contiguous uninitialised array on the current device, in ``stream``'s order.
 
@@ -213,30 +189,6 @@ class _CuPy(Package):
                 with stream_ctx(stream):
                     mem = cuda.alloc(nbytes)
             return ndarray(shape, storage, memptr=mem, strides=bstrides)
-
-        return alloc
-
-    GROUP_ALIGN = 256  # bytes: each array of a group starts at this alignment (as CuPy's pool does)
-
-    def allocator_group(self, layouts, device):
-        """One pool allocation per call for all the layouts' arrays (one pool look-up where there
-        were several), each at a :attr:`GROUP_ALIGN`-byte aligned offset of it. The arrays share
-        the allocation: its memory is freed when the last of them is."""
-        cuda, ndarray, stream_ctx = self.cp.cuda, self.cp.ndarray, self._stream_ctx
-        parts, total = [], 0
-        for dtype, shape, strides, nelems in layouts:
-            parts.append((total, tuple(shape), dtype.storage, tuple(s * dtype.itemsize for s in strides)))
-            total += -(-max(nelems, 1) * dtype.itemsize // self.GROUP_ALIGN) * self.GROUP_ALIGN
-
-        def alloc(stream, current=False):  # as allocator()
-            if current or stream == cuda.get_current_stream().ptr:
-                mem = cuda.alloc(total)
-            else:
-                with stream_ctx(stream):
-                    mem = cuda.alloc(total)
-            base = mem.ptr
-            return [(ndarray(shape, storage, memptr=mem + off if off else mem, strides=bs), base + off)
-                    for off, shape, storage, bs in parts]
 
         return alloc
 

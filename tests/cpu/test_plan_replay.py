@@ -13,7 +13,6 @@ from numba.core import types
 
 from kernels import _launch, _plan
 from kernels._arrays import DevArray
-from mathdx_operands._packages import Package, _CuPy
 
 
 class Dev:
@@ -99,7 +98,7 @@ def test_a_call_patches_inputs_and_results_and_keeps_constants(monkeypatch):
     assert v[-3:] == [7, 1.0, 2.0]  # scalars as recorded
     # the plan keeps neither the planning call's arrays nor its operands alive
     assert all(not hasattr(a.owner, "like") and not hasattr(a, "like") for a in p._keep)
-    held = [c.cell_contents for c in p._make.__closure__]
+    held = [c.cell_contents for make in p._allocs for c in make.__closure__]
     assert not any(hasattr(v, "obj") or isinstance(v, (Dev, FakeOutput)) for v in held)
     y2 = p(Dev(0x40000, (4, 64)))
     assert y2.__cuda_array_interface__["data"][0] != new_result  # a fresh result per call
@@ -189,8 +188,6 @@ class FakePackage:
     def ptr(arr):
         return arr.__cuda_array_interface__["data"][0]
 
-    allocator_group = Package.allocator_group  # the adapters' default: one allocator per array
-
 
 @pytest.mark.parametrize("dtype", [np.float32, np.complex64, np.int64])
 def test_results_of_cupy_callers_come_from_the_package_allocator(monkeypatch, dtype):
@@ -201,66 +198,9 @@ def test_results_of_cupy_callers_come_from_the_package_allocator(monkeypatch, dt
     obj = SimpleNamespace(device=SimpleNamespace(id=3))  # CuPy arrays name their device by id
     out = SimpleNamespace(like=SimpleNamespace(package="cupy"), obj=obj,
                           dev=DevArray(0x9000, (4, 8, 2), dtype, obj))
-    make = _plan._allocator([out], SimpleNamespace(handle=77))
+    make = _plan._allocator(out, SimpleNamespace(handle=77))
     assert fake.made == [(np.dtype(dtype).name, np.dtype(dtype).itemsize, (4, 8, 2), (16, 2, 1), 64, 3)]
-    (a, ptr), = make()
-    (b, ptr2), = make()
+    a, ptr = make()
+    b, ptr2 = make()
     assert fake.allocs == [77, 77] and ptr != ptr2 and a.shape == (4, 8, 2)
     assert ptr == a.__cuda_array_interface__["data"][0]
-
-
-class FakeCuPy:
-    """What ``_CuPy.allocator_group`` uses of CuPy: the current stream, the pool's ``alloc`` (a
-    memory pointer with ``ptr`` and ``+ offset``), ``ExternalStream`` and ``ndarray(memptr=)``."""
-
-    def __init__(self, current):
-        self.current, self.log = current, []
-        fake = self
-
-        class Mem:
-            def __init__(self, ptr):
-                self.ptr = ptr
-
-            def __add__(self, off):
-                return Mem(self.ptr + off)
-
-        class Stream:
-            def __init__(self, handle):
-                self.handle = handle
-
-            def __enter__(self):
-                fake.log.append(("enter", self.handle))
-
-            def __exit__(self, *exc):
-                fake.log.append(("exit", self.handle))
-
-        def alloc(nbytes):
-            fake.log.append(("alloc", nbytes))
-            return Mem(0x100000 * len(fake.log))
-
-        self.cuda = SimpleNamespace(get_current_stream=lambda: SimpleNamespace(ptr=fake.current), alloc=alloc,
-                                    ExternalStream=Stream)
-        self.ndarray = lambda shape, dtype, memptr, strides: SimpleNamespace(shape=shape, dtype=dtype, mem=memptr,
-                                                                             strides=strides)
-
-
-def test_cupy_results_of_one_call_share_one_aligned_allocation():
-    """A plan's CuPy results: one pool allocation per call, each array at a 256-byte aligned
-    offset of it, its byte strides from the element strides; on another stream than CuPy's
-    current one, the allocation is made inside that stream's context."""
-    from mathdx_operands import DTYPES, DType
-
-    adapter = _CuPy.__new__(_CuPy)
-    adapter.cp, adapter._ext = FakeCuPy(current=5), {}
-    layouts = [(DType("int32", -1, 4, "i"), (1000,), (1,), 1000), (DTYPES["float32"], (1000,), (1,), 1000),
-               (DTYPES["complex64"], (2, 3), (4, 1), 7)]
-    alloc = adapter.allocator_group(layouts, 0)
-    made = alloc(5)
-    assert adapter.cp.log == [("alloc", 4096 + 4096 + 256)]  # 4000 -> 4096, 4000 -> 4096, 56 -> 256
-    base = made[0][0].mem.ptr
-    assert [ptr - base for _, ptr in made] == [0, 4096, 8192]
-    assert [a.mem.ptr for a, _ in made] == [ptr for _, ptr in made]
-    assert [(a.shape, a.strides) for a, _ in made] == [((1000,), (4,)), ((1000,), (4,)), ((2, 3), (32, 8))]
-    again = alloc(9)  # another stream: allocated in its order
-    assert adapter.cp.log[1:] == [("enter", 9), ("alloc", 8448), ("exit", 9)]
-    assert again[0][1] != base
