@@ -190,7 +190,8 @@ def _through_tile(nt: int, c_vec: int, off_c, acc_n: int, use_c: bool, at, all_u
                     store_complex(D, (g, h * w_vec + tx + j * nt), s16[base + off_c(tx, j)])
 
     # A C tile: one band with no loop around it. A ring keeps the loop and the band test even for
-    # one band. Either way each kernel's sm_90 code is the same as it was with two functions. A ring's
+    # one band. Either way each kernel's sm_90 code is the same as it was with two functions
+    # (benchmarks/gemm_sass.py compares it, instruction for instruction). A ring's
     # one band without them changed it: 64^3 fp64 in one 64-wide slice, 128 threads: 144 -> 182 registers.
     if not relative:
         @cuda.jit(device=True, forceinline=True)
