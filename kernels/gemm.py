@@ -745,8 +745,10 @@ class _SlicesDoNotApply(ValueError):
 
 # (m, n, k, dtype name) -> the ``slices`` that :func:`batched_gemm` runs for that shape in place
 # of the vector kernel, where the K-slice kernel applies. Empty: none was measured faster on an
-# H200 yet (the candidate, (64, 64, 64, "float64"): (64, 1, None, 128) with "ring" first in
-# _SLICE_EPILOGUE_ORDER, benchmarks/RESULTS.md, thirtieth session).
+# H200 yet. The candidate is (64, 64, 64, "float64"): (64, 1, None, 128), with "ring" first in
+# _SLICE_EPILOGUE_ORDER. On an H100 it took 2.2406 ms against the benchmark's pasync1 at 2.2531 and
+# cuBLAS at 2.1363; the vector kernel at 256 threads was not in that run (benchmarks/RESULTS.md,
+# thirtieth and thirty-first sessions).
 _SLICE_PICKS: dict = {}
 
 
