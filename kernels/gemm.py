@@ -440,7 +440,6 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
     # the stage's start) or D's row-major place
     place_r, place_0 = (ldc, c_v * v if epilogue == "stage" else 0) if tiled else (n, 0)
     n_keep, fill_places, at, all_used = _places(mm, place_r)
-    through_tile = _through_tile(nt, m * kn, _tile_offset(kn, lc, nt), acc_n, use_c, at, all_used)
 
     @cuda.jit(device=True, forceinline=True)
     def load_slice(s16, base, A, B, g, q, tx):
@@ -453,6 +452,8 @@ def _slice_kernel(mm: Matmul, k: int, depth: int, use_c: bool, min_blocks: int |
                 copy_async(s16, base + b_off_v + sh_b(tx, j), B, (g, tx + j * nt + q * step_b))
 
     if epilogue == "stage":
+        through_tile = _through_tile(nt, m * kn, _tile_offset(kn, lc, nt), acc_n, use_c, at, all_used)
+
         @cuda.jit(device=True, forceinline=True)
         def store(C, D, g, keep, acc, alpha, beta, s16, sv, tx, js):
             """GEMM ``g``'s result through the C tile (its last readers, the previous GEMM's,
