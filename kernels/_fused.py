@@ -208,6 +208,7 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
     rowlen = n2 if pairs else n  # elements per row of the flat views
     exact_in, exact_out = in_ept * stride == rowlen, out_ept * stride == rowlen
     exact_mid = mid_ept * stride <= nfreq  # every thread's every spectrum index is in range
+    full_mid = nfreq // stride  # ... for each i below it (the unrolled loops test only later ones)
     cdt = fwd.value_type
     # register cap for occupancy where the FFT's data is small (checked on sm_90 cubins, float32
     # 4096-point folded convolution and 512-point folded FIR, 34 data registers each: no spills;
@@ -270,10 +271,10 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
         hl = cuda.local.array(mid_ept, dtype=cdt)
         for i in range(mid_ept):
             k = tx + i * stride
-            hl[i] = load_complex(h, k) if exact_mid or k < nfreq else czero
+            hl[i] = load_complex(h, k) if exact_mid or i < full_mid or k < nfreq else czero
         for i in range(mid_ept):
             k = tx + i * stride
-            if exact_mid or k < nfreq:
+            if exact_mid or i < full_mid or k < nfreq:
                 hv = hl[i].conjugate() if conj else hl[i]
                 re = r[2 * i] * hv.real - r[2 * i + 1] * hv.imag
                 im = r[2 * i] * hv.imag + r[2 * i + 1] * hv.real
