@@ -207,6 +207,9 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
     cplx = pairs or not real  # registers load/store as complex values
     rowlen = n2 if pairs else n  # elements per row of the flat views
     exact_in, exact_out = in_ept * stride == rowlen, out_ept * stride == rowlen
+    # segments: every thread's every index j is inside the FFT (j < n2 for complex pairs, else
+    # j < n) when the threads' places end at its end (the halo and the signal's ends are still tested)
+    seg_in, seg_out = (ept * stride <= (n2 if pairs or folded else n) for ept in (in_ept, out_ept))
     exact_mid = mid_ept * stride <= nfreq  # every thread's every spectrum index is in range
     full_mid = nfreq // stride  # ... for each i below it (the unrolled loops test only later ones)
     cdt = fwd.value_type
@@ -248,17 +251,17 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
                 j = tx + i * stride
                 if pairs:  # complex index j of x holds the samples 2j and 2j + 1
                     t = start + j
-                    v = load_complex(x, (b, t)) if ok and j < n2 and t >= 0 and t < length else czero
+                    v = load_complex(x, (b, t)) if ok and (seg_in or j < n2) and t >= 0 and t < length else czero
                     r[2 * i] = v.real
                     r[2 * i + 1] = v.imag
                 elif folded:  # complex index j holds the samples 2j and 2j + 1
                     for p in range(2):
                         jj = 2 * j + p
                         tt = start + jj
-                        r[2 * i + p] = x[b, tt].real if ok and jj < n and tt >= 0 and tt < length else rzero
+                        r[2 * i + p] = x[b, tt].real if ok and (seg_in or jj < n) and tt >= 0 and tt < length else rzero
                 else:
                     t = start + j
-                    inside = ok and j < n and t >= 0 and t < length
+                    inside = ok and (seg_in or j < n) and t >= 0 and t < length
                     if real:
                         r[i] = x[b, t].real if inside else rzero
                     else:
@@ -300,15 +303,15 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
                     j = tx + i * stride
                     t = start + j
                     if pairs:
-                        if j >= halo and j < n2 and t < length:
+                        if j >= halo and (seg_out or j < n2) and t < length:
                             store_complex(y, (b, t), complex(r[2 * i], r[2 * i + 1]))
                     elif folded:
                         for p in range(2):
                             jj = 2 * j + p
                             tt = start + jj
-                            if jj >= halo and jj < n and tt < length:
+                            if jj >= halo and (seg_out or jj < n) and tt < length:
                                 y[b, tt] = r[2 * i + p]
-                    elif j >= halo and j < n and t < length:
+                    elif j >= halo and (seg_out or j < n) and t < length:
                         if real:
                             y[b, t] = r[i]
                         else:
