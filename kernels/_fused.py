@@ -207,11 +207,7 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
     cplx = pairs or not real  # registers load/store as complex values
     rowlen = n2 if pairs else n  # elements per row of the flat views
     exact_in, exact_out = in_ept * stride == rowlen, out_ept * stride == rowlen
-    # segments: every thread's every index j is inside the FFT (j < n2 for complex pairs, else
-    # j < n) when the threads' places end at its end (the halo and the signal's ends are still tested)
-    seg_in, seg_out = (ept * stride <= (n2 if pairs or folded else n) for ept in (in_ept, out_ept))
     exact_mid = mid_ept * stride <= nfreq  # every thread's every spectrum index is in range
-    full_mid = nfreq // stride  # ... for each i below it (the unrolled loops test only later ones)
     cdt = fwd.value_type
     # register cap for occupancy where the FFT's data is small (checked on sm_90 cubins, float32
     # 4096-point folded convolution and 512-point folded FIR, 34 data registers each: no spills;
@@ -222,6 +218,15 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
     own = isinstance(fwd, RegFFT)  # our own FFT (kernels._regfft)
     # (our own FFT: left to the compiler; at 64 the 4096-point one at 16 values per thread spilled)
     max_regs = None if own or not real or prec != np.float32 or s2 > 36 else 64 if flat else 80
+    # Where the compiler picks the registers, the unrolled loops test an index only where it can
+    # pass the end: segments' j (j < n2 for complex pairs, else j < n; the halo and the signal's
+    # ends are still tested) when the threads' places end at the FFT's end, the spectrum's k for
+    # the values i >= full_mid. Fewer registers and instructions in every sm_90 kernel of our FFT
+    # counted (benchmarks/RESULTS.md, thirty-first session); under a register cap the tests stay:
+    # without them the capped cuFFTDx kernels spilled (4096-point flat 128 B, 512-point FIR 80 B).
+    lean = max_regs is None
+    seg_in, seg_out = (lean and ept * stride <= (n2 if pairs or folded else n) for ept in (in_ept, out_ept))
+    full_mid = nfreq // stride if lean else 0
     wsync = own and fwd.warp_sync  # its rows are warps: the warp's barrier between the two FFTs
 
     @jit(nthreads, max_regs)
