@@ -206,7 +206,9 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
     nthreads = fwd.block_dim[0] * fwd.block_dim[1] * fwd.block_dim[2]
     cplx = pairs or not real  # registers load/store as complex values
     rowlen = n2 if pairs else n  # elements per row of the flat views
-    exact_in, exact_out = in_ept * stride == rowlen, out_ept * stride == rowlen
+    fft_len = n2 if pairs or folded else n  # index j of an FFT's elements: complex pairs, else values
+    # every thread's every index j is inside the FFT (flat rows: fft_len is rowlen)
+    exact_in, exact_out = in_ept * stride <= fft_len, out_ept * stride <= fft_len
     exact_mid = mid_ept * stride <= nfreq  # every thread's every spectrum index is in range
     cdt = fwd.value_type
     # register cap for occupancy where the FFT's data is small (checked on sm_90 cubins, float32
@@ -219,13 +221,13 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
     # (our own FFT: left to the compiler; at 64 the 4096-point one at 16 values per thread spilled)
     max_regs = None if own or not real or prec != np.float32 or s2 > 36 else 64 if flat else 80
     # Where the compiler picks the registers, the unrolled loops test an index only where it can
-    # pass the end: segments' j (j < n2 for complex pairs, else j < n; the halo and the signal's
-    # ends are still tested) when the threads' places end at the FFT's end, the spectrum's k for
-    # the values i >= full_mid. Fewer registers and instructions in every sm_90 kernel of our FFT
-    # counted (benchmarks/RESULTS.md, thirty-first session); under a register cap the tests stay:
-    # without them the capped cuFFTDx kernels spilled (4096-point flat 128 B, 512-point FIR 80 B).
+    # pass the end: segments' j where exact_in / exact_out (the halo and the signal's ends are
+    # still tested), the spectrum's k for the values i >= full_mid. Fewer registers and
+    # instructions in every sm_90 kernel of our FFT counted (benchmarks/RESULTS.md, thirty-first
+    # session); under a register cap the tests stay: without them the capped cuFFTDx kernels
+    # spilled (4096-point flat 128 B, 512-point FIR 80 B).
     lean = max_regs is None
-    seg_in, seg_out = (lean and ept * stride <= (n2 if pairs or folded else n) for ept in (in_ept, out_ept))
+    seg_in, seg_out = lean and exact_in, lean and exact_out
     full_mid = nfreq // stride if lean else 0
     wsync = own and fwd.warp_sync  # its rows are warps: the warp's barrier between the two FFTs
 
