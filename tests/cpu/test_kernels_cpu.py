@@ -212,12 +212,15 @@ def test_vector_batched_gemm_moves_whole_16_byte_vectors():
     from numba import cuda
 
     from kernels.gemm import _gemm_descriptor, _vector_kernel
+    from tests.sim_kernels_compile import device_functions_without_gpu
 
     v16 = types.complex128[:, ::1]
     mm = _gemm_descriptor(32, 32, 32, np.float32, sm=90, alignment=(16, 16, 16), leading_dimension="suggested")
     for use_c in (False, True):
         kern, _ = _vector_kernel(mm, 2, use_c)
-        ptx, _ = cuda.compile_ptx(kern.py_func, (v16, v16, v16, v16, types.float32, types.float32, i64), cc=(9, 0))
+        with device_functions_without_gpu():  # its device functions: no driver asked (alone, first)
+            ptx, _ = cuda.compile_ptx(kern.py_func, (v16, v16, v16, v16, types.float32, types.float32, i64),
+                                      cc=(9, 0))
         ops = [ln.split()[0] for ln in map(str.strip, ptx.splitlines()) if ln.startswith(("ld.global", "st.global"))]
         assert set(ops) == {"ld.global.v2.f64", "st.global.v2.f64"}, sorted(set(ops))
 
