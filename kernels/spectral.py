@@ -204,6 +204,11 @@ def _stft_kernel(fft: FFT, pairs: bool = False):
     folded = fft.real_fft_options["real_mode"] == "folded"
     n2 = n // 2
     cdt = fft.value_type
+    # thread tx < stride holds input j = tx + i * stride: every j is inside the frame when the
+    # threads' places end at its end; output k = tx + i * stride is inside the spectrum for every
+    # i below full_out (the later ones test k), so the unrolled loops test only where they must
+    exact_in = in_ept * stride <= (n2 if pairs or folded else n)
+    full_out = nfreq // stride
 
     @jit(fft.block_dim[0] * fft.block_dim[1] * fft.block_dim[2])
     def kernel(x, w, out, nrows, nframes, hop):
@@ -217,7 +222,7 @@ def _stft_kernel(fft: FFT, pairs: bool = False):
         for i in range(in_ept):
             j = tx + i * stride
             if pairs:  # complex index j holds the samples 2j and 2j + 1 (frame and window)
-                if ok and j < n2:
+                if ok and (exact_in or j < n2):
                     v = load_complex(x, (b, f * hop + j))
                     wv = load_complex(w, j)
                     r[2 * i] = v.real * wv.real
@@ -228,14 +233,14 @@ def _stft_kernel(fft: FFT, pairs: bool = False):
             elif folded:
                 for p in range(2):
                     jj = 2 * j + p
-                    r[2 * i + p] = x[b, f * hop + jj] * w[jj] if ok and jj < n else rzero
+                    r[2 * i + p] = x[b, f * hop + jj] * w[jj] if ok and (exact_in or jj < n) else rzero
             else:
-                r[i] = x[b, f * hop + j] * w[j] if ok and j < n else rzero
+                r[i] = x[b, f * hop + j] * w[j] if ok and (exact_in or j < n) else rzero
         fft.execute(r, smem)
         if ok:
             for i in range(out_ept):
                 k = tx + i * stride
-                if k < nfreq:
+                if i < full_out or k < nfreq:
                     out[b, f, k] = r[2 * i] * r[2 * i] + r[2 * i + 1] * r[2 * i + 1]
 
     return kernel
