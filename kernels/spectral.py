@@ -209,8 +209,13 @@ def _stft_kernel(fft: FFT, pairs: bool = False):
     # i below full_out (the later ones test k), so the unrolled loops test only where they must
     exact_in = in_ept * stride <= (n2 if pairs or folded else n)
     full_out = nfreq // stride
+    # float32 frames moved as pairs at 32 values per thread (nfft 512-2048): without a cap the
+    # compiler takes 70-72 registers, 7 blocks of 128 threads per SM; at 64 nothing spills (sm_90
+    # cubins; at 4096 points 8 bytes spilled). Elsewhere the compiler picks: a cap raised the
+    # small kernels' registers and made the sample-by-sample ones at 1024 points spill 8 bytes.
+    cap = 64 if pairs and prec == np.float32 and fft.elements_per_thread_value >= 32 and n <= 2048 else None
 
-    @jit(fft.block_dim[0] * fft.block_dim[1] * fft.block_dim[2])
+    @jit(fft.block_dim[0] * fft.block_dim[1] * fft.block_dim[2], cap)
     def kernel(x, w, out, nrows, nframes, hop):
         r = cuda.local.array(s2, dtype=prec, alignment=16)
         smem = cuda.shared.array(0, dtype=cdt)
