@@ -229,6 +229,8 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
     lean = max_regs is None
     seg_in, seg_out = lean and exact_in, lean and exact_out
     full_mid = nfreq // stride if lean else 0
+    # lean kernels load and store a segment inside the signal with no tests of its place
+    inner_path = lean and cplx
     wsync = own and fwd.warp_sync  # its rows are warps: the warp's barrier between the two FFTs
 
     @jit(nthreads, max_regs)
@@ -244,6 +246,9 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
             b = row // nseg
             start = (row - b * nseg) * step - halo
             length = x.shape[1]
+            # every sample of the segment inside the signal: no per-value tests of t (all but a
+            # row's first and last segments)
+            inner = ok and start >= 0 and start + fft_len <= length
         if flat:
             for i in range(in_ept):
                 j = tx + i * stride
@@ -253,6 +258,12 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
                     r[2 * i + 1] = v.imag
                 else:
                     r[i] = x[base + i * stride] if ok and (exact_in or j < rowlen) else rzero
+        elif inner_path and inner:  # one access per complex value (pairs or complex samples)
+            for i in range(in_ept):
+                j = tx + i * stride
+                v = load_complex(x, (b, start + j)) if seg_in or j < fft_len else czero
+                r[2 * i] = v.real
+                r[2 * i + 1] = v.imag
         else:
             for i in range(in_ept):
                 j = tx + i * stride
@@ -304,6 +315,11 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
                             store_complex(y, base + i * stride, complex(r[2 * i], r[2 * i + 1]))
                         else:
                             y[base + i * stride] = r[i]
+        elif inner_path and inner:
+            for i in range(out_ept):
+                j = tx + i * stride
+                if j >= halo and (seg_out or j < fft_len):
+                    store_complex(y, (b, start + j), complex(r[2 * i], r[2 * i + 1]))
         else:
             if ok:
                 for i in range(out_ept):
