@@ -10,8 +10,10 @@ C[i] = A[i] @ B[i] for i < batch, stacked row-major arrays. Our kernels:
 - ``rmem``: the same loads, the register-accumulator form, C stored from registers;
 - ``rpad``: ``rmem`` on cuBLASDx's padded tiles (its suggested leading dimensions);
 - ``rpadc``: ``rpad`` with C staged through shared memory and stored as 16-byte vectors;
-- ``lib``: the library's kernel (what ``kernels.batched_gemm`` runs when it applies): ``ppadv``
-  with the alpha/beta/C epilogue; ``libb2``: the same with launch bounds of 2 blocks per SM;
+- ``lib``: the library's vector kernel (what ``kernels.batched_gemm`` runs when it applies, at
+  shapes without a ``kernels.gemm._SLICE_PICKS`` entry; at 64^3 float64 it runs ``kc64x1r``
+  at 128 threads): ``ppadv`` with the alpha/beta/C epilogue; ``libb2``: the same with launch
+  bounds of 2 blocks per SM;
 - ``rpadv``: ``rpadc`` with every global access one 16-byte ``load_complex``/``store_complex``
   (numba splits a complex128 element into two 8-byte accesses);
 - ``ppad``: ``rpadc`` on a persistent grid, the next GEMM's A and B loaded into registers while
@@ -25,8 +27,9 @@ C[i] = A[i] @ B[i] for i < batch, stacked row-major arrays. Our kernels:
 - ``kc<kc>x<depth>[b<blocks>][p]``: the library's K-slice kernel (``kernels.gemm._slice_kernel``):
   A and B streamed in K slices of ``kc`` through a ring of ``depth`` cp.async stages that runs
   across GEMM boundaries; launch bounds of ``blocks`` blocks per SM; the result through a C tile
-  in shared memory as 16-byte vectors (its ``"stage"`` epilogue), or with ``p`` straight from the
-  registers as pairs of row neighbours (``"pairs"``).
+  in shared memory as 16-byte vectors (its ``"stage"`` epilogue), with ``r`` through the ring's
+  stage (``"ring"``), or with ``p`` straight from the registers as pairs of row neighbours
+  (``"pairs"``).
 
 Memory floor: bytes that C = A @ B must move (A and B read, C written) at 4.3e12 B/s; the
 ``floor4`` column also counts reading C (the ``beta != 0`` form), as the task defines it.

@@ -711,11 +711,12 @@ def _batched_gemm(a, b, c, alpha, beta, stream, vector=True, per_block=None, blo
     use_c = co is not None and beta != 0
     pick = _SLICE_PICKS.get((m, n, k, ao.dtype.name)) if slices is None and vector else None
     if slices is not None or pick is not None:
+        slices, order = (slices, _SLICE_EPILOGUE_ORDER) if pick is None else pick
         try:
-            ran = _run_slices(ao, bo, co if use_c else None, out, alpha, beta, s, slices or pick, blocks, threads)
+            ran = _run_slices(ao, bo, co if use_c else None, out, alpha, beta, s, slices, blocks, threads, order)
             return out.result(s), ran
         except _SlicesDoNotApply:
-            if slices is not None:  # asked for: say so
+            if pick is None:  # asked for: say so
                 raise
     G = per_block or _VECTOR_PER_BLOCK
     vec = _vector_kernel(mm, G, use_c, offsets=_VECTOR_OFFSETS) if vector else None
@@ -744,20 +745,20 @@ class _SlicesDoNotApply(ValueError):
     ``_SLICE_PICKS`` entry falls back to the vector kernel)."""
 
 
-# (m, n, k, dtype name) -> the ``slices`` that :func:`batched_gemm` runs for that shape in place
-# of the vector kernel, where the K-slice kernel applies. Empty: none was measured faster on an
-# H200 yet. The candidate is (64, 64, 64, "float64"): (64, 1, None, 128), with "ring" first in
-# _SLICE_EPILOGUE_ORDER. On an H100 it took 2.2406 ms against the benchmark's pasync1 at 2.2531 and
-# cuBLAS at 2.1363; the vector kernel at 256 threads was not in that run (benchmarks/RESULTS.md,
-# thirtieth and thirty-first sessions).
-_SLICE_PICKS: dict = {}
+# (m, n, k, dtype name) -> (``slices``, epilogue order) that :func:`batched_gemm` runs for that
+# shape in place of the vector kernel, where the K-slice kernel applies. 64^3 float64: one K slice
+# of 64, one stage, 128 threads, the result out through the ring's stage ("kc64x1r" in
+# benchmarks/batched_gemm.py). On an H100 (thirty-second session, one run): 2.1883 ms against the
+# vector kernel's 2.3213 (256 threads) and cuBLAS's 2.1168 (benchmarks/RESULTS.md).
+_SLICE_PICKS: dict = {(64, 64, 64, "float64"): ((64, 1, None, 128), ("ring", "stage", "pairs", "values"))}
 
 
-def _run_slices(ao, bo, co, out, alpha, beta, s, slices, blocks, threads):
+def _run_slices(ao, bo, co, out, alpha, beta, s, slices, blocks, threads, order=None):
     """Launch :func:`_slice_kernel` for ``_batched_gemm(..., slices=(kc, depth, min_blocks[,
     threads]))`` with ``threads`` per block unless ``slices`` names its own (``co`` None: no C
-    term); returns "slices", or raises ValueError naming what does not fit
-    (:class:`_SlicesDoNotApply` where the arguments are valid but the kernel does not apply)."""
+    term), its epilogue the first of ``order`` (default ``_SLICE_EPILOGUE_ORDER``) that applies;
+    returns "slices", or raises ValueError naming what does not fit (:class:`_SlicesDoNotApply`
+    where the arguments are valid but the kernel does not apply)."""
     if not isinstance(slices, tuple) or len(slices) not in (3, 4):
         raise ValueError(f"slices must be (kc, depth, min_blocks) or (kc, depth, min_blocks, threads), got {slices!r}")
     kc, depth, min_blocks = slices[:3]
@@ -774,7 +775,7 @@ def _run_slices(ao, bo, co, out, alpha, beta, s, slices, blocks, threads):
     mm = _slice_descriptor(m, n, kc, ao.dtype, threads)
     d = out.dev.reshape(batch, m * n)
     made, c, d = _slice_epilogue(mm, k, depth, co is not None, min_blocks, co.dev.reshape(batch, m * n)
-                                 if co is not None else d, d)
+                                 if co is not None else d, d, order)
     a16 = ao.dev.reshape(batch, m * k).view(np.complex128)
     b16 = bo.dev.reshape(batch, k * n).view(np.complex128)
     if made is None or not vectors_ok(a16, b16, a16):
@@ -795,10 +796,10 @@ def _slice_descriptor(m: int, n: int, kc: int, dtype, threads: int, sm=None) -> 
                             leading_dimension="suggested")
 
 
-def _slice_epilogue(mm: Matmul, k, depth, use_c, min_blocks, c, d):
+def _slice_epilogue(mm: Matmul, k, depth, use_c, min_blocks, c, d, order=None):
     """``(made, C, D)``: :func:`_slice_kernel` with the first epilogue that applies to the
     (batch, m*n) value arrays ``c`` and ``d`` (``c`` is ``d`` without a C term), and the views of
-    them it takes, in the order of ``_SLICE_EPILOGUE_ORDER``: "stage" (or "ring") where they are
+    them it takes, in ``order`` (default ``_SLICE_EPILOGUE_ORDER``): "stage" or "ring" where they are
     16-byte aligned and the block's shared memory holds the ring (and C tile), "pairs" where
     they are aligned to a pair and :func:`_slice_pairs`, "values" always; ``made`` None when the
     kernel does not apply at all."""
@@ -806,7 +807,7 @@ def _slice_epilogue(mm: Matmul, k, depth, use_c, min_blocks, c, d):
     isz = mm.c_value_type.itemsize
     views_of = {"stage": np.dtype(np.complex128), "ring": np.dtype(np.complex128), "pairs": _pair_dtype(mm.c_value_type),
                 "values": None}
-    for epilogue in _SLICE_EPILOGUE_ORDER:
+    for epilogue in order or _SLICE_EPILOGUE_ORDER:
         vt = views_of[epilogue]
         if epilogue == "values":  # as they are
             views = (c, d)

@@ -536,3 +536,22 @@ def test_matched_filter_kernel_keeps_the_template_out_of_the_fft():
     assert kern.targetoptions["launch_bounds"] == fwd.block_dim[0] * fwd.block_dim[1]
     regs, frame = _compiled(kern, (C2, C1, C2, types.int32[::1], types.float32[::1], i64))
     assert regs <= 112 and frame == 0, (regs, frame)
+
+
+@pytest.mark.parametrize("nfft,capped", [(512, True), (2048, True), (256, False), (4096, False)])
+def test_stft_pair_kernels_fit_their_register_cap(nfft, capped):
+    """The float32 STFT kernels that move frames as sample pairs at 32 values per thread (nfft
+    512-2048) ask for 64 registers (launch bounds' minimum blocks) and spill nothing on sm_90;
+    elsewhere (16 values per thread; 4096 points, which spilled 8 bytes under the cap) the
+    compiler picks."""
+    from kernels._fused import can_fold
+    from kernels.spectral import _fft_pair
+
+    fft, _ = _fft_pair("window", nfft, np.float32, True, can_fold(nfft), kernel="stft_power")
+    kern = _stft_kernel(fft, True)
+    nthreads = fft.block_dim[0] * fft.block_dim[1] * fft.block_dim[2]
+    bounds = kern.targetoptions["launch_bounds"]
+    assert bounds == ((nthreads, 65536 // (nthreads * 64)) if capped else nthreads)
+    if capped:
+        regs, frame = _compiled(kern, (C2, C1, types.float32[:, :, ::1], i64, i64, i64))
+        assert regs <= 64 and frame == 0, (regs, frame)

@@ -425,8 +425,9 @@ def test_slice_picks_run_in_place_of_the_vector_kernel(monkeypatch):
 
     a, b, c = _gemm_operands(np.float64, (16, 16, 16), 5)
     ref = _gemm_reference(a, b, c, 0.5, 2.0)
-    monkeypatch.setattr(kernels.gemm, "_SLICE_PICKS", {(16, 16, 16, "float64"): (16, 1, None, 32),
-                                                       (16, 16, 16, "float32"): (2, 2, None)})
+    order = kernels.gemm._SLICE_EPILOGUE_ORDER
+    monkeypatch.setattr(kernels.gemm, "_SLICE_PICKS", {(16, 16, 16, "float64"): ((16, 1, None, 32), order),
+                                                       (16, 16, 16, "float32"): ((2, 2, None), order)})
     d, path = _batched_gemm(a, b, c, 0.5, 2.0, None, blocks=2)
     assert path == "slices" and _rel(d, ref) < TOL[np.float64]
     assert _batched_gemm(a, b, c, 0.5, 2.0, None, vector=False)[1] == "smem"
@@ -435,6 +436,23 @@ def test_slice_picks_run_in_place_of_the_vector_kernel(monkeypatch):
     assert path == "vector" and _rel(d, ref) < TOL[np.float32]
     a8, b8, _ = _gemm_operands(np.float64, (8, 8, 8), 3)
     assert _batched_gemm(a8, b8, None, 1.0, 0.0, None)[1] == "vector"
+
+
+def test_batched_gemm_runs_its_64_cubed_double_pick():
+    """batched_gemm at 64^3 float64 runs its ``_SLICE_PICKS`` entry (one K slice of 64, 128
+    threads, the result out through the ring's stage), with and without C, on a grid smaller
+    than the batch; C is not modified."""
+    import kernels.gemm
+    from kernels.gemm import _batched_gemm
+
+    assert kernels.gemm._SLICE_PICKS[(64, 64, 64, "float64")][1][0] == "ring"
+    a, b, c = _gemm_operands(np.float64, (64, 64, 64), 3)
+    c0 = c.copy()
+    for cc, beta in ((c, -0.5), (None, 0.0)):
+        d, path = _batched_gemm(a, b, cc, 1.5, beta, None, blocks=2)
+        assert path == "slices"
+        assert _rel(d, _gemm_reference(a, b, c, 1.5, beta, cc is not None)) < TOL[np.float64]
+    np.testing.assert_array_equal(c, c0)
 
 
 @pytest.mark.parametrize("per_row,padded,nt", [(8, 9, 32), (4, 5, 128), (32, 34, 32), (64, 66, 32), (3, 4, 64),
