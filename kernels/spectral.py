@@ -23,6 +23,7 @@ from ._fused import (
     launch_rows,
     pairs_ok,
 )
+from ._regfft import RegFFT
 
 _REAL = (np.dtype(np.float32), np.dtype(np.float64))
 _COMPLEX = (np.dtype(np.complex64), np.dtype(np.complex128))
@@ -213,7 +214,8 @@ def _stft_kernel(fft: FFT, pairs: bool = False):
     # compiler takes 70-72 registers, 7 blocks of 128 threads per SM; at 64 nothing spills (sm_90
     # cubins; at 4096 points 8 bytes spilled). Elsewhere the compiler picks: a cap raised the
     # small kernels' registers and made the sample-by-sample ones at 1024 points spill 8 bytes.
-    cap = 64 if pairs and prec == np.float32 and fft.elements_per_thread_value >= 32 and n <= 2048 else None
+    own = isinstance(fft, RegFFT)  # our FFT (cuFFTDx's, where ours declines: not measured under a cap)
+    cap = 64 if own and pairs and prec == np.float32 and fft.elements_per_thread_value >= 32 and n <= 2048 else None
 
     @jit(fft.block_dim[0] * fft.block_dim[1] * fft.block_dim[2], cap)
     def kernel(x, w, out, nrows, nframes, hop):
