@@ -711,7 +711,7 @@ def _batched_gemm(a, b, c, alpha, beta, stream, vector=True, per_block=None, blo
     use_c = co is not None and beta != 0
     pick = _SLICE_PICKS.get((m, n, k, ao.dtype.name)) if slices is None and vector else None
     if slices is not None or pick is not None:
-        slices, order = (slices, _SLICE_EPILOGUE_ORDER) if pick is None else pick
+        slices, order = (slices, None) if pick is None else pick  # None: _SLICE_EPILOGUE_ORDER
         try:
             ran = _run_slices(ao, bo, co if use_c else None, out, alpha, beta, s, slices, blocks, threads, order)
             return out.result(s), ran
@@ -753,10 +753,10 @@ class _SlicesDoNotApply(ValueError):
 _SLICE_PICKS: dict = {(64, 64, 64, "float64"): ((64, 1, None, 128), ("ring", "stage", "pairs", "values"))}
 
 
-def _run_slices(ao, bo, co, out, alpha, beta, s, slices, blocks, threads, order=None):
+def _run_slices(ao, bo, co, out, alpha, beta, s, slices, blocks, threads, order):
     """Launch :func:`_slice_kernel` for ``_batched_gemm(..., slices=(kc, depth, min_blocks[,
     threads]))`` with ``threads`` per block unless ``slices`` names its own (``co`` None: no C
-    term), its epilogue the first of ``order`` (default ``_SLICE_EPILOGUE_ORDER``) that applies;
+    term), its epilogue the first of ``order`` (None: ``_SLICE_EPILOGUE_ORDER``) that applies;
     returns "slices", or raises ValueError naming what does not fit (:class:`_SlicesDoNotApply`
     where the arguments are valid but the kernel does not apply)."""
     if not isinstance(slices, tuple) or len(slices) not in (3, 4):
