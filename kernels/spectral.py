@@ -42,6 +42,9 @@ def _matched_kernel(fwd: FFT, inv: FFT, keep: bool):
         half *= 2
     exact = ept * stride == n  # every register holds an element: no per-element bounds tests
     nthreads = fwd.block_dim[0] * fwd.block_dim[1] * fwd.block_dim[2]
+    # our FFT with rows of at most one warp (whole warps per block): the warp's barrier between
+    # the two FFTs and the row's peak by shuffles, no shared memory or block barrier
+    wsync = isinstance(fwd, RegFFT) and fwd.warp_sync
 
     @jit(nthreads)
     def kernel(x, tspec, corr, peak_idx, peak_val, nrows):
@@ -65,7 +68,10 @@ def _matched_kernel(fwd: FFT, inv: FFT, keep: bool):
         for i in range(ept):
             if exact or tx + i * stride < n:
                 td[i] = td[i] * tv[i].conjugate()
-        cuda.syncthreads()
+        if wsync:
+            cuda.syncwarp()
+        else:
+            cuda.syncthreads()
         inv.execute(td, smem)
         # per-thread peak of |c|^2, then the row's peak (lowest index wins ties)
         bv = prec.type(-1.0)
@@ -79,9 +85,19 @@ def _matched_kernel(fwd: FFT, inv: FFT, keep: bool):
                     bi = j
                 if keep and ok:
                     store_complex(corr, (row, j), td[i])
-        best_v[ty, tx] = bv
-        best_i[ty, tx] = bi
-        d = half  # tree over the row's threads: log2(bx) steps instead of one thread's bx - 1
+        if wsync:  # lane tx + d holds the row's thread tx + d while tx + d < bx
+            d = half
+            while d > 0:
+                w = cuda.shfl_down_sync(0xFFFFFFFF, bv, d)
+                k = cuda.shfl_down_sync(0xFFFFFFFF, np.int32(bi), d)  # one 32-bit shuffle
+                if tx + d < bx and (w > bv or (w == bv and k < bi)):
+                    bv = w
+                    bi = k
+                d //= 2
+        else:
+            best_v[ty, tx] = bv
+            best_i[ty, tx] = bi
+        d = 0 if wsync else half  # tree over the row's threads: log2(bx) steps instead of one thread's bx - 1
         while d > 0:
             cuda.syncthreads()
             if tx < d and tx + d < bx:

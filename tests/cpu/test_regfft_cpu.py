@@ -242,11 +242,14 @@ def test_warp_rows():
     assert not _regfft_code.warp_rows(256, 16, 1)  # a block of 16 threads: not a whole warp
 
 
-def _sass(n, ept):
+def _sass(n, ept, matched=False):
+    """sm_90 code of the c2c filter kernel (or, with ``matched``, the matched filter's kernel)
+    with our FFT of ``n`` points at ``ept``: (compiled kernel, nvdisasm text, opcode counts)."""
     import sys
 
     from numba import types
 
+    from kernels import spectral
     from nvmath_device.aot import compile_kernel
 
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
@@ -255,9 +258,15 @@ def _sass(n, ept):
     nv = find_nvdisasm()
     assert nv, "nvdisasm not found: the test extras install nvidia-cuda-nvdisasm"
     fwd, inv = _regfft.pair(n, ept)
-    k = _fused.filter_kernel(fwd, inv, False, False, flat=True)
     c = types.complex64[::1]
-    ck = compile_kernel(k, (c, c, c, types.int64, types.int64, types.int64, types.int64), sm=90)
+    if matched:
+        k = spectral._matched_kernel(fwd, inv, False)
+        argtypes = (types.complex64[:, ::1], c, types.complex64[:, ::1], types.int32[::1], types.float32[::1],
+                    types.int64)
+    else:
+        k = _fused.filter_kernel(fwd, inv, False, False, flat=True)
+        argtypes = (c, c, c, types.int64, types.int64, types.int64, types.int64)
+    ck = compile_kernel(k, argtypes, sm=90)
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "k.cubin")
         with open(path, "wb") as f:
@@ -280,3 +289,23 @@ def test_sm90_code(n, ept):
     assert text.count("LDS.64") == ops["LDS"] == 2 * exchanges * ept  # forward and inverse
     assert text.count("STS.64") == ops["STS"] == 2 * exchanges * ept
     assert not any(op in ops for op in ("DADD", "DMUL", "DFMA", "F2F"))
+
+
+@pytest.mark.parametrize("n,ept", [(512, 16), (1024, 32), (1024, 16)])
+def test_matched_filter_sm90_code(n, ept):
+    """Rows of one warp (32 threads: 512 / 16, 1024 / 32): the peak search by shuffles and no
+    block barrier; wider rows: the tree in shared memory, one barrier between the FFTs and one
+    per level of the tree beside the exchanges'. No local memory either way."""
+    ck, text, ops = _sass(n, ept, matched=True)
+    fwd = _regfft.pair(n, ept)[0]
+    exchanges = len(_regfft_code.radices(n, ept)) - 1
+    levels = (fwd.block_dim[0] - 1).bit_length()
+    assert ck.frame_bytes == 0
+    if fwd.warp_sync:
+        assert "BAR" not in ops and ops.get("SHFL", 0) == 2 * levels, (ops.get("BAR"), ops.get("SHFL"))
+        assert ops["LDS"] == ops["STS"] == 2 * exchanges * ept  # the exchanges' only
+    else:
+        assert "SHFL" not in ops
+        per_exchange = 1 if fwd.buffers == 2 else 2
+        fft_bars = 2 * (per_exchange * exchanges - (fwd.buffers == 1))
+        assert ops.get("BAR", 0) == fft_bars + 1 + levels, (ops.get("BAR"), fft_bars, levels)

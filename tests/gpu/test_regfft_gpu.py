@@ -97,6 +97,28 @@ def test_matched_filter(own):
     np.testing.assert_allclose(_host(val), ref.max(axis=-1), rtol=1e-5)
 
 
+@pytest.mark.parametrize("n,ept", [(256, 16), (512, 16), (1024, 32), (1024, 16)])
+def test_matched_filter_peaks_by_row_width(own, monkeypatch, n, ept):
+    """Rows of one warp or less (256 / 16, 512 / 16, 1024 / 32: the peak by shuffles) and of two
+    warps (1024 / 16: the tree in shared memory): every row's peak index and power against
+    float64, a row of zeros (every power equal: index 0, the lowest, wins) and rows past the
+    batch in the last block."""
+    import cupy
+
+    monkeypatch.setattr(_regfft, "EPT", ept)
+    m, rows = 64, 301
+    t = rng.standard_normal(m) + 1j * rng.standard_normal(m)
+    x = (0.5 * (rng.standard_normal((rows, n)) + 1j * rng.standard_normal((rows, n)))).astype(np.complex64)
+    for b, s in enumerate(rng.integers(0, n - m, rows)):
+        x[b, s:s + m] += t.astype(np.complex64)
+    x[7] = 0
+    idx, val = kernels.matched_filter(cupy.asarray(x), t)
+    ref = np.abs(np.fft.ifft(np.fft.fft(x.astype(np.complex128), axis=-1) * np.conj(np.fft.fft(t, n)), axis=-1)) ** 2
+    np.testing.assert_array_equal(_host(idx), np.argmax(ref, axis=-1))
+    assert _host(idx)[7] == 0 and _host(val)[7] == 0
+    np.testing.assert_allclose(_host(val), ref.max(axis=-1), rtol=1e-5)
+
+
 def test_stft_power(own):
     import cupy
 
