@@ -117,7 +117,8 @@ def parse_args(argv=None):
     ap.add_argument("--both-ffts", action="store_true",
                     help="each FFT case twice in one run: cuFFTDx's FFT (rows '<case> (cuFFTDx FFT)'), then ours")
     ap.add_argument("--own-fft-ept", type=int, choices=(4, 8, 16, 32),
-                    help="complex values per thread of our FFTs (kernels._regfft.EPT; default: its own choice per size)")
+                    help="complex values per thread of our FFTs (kernels._regfft.EPT; default: the library's, "
+                         "kernels._fused.OWN_FFT_EPT by function and size, else kernels._regfft.default_ept)")
     ap.add_argument("--own-fft-buffers", type=int, choices=(1, 2),
                     help="shared-memory buffers per row of our FFTs (kernels._regfft.BUFFERS; default: the "
                          "library's, one)")
@@ -770,7 +771,8 @@ def fft_layout() -> str:
 
     if not _fused.OWN_FFT:
         return "cuFFTDx's (the FFT cases' float32 FFTs)"
-    ept = "its own choice per size" if _regfft.EPT is None else _regfft.EPT
+    ept = ("the library's per function and size (kernels._fused.OWN_FFT_EPT, else kernels._regfft.default_ept)"
+           if _regfft.EPT is None else _regfft.EPT)
     buffers = "two where they fit, else one" if _regfft.BUFFERS is None else _regfft.BUFFERS
     return f"ours (kernels._regfft): values per thread {ept}, shared-memory buffers per row {buffers}"
 

@@ -18,6 +18,7 @@ from numba import cuda
 from mathdx_operands import simulator
 from nvmath_device import FFT, load_complex, store_complex
 
+from . import _regfft
 from ._arrays import Output
 from ._launch import launch
 from ._regfft import SIZES, RegFFT
@@ -47,6 +48,20 @@ cuFFTDx's suggestion (absent: the suggestion). ``benchmarks/fused_kernels.py --f
 times every valid configuration of each case's FFT in the case's own kernel; an entry goes here
 only with that run's figures in the commit that adds it. Keyed by function: the same FFT's best
 configuration differs between kernels (the work around the FFT changes register pressure)."""
+
+
+OWN_FFT_EPT: dict = {
+    # matched_filter, 65536 rows of 1024 complex64 (H100, fused_kernels.py --cases matched
+    # [--own-fft-ept 32], 2026-12-06, one run each on one machine): 0.279 ms at 16 values per
+    # thread (64 threads per row, 62 registers) -> 0.254 ms at 32 (one warp per row: two passes
+    # and one exchange per FFT instead of three and two; sm_90: 121.9 K -> 95.0 K instructions
+    # per row, 101 registers, no local memory)
+    ("matched_filter", 1024, "float32", False, False): 32,
+}
+"""Elements per thread of a kernels function's FFT pair from :mod:`kernels._regfft`, by the key of
+:data:`FFT_CONFIGS`, where a measured count replaces :func:`kernels._regfft.default_ept`'s (absent:
+its choice). Not used where ``kernels._regfft.EPT`` is set (``fused_kernels.py --own-fft-ept``) or
+the caller gives a count; an entry goes here only with the timing that shows it, beside the default's."""
 
 
 OWN_FFT_FUNCTIONS = frozenset({"fft_convolve", "fir_filter", "matched_filter", "stft_power", "beamform_spectra"})
@@ -96,12 +111,16 @@ def fft_pair(n: int, precision, real: bool, ept=None, fpb=None, folded=False, ke
     ``(x[2k], x[2k + 1])`` at complex index ``k``, the spectrum in natural order.
     ``ept``/``fpb`` None: :func:`fft_config`'s for function ``kernel`` (the measured table's, else
     cuFFTDx's suggestion). A function in :data:`OWN_FFT` gets :func:`kernels._regfft.pair` for a
-    float32 FFT it has (:func:`own_fft`; ``ept``/``fpb``: used where ints, else its defaults;
-    where that layout cannot be built, e.g. needs over 48 KiB of shared memory: cuFFTDx's).
+    float32 FFT it has (:func:`own_fft`; ``ept``/``fpb``: used where ints, else
+    :data:`OWN_FFT_EPT`'s count and its defaults; where that layout cannot be built, e.g. needs
+    over 48 KiB of shared memory: cuFFTDx's).
     """
     if own_fft(n, precision, real, folded, kernel):
+        own_ept = ept if isinstance(ept, int) else None
+        if own_ept is None and _regfft.EPT is None:
+            own_ept = OWN_FFT_EPT.get((kernel, n, np.dtype(precision).name, bool(real), bool(folded and real)))
         try:
-            return own_pair(n, *(v if isinstance(v, int) else None for v in (ept, fpb)), real=real)
+            return own_pair(n, own_ept, fpb if isinstance(fpb, int) else None, real=real)
         except ValueError:  # e.g. the rows asked for need more than 48 KiB: cuFFTDx's
             pass
     if ept is None or fpb is None:

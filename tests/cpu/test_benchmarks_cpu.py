@@ -59,7 +59,7 @@ def test_own_fft_defaults_stay_the_librarys_without_flags(bk, monkeypatch):
     bk.use_own_fft(None, None)
     assert (_regfft.EPT, _regfft.BUFFERS) == (ept, buffers) and _regfft.BUFFERS == 1
     assert set(_fused.OWN_FFT_FUNCTIONS) <= set(_fused.OWN_FFT)
-    assert bk.fft_layout().endswith("values per thread its own choice per size, shared-memory buffers per row 1")
+    assert bk.fft_layout().endswith("values per thread the library's per function and size (kernels._fused.OWN_FFT_EPT, else kernels._regfft.default_ept), shared-memory buffers per row 1")
     bk.use_own_fft(8, 2)
     assert (_regfft.EPT, _regfft.BUFFERS) == (8, 2)
     assert bk.fft_layout().endswith("values per thread 8, shared-memory buffers per row 2")

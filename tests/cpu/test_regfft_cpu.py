@@ -115,6 +115,35 @@ def test_ept_override(monkeypatch):
     assert _regfft.default_ept(128) == 8  # 16 leaves fewer than 16 threads: the default instead
 
 
+def test_own_fft_ept_table(monkeypatch):
+    """OWN_FFT_EPT sets the matched filter's 1024 points at 32 values per thread (one warp per
+    row); other functions, sizes and precisions keep default_ept's; an explicit count or
+    ``_regfft.EPT`` wins over the table; where our FFT declines, cuFFTDx's pair does not get the
+    table's count."""
+    def ept(n, kernel, precision=np.float32, **kw):
+        return _fused.fft_pair(n, precision, False, kernel=kernel, **kw)[0].elements_per_thread_value
+
+    assert _fused.OWN_FFT_EPT[("matched_filter", 1024, "float32", False, False)] == 32
+    assert ept(1024, "matched_filter") == 32 and _regfft.pair(1024, 32)[0].warp_sync
+    assert ept(1024, "fft_convolve") == ept(512, "matched_filter") == 16
+    assert ept(1024, "matched_filter", ept=8) == 8
+    monkeypatch.setattr(_regfft, "EPT", 16)
+    assert ept(1024, "matched_filter") == 16
+    monkeypatch.setattr(_regfft, "EPT", None)
+    asked = []
+
+    def declines(n, e, f, real):
+        asked.append(e)
+        raise ValueError("declined")
+
+    monkeypatch.setattr(_fused, "own_pair", declines)
+    monkeypatch.setattr(_fused, "_fft_pair", lambda *a: a)
+    cufftdx = _fused.fft_config(1024, np.float32, False, False, "matched_filter")  # its own table's: (16, 1)
+    assert _fused.fft_pair(1024, np.float32, False, kernel="matched_filter") == (1024, np.float32, False, *cufftdx,
+                                                                                  False)
+    assert asked == [32] and cufftdx[0] != 32
+
+
 def test_executor_registers_argument():
     with pytest.raises(ValueError, match="registers must be"):
         _regfft.RegFFT(512, "forward").executor("half")
