@@ -87,8 +87,12 @@ def own_fft(n: int, precision, real: bool, folded: bool, kernel) -> bool:
 def fft_config(n: int, precision, real: bool, folded: bool, kernel: str | None = None) -> tuple:
     """The ``(elements_per_thread, ffts_per_block)`` function ``kernel`` uses for this FFT pair:
     the :data:`FFT_CONFIGS` entry, else ``("suggested", "suggested")``."""
-    key = (kernel, n, np.dtype(precision).name, bool(real), bool(folded and real))
-    return FFT_CONFIGS.get(key, ("suggested", "suggested"))
+    return FFT_CONFIGS.get(_config_key(n, precision, real, folded, kernel), ("suggested", "suggested"))
+
+
+def _config_key(n: int, precision, real: bool, folded: bool, kernel) -> tuple:
+    """The key of :data:`FFT_CONFIGS` and :data:`OWN_FFT_EPT` for function ``kernel``'s FFT pair."""
+    return kernel, n, np.dtype(precision).name, bool(real), bool(folded and real)
 
 
 def prefetch(shapes) -> None:
@@ -118,7 +122,7 @@ def fft_pair(n: int, precision, real: bool, ept=None, fpb=None, folded=False, ke
     if own_fft(n, precision, real, folded, kernel):
         own_ept = ept if isinstance(ept, int) else None
         if own_ept is None and _regfft.EPT is None:
-            own_ept = OWN_FFT_EPT.get((kernel, n, np.dtype(precision).name, bool(real), bool(folded and real)))
+            own_ept = OWN_FFT_EPT.get(_config_key(n, precision, real, folded, kernel))
         try:
             return own_pair(n, own_ept, fpb if isinstance(fpb, int) else None, real=real)
         except ValueError:  # e.g. the rows asked for need more than 48 KiB: cuFFTDx's

@@ -94,21 +94,21 @@ def _matched_kernel(fwd: FFT, inv: FFT, keep: bool):
                     bv = w
                     bi = k
                 d //= 2
-        else:
+        else:  # tree over the row's threads in shared memory: log2(bx) steps instead of one thread's bx - 1
             best_v[ty, tx] = bv
             best_i[ty, tx] = bi
-        d = 0 if wsync else half  # tree over the row's threads: log2(bx) steps instead of one thread's bx - 1
-        while d > 0:
-            cuda.syncthreads()
-            if tx < d and tx + d < bx:
-                w = best_v[ty, tx + d]
-                k = best_i[ty, tx + d]
-                if w > bv or (w == bv and k < bi):
-                    bv = w
-                    bi = k
-                    best_v[ty, tx] = bv
-                    best_i[ty, tx] = bi
-            d //= 2
+            d = half
+            while d > 0:
+                cuda.syncthreads()
+                if tx < d and tx + d < bx:
+                    w = best_v[ty, tx + d]
+                    k = best_i[ty, tx + d]
+                    if w > bv or (w == bv and k < bi):
+                        bv = w
+                        bi = k
+                        best_v[ty, tx] = bv
+                        best_i[ty, tx] = bi
+                d //= 2
         if tx == 0 and ok:
             peak_idx[row] = bi
             peak_val[row] = bv
