@@ -32,7 +32,9 @@ C[i] = A[i] @ B[i] for i < batch, stacked row-major arrays. Our kernels:
   (``"pairs"``).
 
 Memory floor: bytes that C = A @ B must move (A and B read, C written) at 4.3e12 B/s; the
-``floor4`` column also counts reading C (the ``beta != 0`` form), as the task defines it.
+``floor4`` column also counts reading C (the ``beta != 0`` form), as the task defines it; the
+``card floor`` column puts the floor's bytes at this card's copy rate, measured at the start of
+the run (``benchmarks/ceilings.py``: 4.3e12 B/s is the H200's).
 
 Run: ``python benchmarks/batched_gemm.py --out DIR`` (writes DIR/batched_gemm.json and .md).
 ``--shared-ab`` gives every GEMM the first GEMM's A and B (a batch stride of 0: they stay in L2),
@@ -686,27 +688,35 @@ def run(out_dir, batch=65536, check=True, peers=True, sweep=False, sizes=None, v
     gemm_codegen.prefetch_ltoir(todo)  # in parallel processes, the K-slice kernels' descriptors too
     print(f"# LTO-IR for {len(todo)} descriptors ready in {time.perf_counter() - t0:.0f} s", flush=True)
 
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/ceilings.py
+    from ceilings import measure_copy_rate
+
+    copy_bps = measure_copy_rate()  # this card's floors: the same bytes at its own copy rate
+    print(f"# device copy rate: {copy_bps / 1e12:.2f} TB/s", flush=True)
     rows = []
     for size, dtype in cases:
         rows += _bench_case(size, dtype, batch, check, descs, KERNEL_CHOICES, dev, peers, shared_ab)
         cp.get_default_memory_pool().free_all_blocks()
 
-    result = dict(gpu=gpu, sm=sm, batch=batch, peak_bw=PEAK_BW, rows=rows, shared_ab=shared_ab,
+    result = dict(gpu=gpu, sm=sm, batch=batch, peak_bw=PEAK_BW, copy_bps=copy_bps, rows=rows, shared_ab=shared_ab,
                   command="python benchmarks/batched_gemm.py --out DIR" + (" --shared-ab" if shared_ab else ""))
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "batched_gemm.json"), "w") as f:
         json.dump(result, f, indent=1)
     lines = [f"Batched GEMM, {batch} GEMMs, {gpu} (sm_{sm}); floor = (A+B read + C written) / 4.3e12 B/s; "
-             "floor4 also reads C" + ("; --shared-ab: every GEMM reads GEMM 0's A and B" if shared_ab else ""), "",
-             "| case | implementation | ms | floor ms | % of floor | % of floor4 | correct | note |",
-             "|---|---|---:|---:|---:|---:|---|---|"]
+             "floor4 also reads C; card floor = the floor's bytes at this card's measured copy rate, "
+             f"{copy_bps / 1e12:.2f} TB/s" + ("; --shared-ab: every GEMM reads GEMM 0's A and B" if shared_ab else ""), "",
+             "| case | implementation | ms | floor ms | % of floor | % of floor4 | % of card floor | correct | note |",
+             "|---|---|---:|---:|---:|---:|---:|---|---|"]
     for r in rows:
         if r["note"] == "candidate":
             continue
         ms = f"{r['ms']:.4f}" if r["ms"] else "-"
         fr = f"{r['frac_floor'] * 100:.0f}%" if r["frac_floor"] else "-"
         fr4 = f"{r['frac_floor4'] * 100:.0f}%" if r["frac_floor4"] else "-"
-        lines.append(f"| {r['case']} | {r['impl']} | {ms} | {r['floor_ms']:.4f} | {fr} | {fr4} | {r['correct']} | {r['note']} |")
+        frc = f"{r['frac_floor'] * PEAK_BW / copy_bps * 100:.0f}%" if r["frac_floor"] else "-"
+        lines.append(f"| {r['case']} | {r['impl']} | {ms} | {r['floor_ms']:.4f} | {fr} | {fr4} | {frc} | {r['correct']} "
+                     f"| {r['note']} |")
     md = "\n".join(lines) + "\n"
     with open(os.path.join(out_dir, "batched_gemm.md"), "w") as f:
         f.write(md)

@@ -27,6 +27,11 @@ built from one kind of arithmetic instruction can reach at most on this machine.
   of the signal. The FFT kernels of ``kernels`` cannot run faster than their FFT work at this
   rate, whatever their memory traffic: ``fused_kernels.py`` reports that bound per case.
 
+- ``copy``: bytes per second (read + written) of a device-to-device copy of 512 MiB, the faster
+  of ``cudaMemcpy`` and a kernel that copies 16 bytes per thread: the memory ceiling of this
+  card. The benchmarks' memory floors use 4.3e12 B/s, this figure on the H200; on another card
+  they also report the floor at its own copy rate.
+
 Each figure is the best of 5 CUDA-event-timed launches after one warm-up.
 """
 
@@ -78,6 +83,14 @@ extern "C" __global__ void mma_chains(float* out, int steps) {
 """
 MMA_TYPES = {"f16": "f16", "bf16": "bf16"}
 
+_COPY_SRC = r"""
+extern "C" __global__ void copy16(const float4* __restrict__ src, float4* __restrict__ dst, long long n) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dst[i] = src[i];
+}
+"""
+COPY_BYTES = 512 << 20
+
 
 def mma_source(kind: str, chains: int = 4) -> str:
     """CUDA C++ of the mma.sync kernel for ``kind`` ('f16' or 'bf16'): ``chains`` independent
@@ -119,6 +132,28 @@ def measure_fp32_fma_rate() -> float:
     out = cp.empty(blocks * threads, cp.float32)
     seconds = _best_seconds(lambda: kernel((blocks,), (threads,), (out, np.int32(steps))))
     return 2.0 * 8 * steps * blocks * threads / seconds
+
+
+def copy_source() -> str:
+    """CUDA C++ of the copy kernel ``copy16(src, dst, n)``: one float4 (16 bytes) per thread."""
+    return _COPY_SRC
+
+
+def measure_copy_rate(nbytes: int = COPY_BYTES) -> float:
+    """Bytes per second, read + written counted, of a device-to-device copy of ``nbytes`` (a
+    multiple of 16) on this GPU: the faster of ``cudaMemcpy`` and ``copy16`` (see the module)."""
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes <= 0 or nbytes % 16:
+        raise ValueError(f"nbytes must be a positive multiple of 16, got {nbytes!r}")
+    import cupy as cp
+
+    n, threads = nbytes // 16, 256
+    src, dst = cp.ones(nbytes // 4, cp.float32), cp.empty(nbytes // 4, cp.float32)
+    kernel = cp.RawKernel(_COPY_SRC, "copy16")  # NVRTC, for this GPU
+    kernel_s = _best_seconds(lambda: kernel(((n + threads - 1) // threads,), (threads,), (src, dst, np.int64(n))))
+    if not bool((dst == src).all()):
+        raise RuntimeError("the copy kernel's result differs from its source")
+    memcpy_s = _best_seconds(lambda: dst.data.copy_from_device(src.data, nbytes))
+    return 2.0 * nbytes / min(kernel_s, memcpy_s)
 
 
 def measure_mma_sync_rate(kind: str) -> float:
@@ -225,10 +260,11 @@ def measure_fft_rate(fwd, inv=None, reps: int = 32) -> float:
 
 
 def measure_all() -> dict:
-    """{name: FLOP/s} of every ceiling above; a ceiling that cannot be measured maps to its error."""
+    """{name: FLOP/s, or B/s for ``copy``} of every ceiling above; a ceiling that cannot be
+    measured maps to its error."""
     out: dict = {}
     for name, fn in (("fp32_fma", measure_fp32_fma_rate), ("mma_sync_f16", lambda: measure_mma_sync_rate("f16")),
-                     ("mma_sync_bf16", lambda: measure_mma_sync_rate("bf16"))):
+                     ("mma_sync_bf16", lambda: measure_mma_sync_rate("bf16")), ("copy", measure_copy_rate)):
         try:
             out[name] = fn()
         except Exception as e:  # noqa: BLE001  (recorded, e.g. no cupy)
@@ -238,4 +274,5 @@ def measure_all() -> dict:
 
 if __name__ == "__main__":
     for k, v in measure_all().items():
-        print(f"{k}: {v / 1e12:.1f} TFLOP/s" if isinstance(v, float) else f"{k}: {v}")
+        unit = "TB/s" if k == "copy" else "TFLOP/s"
+        print(f"{k}: {v / 1e12:.2f} {unit}" if isinstance(v, float) else f"{k}: {v}")

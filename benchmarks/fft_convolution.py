@@ -5,7 +5,8 @@ nvmath-python's device FFT, c2c fp32, same data, same process.
     python benchmarks/fft_convolution.py --out bench_out [--mbytes 512] [--sizes 64 512 4096]
 
 Writes fft_convolution.json and fft_convolution.md into --out. Memory floor: read x, read the
-per-element filter h, write y (3 x array bytes) at 4.3 TB/s (H200 device copy, measured). A
+per-element filter h, write y (3 x array bytes) at 4.3 TB/s (H200 device copy, measured); the
+card floor puts them at this card's copy rate, measured at the start (``benchmarks/ceilings.py``). A
 pointwise ``y = x * h`` kernel (same bytes, no FFT; first size only) shows what this access
 pattern reaches at all.
 """
@@ -16,6 +17,7 @@ import argparse
 import functools
 import json
 import os
+import sys
 import time
 
 import numpy as np
@@ -306,6 +308,12 @@ def main():
     rows_out = []
     nbytes = args.mbytes * 2**20
     floor_ms = 3 * nbytes / PEAK_BPS * 1e3
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/ceilings.py
+    from ceilings import measure_copy_rate
+
+    copy_bps = measure_copy_rate()  # this card's floor: the same bytes at its own copy rate
+    card_floor_ms = 3 * nbytes / copy_bps * 1e3
+    print(f"# device copy rate: {copy_bps / 1e12:.2f} TB/s", flush=True)
     for size in args.sizes:
         nrows = nbytes // (8 * size)
         rng = cp.random.default_rng(size)
@@ -387,26 +395,29 @@ def main():
         if r.get("ms"):
             r["floor_ms"] = floor_ms
             r["fraction_of_floor"] = floor_ms / r["ms"]
+            r["fraction_of_card_floor"] = card_floor_ms / r["ms"]
     import torch  # noqa: F401  (only for the device name)
 
     meta = dict(device=cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), mbytes_per_array=args.mbytes,
-                floor_ms=floor_ms, command="python benchmarks/fft_convolution.py " + " ".join(
+                floor_ms=floor_ms, copy_bps=copy_bps, card_floor_ms=card_floor_ms, command="python benchmarks/fft_convolution.py " + " ".join(
                     f"--{k.replace('_', '-')} {v}" if not isinstance(v, list) else f"--{k.replace('_', '-')} " + " ".join(map(str, v))
                     for k, v in vars(args).items() if k not in ("no_peer", "sweep") and v != []) + (" --sweep" if args.sweep else ""))
     with open(os.path.join(args.out, "fft_convolution.json"), "w") as f:
         json.dump(dict(meta=meta, rows=rows_out), f, indent=1)
     lines = [f"Fused FFT convolution, c2c fp32, {args.mbytes} MiB per array, {meta['device']}; "
-             f"floor {floor_ms:.3f} ms (3 x array bytes / 4.3 TB/s)", "",
-             "| size | implementation | config | ms (median) | vs cuFFT | % of floor | rel. err |",
-             "|---:|---|---|---:|---:|---:|---:|"]
+             f"floor {floor_ms:.3f} ms (3 x array bytes / 4.3 TB/s); card floor {card_floor_ms:.3f} ms "
+             f"(at this card's measured copy rate, {copy_bps / 1e12:.2f} TB/s)", "",
+             "| size | implementation | config | ms (median) | vs cuFFT | % of floor | % of card floor | rel. err |",
+             "|---:|---|---|---:|---:|---:|---:|---:|"]
     for size in args.sizes:
         base = next((r["ms"] for r in rows_out if r["size"] == size and r["impl"].startswith("cupy")), None)
         for r in (r for r in rows_out if r["size"] == size):
             if r.get("ms"):
                 lines.append(f"| {size} | {r['impl']} | {r['config']} | {r['ms']:.3f} | {base / r['ms']:.2f}x | "
-                             f"{100 * r['fraction_of_floor']:.0f}% | {r['rel_err']:.1e} |")
+                             f"{100 * r['fraction_of_floor']:.0f}% | {100 * r['fraction_of_card_floor']:.0f}% | "
+                             f"{r['rel_err']:.1e} |")
             else:
-                lines.append(f"| {size} | {r['impl']} | {r['config']} | failed: {r['error'][:120]} | | | |")
+                lines.append(f"| {size} | {r['impl']} | {r['config']} | failed: {r['error'][:120]} | | | | |")
     text = "\n".join(lines) + "\n"
     with open(os.path.join(args.out, "fft_convolution.md"), "w") as f:
         f.write(text)

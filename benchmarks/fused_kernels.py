@@ -25,8 +25,9 @@ the 65536 x 4096 convolution and 256 x 2**20 FIR). Before timing, each case comp
 peer over the whole output and both with a float64/complex128 CuPy reference on a few rows.
 Timing: ``triton.testing.do_bench(fn, return_mode="median")``. Memory floor: bytes the operation
 must read + write (inputs once, outputs once; filters, windows and weights not counted) at
-4.3e12 B/s (H200 device copy, measured). "first call" is the first call of our function:
-code generation or disk-cache load, plus one run.
+4.3e12 B/s (H200 device copy, measured); "card bound" puts the floor at the copy rate measured on
+this card at the start of the run (``benchmarks/ceilings.py``), for cards other than the H200.
+"first call" is the first call of our function: code generation or disk-cache load, plus one run.
 
 Roofline bound: the larger of the memory floor and the arithmetic at the machine's fp32 FMA rate,
 measured at the start of the run (``benchmarks/ceilings.py``: independent FMA chains on every SM;
@@ -475,14 +476,17 @@ def _rfft_flops(n: int) -> float:
 # bookkeeping (no GPU needed: tested on the CPU)
 
 
-def finish_row(case, res, flop_rate=None, fft_rate=None):
+def finish_row(case, res, flop_rate=None, fft_rate=None, copy_bps=None):
     """Add floor, bound and verdict fields to one successful case's result dict (``flop_rate``:
     the measured fp32 FLOP/s; without it, or without the case's ``flops``, the bound is the
     memory floor). ``fft_rate(n, real, pair, kernel, config)``: FFTs (pairs) per second measured
     for the case's descriptors (``kernel``: the FFT_CASES function whose configuration it uses,
     or None; ``config``: the case's own ``fft_config`` [ept, fpb], if it has one);
     with it and the case's ``fft`` (n, real, count, pair) the row also gets ``fft_ms`` (the FFT
-    work alone at that rate) and ``pct_fft_bound`` (ours against max(floor, fft_ms))."""
+    work alone at that rate) and ``pct_fft_bound`` (ours against max(floor, fft_ms)).
+    ``copy_bps``: this card's measured copy rate (B/s, read + written); with it the row also
+    gets ``card_bound_ms`` (the bound with the floor at that rate instead of PEAK_BPS) and
+    ``pct_card_bound``: the roofline fraction on a card other than the H200 PEAK_BPS is."""
     row = dict(case=case, **res)
     row["floor_ms"] = row["bytes"] / PEAK_BPS * 1e3
     row["pct_floor"] = 100 * row["floor_ms"] / row["ms"]
@@ -490,6 +494,10 @@ def finish_row(case, res, flop_rate=None, fft_rate=None):
     row["bound_ms"] = max(row["floor_ms"], row["arith_ms"] or 0.0)
     row["bound_by"] = "arithmetic" if row["arith_ms"] and row["arith_ms"] > row["floor_ms"] else "memory"
     row["pct_bound"] = 100 * row["bound_ms"] / row["ms"]
+    row["card_bound_ms"] = row["pct_card_bound"] = None
+    if copy_bps:
+        row["card_bound_ms"] = max(row["bytes"] / copy_bps * 1e3, row["arith_ms"] or 0.0)
+        row["pct_card_bound"] = 100 * row["card_bound_ms"] / row["ms"]
     row["fft_ms"] = row["pct_fft_bound"] = None
     if fft_rate is not None and row.get("fft"):
         n, real, count, pair = row["fft"]
@@ -503,7 +511,7 @@ def finish_row(case, res, flop_rate=None, fft_rate=None):
     return row
 
 
-def run_cases(names, runner_for, K, mbytes, log=print, flop_rate=None, fft_rate=None):
+def run_cases(names, runner_for, K, mbytes, log=print, flop_rate=None, fft_rate=None, copy_bps=None):
     """Run each case; a failing case becomes a row with its error string, the next one runs.
     Each row also gets ``resources``: registers and local memory per thread of the kernels the
     case compiled (what bounds their occupancy)."""
@@ -513,7 +521,7 @@ def run_cases(names, runner_for, K, mbytes, log=print, flop_rate=None, fft_rate=
     for name in names:
         before = set(_launch._LAUNCHERS)
         try:
-            row = finish_row(name, runner_for[name](K, mbytes), flop_rate, fft_rate)
+            row = finish_row(name, runner_for[name](K, mbytes), flop_rate, fft_rate, copy_bps)
             row["resources"] = _new_kernels_resources(before)
         except Exception as e:  # report, don't hide; go on with the next case
             row = dict(case=name, error=f"{type(e).__name__}: {str(e)[:300]}")
@@ -554,18 +562,21 @@ def format_table(rows, meta):
     lines = [f"Fused kernels (`kernels/`) vs CuPy, {meta.get('device', '?')}, largest input "
              f"{meta.get('mbytes')} MiB per case; median ms (`triton.testing.do_bench`); floor = bytes "
              f"read + written / 4.3e12 B/s; bound = max(floor, FLOP / measured fp32 FMA rate"
-             + (f" {meta['fp32_flops'] / 1e12:.1f} TFLOP/s" if meta.get("fp32_flops") else "") + ")", "",
+             + (f" {meta['fp32_flops'] / 1e12:.1f} TFLOP/s" if meta.get("fp32_flops") else "") + ")"
+             + (f"; card bound = the same with the floor at this card's measured copy rate, "
+                f"{meta['copy_bps'] / 1e12:.2f} TB/s (benchmarks/ceilings.py)" if meta.get("copy_bps") else ""), "",
              "; FFT work ms = the case's FFTs at the throughput measured for its own descriptors (ours, or cuFFTDx's with --cufftdx-fft) "
              "(benchmarks/ceilings.py: FFTs chained in registers and shared memory, no signal traffic)", "",
              *([f"FFTs timed: {meta['fft_layout']}", ""] if meta.get("fft_layout") else []),
              "| case | data | ours ms | peer | peer ms | speedup | ours % of floor | bound ms | ours % of bound | "
+             "ours % of card bound | "
              "FFT work ms | ours % of max(floor, FFT work) | "
              "peer % of floor | rel. err vs peer | ours vs fp64 | peer vs fp64 | first call s | "
              "registers, local memory per thread | check |",
-             "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+             "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['case']} | | failed: {_cell(r['error'])} | | | | | | | | | | | | | | | FAILED |")
+            lines.append(f"| {r['case']} | | failed: {_cell(r['error'])} | | | | | | | | | | | | | | | | FAILED |")
             continue
         verdict = "ok" if r["ok"] else "MISMATCH"
         if r.get("check"):
@@ -573,7 +584,7 @@ def format_table(rows, meta):
         lines.append(
             f"| {r['case']} | {r['shape']} | {r['ms']:.3f} | {r['peer']} | {r['peer_ms']:.3f} | "
             f"{r['speedup']:.2f}x | {r['pct_floor']:.0f}% | {r['bound_ms']:.3f} ({r['bound_by']}) | "
-            f"{r['pct_bound']:.0f}% | {_ms(r.get('fft_ms'))} | {_pct(r.get('pct_fft_bound'))} | "
+            f"{r['pct_bound']:.0f}% | {_pct(r.get('pct_card_bound'))} | {_ms(r.get('fft_ms'))} | {_pct(r.get('pct_fft_bound'))} | "
             f"{r['peer_pct_floor']:.0f}% | "
             f"{_e(r['rel_err'])} | {_e(r.get('ours_ref_err'))} | {_e(r.get('peer_ref_err'))} | "
             f"{r['first_call_s']:.2f} | {r.get('resources', '-')} | {verdict} |")
@@ -814,10 +825,12 @@ def main(argv=None):
                 mbytes=args.mbytes, peak_bps=PEAK_BPS, ref_rows=REF_ROWS, cupy=cp.__version__,
                 command="python benchmarks/fused_kernels.py " + " ".join(sys.argv[1:] if argv is None else argv))
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/ceilings.py
-    from ceilings import measure_fp32_fma_rate
+    from ceilings import measure_copy_rate, measure_fp32_fma_rate
 
     meta["fp32_flops"] = measure_fp32_fma_rate()
     print(f"# fp32 FMA rate: {meta['fp32_flops'] / 1e12:.1f} TFLOP/s", flush=True)
+    meta["copy_bps"] = measure_copy_rate()
+    print(f"# device copy rate: {meta['copy_bps'] / 1e12:.2f} TB/s", flush=True)
     if args.fft_configs:
         t0 = time.perf_counter()
         count = prepare_fft_configs(args.cases)
@@ -831,13 +844,14 @@ def main(argv=None):
     rows = []
     if args.both_ffts:  # the FFT cases with cuFFTDx's FFT first (conv_real only where it runs the FFT kernel)
         first = [c for c in args.cases if c in OWN_FFT_CASES and (c != "conv_real" or CONV_METHOD == "fft")]
-        for r in run_cases(first, RUNNERS, K, args.mbytes, flop_rate=meta["fp32_flops"], fft_rate=fft_rate_meter(meta)):
+        for r in run_cases(first, RUNNERS, K, args.mbytes, flop_rate=meta["fp32_flops"], fft_rate=fft_rate_meter(meta),
+                            copy_bps=meta["copy_bps"]):
             r["case"] += " (cuFFTDx FFT)"
             rows.append(r)
         use_own_fft(args.own_fft_ept, args.own_fft_buffers)
         meta["fft_layout"] = "rows '(cuFFTDx FFT)': cuFFTDx's; the others " + fft_layout()
     rows += run_cases(args.cases, RUNNERS, K, args.mbytes, flop_rate=meta["fp32_flops"],
-                      fft_rate=fft_rate_meter(meta))
+                      fft_rate=fft_rate_meter(meta), copy_bps=meta["copy_bps"])
     print(write_results(args.out, rows, meta))
     return 0
 

@@ -96,6 +96,24 @@ def test_bound_is_the_larger_of_memory_and_arithmetic(bk):
     assert bk._cfft_flops(1024) == 5 * 1024 * 10 and bk._rfft_flops(512) == 2.5 * 512 * 9
 
 
+def test_card_bound_puts_the_floor_at_the_cards_copy_rate(bk):
+    """4.3e9 bytes at a measured 2.15e12 B/s: a 2 ms card floor, so a 2 ms run is at 100 % of the
+    card bound and 50 % of the H200-rate one; arithmetic still wins where it is larger; without a
+    measured rate there is no card bound."""
+    r = bk.finish_row("x", _fake(0), copy_bps=2.15e12)
+    assert r["card_bound_ms"] == pytest.approx(2.0) and r["pct_card_bound"] == pytest.approx(100.0)
+    assert r["pct_bound"] == pytest.approx(50.0)
+    r = bk.finish_row("x", dict(_fake(0), flops=4e12), flop_rate=1e15, copy_bps=2.15e12)
+    assert r["card_bound_ms"] == pytest.approx(4.0) and r["pct_card_bound"] == pytest.approx(200.0)
+    r = bk.finish_row("x", _fake(0))
+    assert r["card_bound_ms"] is None and r["pct_card_bound"] is None
+    rows = bk.run_cases(["gemm"], {"gemm": lambda K, mb: _fake(0)}, K=None, mbytes=1, log=lambda s: None,
+                        copy_bps=4.3e12)
+    cells = [c.strip() for c in [ln for ln in bk.format_table(rows, dict(copy_bps=4.3e12)).splitlines()
+                                  if ln.startswith("| gemm")][0].split("|")[1:-1]]
+    assert cells[9] == "50%" == cells[8]
+
+
 def test_fft_work_bound(bk):
     """10^6 FFT pairs at a measured 5e8 pairs/s take 2 ms: against max(1 ms floor, 2 ms) a 2 ms
     run is at 100 %; the rate is asked for the case's own (n, real, pair) and its kernels
@@ -155,11 +173,12 @@ def test_table_one_row_per_case_with_the_numbers(bk):
         assert cells[5] == f"{(4.0 + 2 * i) / (2.0 + i):.2f}x"
         assert cells[6] == f"{100 * (i + 1) / (2.0 + i):.0f}%"  # floor (i+1) ms / ours
         assert cells[7] == f"{float(i + 1):.3f} (memory)" and cells[8] == cells[6]  # no FLOP rate: bound = floor
-        assert cells[9] == "-" and cells[10] == "-"  # no FFT rate measured: no FFT-work bound
-        assert cells[11] == f"{100 * (i + 1) / (4.0 + 2 * i):.0f}%"
-        assert cells[12] == f"{1.5e-7 * (i + 1):.1e}" and cells[13] == "2.5e-08" and cells[14] == "3.5e-08"
-        assert cells[15] == f"{10.0 + i:.2f}" and cells[17] == "ok"
-        assert cells[16] == "(compiled earlier)"  # the fake runners compile no kernel
+        assert cells[9] == "-"  # no copy rate measured: no card bound
+        assert cells[10] == "-" and cells[11] == "-"  # no FFT rate measured: no FFT-work bound
+        assert cells[12] == f"{100 * (i + 1) / (4.0 + 2 * i):.0f}%"
+        assert cells[13] == f"{1.5e-7 * (i + 1):.1e}" and cells[14] == "2.5e-08" and cells[15] == "3.5e-08"
+        assert cells[16] == f"{10.0 + i:.2f}" and cells[18] == "ok"
+        assert cells[17] == "(compiled earlier)"  # the fake runners compile no kernel
 
 
 def test_error_with_pipes_keeps_the_table_shape(bk):

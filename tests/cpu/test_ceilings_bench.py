@@ -45,6 +45,23 @@ def test_fma_kernel_is_fmas_with_no_loop_work_between_them():
     assert cubin[:4] == b"\x7fELF"
 
 
+def test_copy_kernel_moves_16_bytes_per_thread():
+    """The copy ceiling's kernel is one 16-byte load and one 16-byte store per thread (the widest
+    access there is: the copy rate it measures is the card's, not the kernel's), and links for sm_90."""
+    c = _load("ceilings")
+    ptx = toolchain.compile_source(c.copy_source(), 90, "ptx", name="copy.cu").decode()
+    loads = re.findall(r"ld\.global(?:\.nc)?\.v4\.(?:f32|u32|b32)", ptx)
+    stores = re.findall(r"st\.global\.v4\.(?:f32|u32|b32)", ptx)
+    assert len(loads) == 1 and len(stores) == 1, ptx
+    assert not re.findall(r"(?:ld|st)\.global(?:\.nc)?\.(?:f32|u32|b32|u8|u16)\b", ptx), ptx
+    cubin = toolchain.link_cubin([("ltoir", toolchain.compile_source(c.copy_source(), 90, "ltoir", name="copy.cu"),
+                                   "copy.ltoir")], 90)
+    assert cubin[:4] == b"\x7fELF"
+    for bad in (0, -16, 24, 16.0, True):
+        with pytest.raises(ValueError, match="nbytes must be a positive multiple of 16"):
+            c.measure_copy_rate(bad)
+
+
 def test_mma_source_names_a_bad_kind_or_chain_count():
     c = _load("ceilings")
     with pytest.raises(ValueError, match="kind must be one of \\['bf16', 'f16'\\], got 'tf32'"):
