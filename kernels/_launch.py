@@ -90,6 +90,9 @@ def param_values(argtypes, args) -> list:
     return out
 
 
+_SLOT = struct.Struct("=q")
+
+
 class Params:
     """Kernel parameters in 8-byte slots and the pointer array ``cuLaunchKernel`` reads
     (``params``: its address). ``pack`` fills the slots; the driver copies them at launch."""
@@ -103,6 +106,10 @@ class Params:
 
     def pack(self, values) -> None:
         self.struct.pack_into(self.buf, 0, *values)
+
+    def set_slot(self, slot: int, value: int) -> None:
+        """Write one 64-bit integer parameter (a data pointer) over what ``pack`` put in ``slot``."""
+        _SLOT.pack_into(self.buf, 8 * slot, value)
 
 
 class _Launcher:
@@ -133,8 +140,12 @@ class _Launcher:
     def launch_packed(self, grid: tuple, block: tuple, stream: int, smem: int, values, params: Params) -> None:
         """Pack ``values`` (:func:`param_values`) into ``params`` and launch (the caller holds
         ``params`` exclusively; the driver copies them at launch)."""
-        driver = self.driver
         params.pack(values)
+        self.launch_params(grid, block, stream, smem, params)
+
+    def launch_params(self, grid: tuple, block: tuple, stream: int, smem: int, params: Params) -> None:
+        """Launch with ``params`` as they are (packed earlier; the caller holds them exclusively)."""
+        driver = self.driver
         (err,) = driver.cuLaunchKernel(self.handle, *grid, *block, smem, stream, params.params, 0)
         stats["fast_launches"] += 1
         if err != driver.CUresult.CUDA_SUCCESS:

@@ -199,7 +199,8 @@ class Plan:
                 else:
                     self._keep.append(a)  # a constant: kept alive with its owner
             params = _launch.Params(_launch.param_formats(launcher.argtypes))
-            self._launches.append((launcher, grid, block, stream, int(smem), values, tuple(patches), params))
+            params.pack(values)  # the constants, once: a call writes only its pointers over them
+            self._launches.append((launcher, grid, block, stream, int(smem), tuple(patches), params))
 
     def __call__(self, *arrays):
         """Run the planned call on ``arrays`` (one per name in :attr:`names`, in that order);
@@ -238,10 +239,10 @@ class Plan:
         for _, ptr in made:
             ptrs.append(ptr)
         with self._lock:
-            for launcher, grid, block, stream, smem, values, patches, params in self._launches:
+            for launcher, grid, block, stream, smem, patches, params in self._launches:
                 for slot, idx, offset in patches:
-                    values[slot] = ptrs[idx] + offset
-                launcher.launch_packed(grid, block, stream, smem, values, params)
+                    params.set_slot(slot, ptrs[idx] + offset)
+                launcher.launch_params(grid, block, stream, smem, params)
         if self._single:
             return _returned(self._returns[0], arrays, made)
         return tuple(_returned(hit, arrays, made) for hit in self._returns)

@@ -31,9 +31,9 @@ class FakeLauncher:
     def __init__(self, argtypes):
         self.argtypes, self.calls = argtypes, []
 
-    def launch_packed(self, grid, block, stream, smem, values, params):
-        params.pack(values)  # the struct accepts them: formats and values agree
-        self.calls.append((grid, block, stream, smem, list(values)))
+    def launch_params(self, grid, block, stream, smem, params):
+        """What the driver would read: the parameters as packed in ``params`` at launch."""
+        self.calls.append((grid, block, stream, smem, list(params.struct.unpack_from(params.buf))))
 
 
 class FakeOutput:
