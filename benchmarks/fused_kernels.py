@@ -486,7 +486,7 @@ def finish_row(case, res, flop_rate=None, fft_rate=None, copy_bps=None):
     work alone at that rate) and ``pct_fft_bound`` (ours against max(floor, fft_ms)).
     ``copy_bps``: this card's measured copy rate (B/s, read + written); with it the row also
     gets ``card_bound_ms`` (the bound with the floor at that rate instead of PEAK_BPS) and
-    ``pct_card_bound``: the roofline fraction on a card other than the H200 PEAK_BPS is."""
+    ``pct_card_bound``: the roofline fraction on cards other than the H200, whose rate PEAK_BPS is."""
     row = dict(case=case, **res)
     row["floor_ms"] = row["bytes"] / PEAK_BPS * 1e3
     row["pct_floor"] = 100 * row["floor_ms"] / row["ms"]
