@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Test harness pieces that several suites share: a hang-guarded launch for the simulator, and
-the GPU-vs-simulator cross-check that runs one side in a child process."""
+"""Test harness pieces that several suites share: a hang-guarded launch for the simulator, the
+GPU-vs-simulator cross-check that runs one side in a child process, and the soak tests' memory
+meter."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 REPO = str(Path(__file__).resolve().parents[1])
@@ -70,3 +72,32 @@ def device_used_bytes() -> int:
     cp.get_default_pinned_memory_pool().free_all_blocks()
     free, total = cp.cuda.runtime.memGetInfo()
     return total - free
+
+
+def soak_rounds(label: str, run_round, rss_limit: int, device_limit: int, rounds: int = 3) -> list[int]:
+    """Run ``run_round()`` up to ``rounds`` times, reading this process's resident set and the
+    device's used bytes (:func:`device_used_bytes`) around each; returns the device growths.
+
+    Host growth is this process's own and must stay under ``rss_limit`` bytes over the first
+    round. The device figure is the whole GPU's: under pytest-xdist, other workers' allocations
+    land in it too. A leak grows in every round, another process's allocation is a step that the
+    next round does not repeat, so the device growth must stay under ``device_limit`` in one of
+    the rounds (AssertionError naming ``label`` and every round's growth otherwise). Each round's
+    figures are printed with the tag ``SOAK`` (``pytest -s``).
+    """
+    growths = []
+    for r in range(rounds):
+        rss0, dev0 = rss_bytes(), device_used_bytes()
+        t0 = time.perf_counter()
+        run_round()
+        secs = time.perf_counter() - t0
+        rss1, dev1 = rss_bytes(), device_used_bytes()
+        growths.append(dev1 - dev0)
+        print(f"\nSOAK {label} (round {r + 1}): {secs:.2f} s; host RSS {rss0 / 2**20:.1f} -> "
+              f"{rss1 / 2**20:.1f} MiB; device used {dev0 / 2**20:.1f} -> {dev1 / 2**20:.1f} MiB", flush=True)
+        if r == 0:
+            assert rss1 - rss0 < rss_limit, f"{label}: host RSS grew {(rss1 - rss0) / 2**20:.2f} MiB"
+        if dev1 - dev0 < device_limit:
+            return growths
+    raise AssertionError(f"{label}: device memory grew in each of {rounds} rounds: "
+                         + ", ".join(f"{g / 2**20:.2f}" for g in growths) + " MiB")

@@ -35,8 +35,13 @@ def no_gpu_reason() -> str | None:
 
 
 def pytest_collection_modifyitems(config, items):
+    """No GPU: every test here skipped with the reason. A GPU: the modules that one xdist worker
+    runs whole (``xdist_group``: a module fixture that simulates every case in a child process)
+    moved to the front, in their order, so that under ``--dist loadgroup``, which hands work out
+    in collection order, these longest units start first instead of last."""
     reason = no_gpu_reason()
     if reason is None:
+        items.sort(key=lambda item: item.get_closest_marker("xdist_group") is None)
         return
     skip = pytest.mark.skip(reason=f"GPU suite: {reason}")
     for item in items:

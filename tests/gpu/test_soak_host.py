@@ -3,18 +3,19 @@
 device memory.
 
 Host memory is the resident set (``/proc/self/statm``), device memory the used bytes of
-``cudaMemGetInfo`` after CuPy's pools are emptied; both are read after a warm-up and at the
-end. The figures are printed with the tag ``SOAK host`` (``pytest -s``).
+``cudaMemGetInfo`` after CuPy's pools are emptied; both are read after a warm-up and around
+each round of cycles (the device's in one of up to three rounds, other xdist workers allocating
+beside us: :func:`tests.harness.soak_rounds`). The figures are printed with the tag
+``SOAK host`` (``pytest -s``).
 """
 
-import gc
 import importlib
 
 import numpy as np
 import pytest
 
 from nvmath_host import Matmul, MatmulEpilog, matmul
-from tests.harness import device_used_bytes, rss_bytes
+from tests.harness import soak_rounds
 
 pytestmark = pytest.mark.gpu
 cp = pytest.importorskip("cupy")
@@ -24,13 +25,6 @@ CYCLES = 10_000
 WARMUP = 300
 RSS_LIMIT = 20 << 20
 DEVICE_LIMIT = 16 << 20
-MIB = 1 << 20
-
-
-
-def measure():
-    gc.collect()
-    return rss_bytes(), device_used_bytes()
 
 
 def operands(m=64, k=64, n=64):
@@ -48,21 +42,15 @@ def check(d, want):
 
 
 def soak(label, step, n=CYCLES):
+    """``WARMUP`` steps, then rounds of ``n - WARMUP`` (:func:`tests.harness.soak_rounds`)."""
     for _ in range(WARMUP):
         step()
-    rss0, dev0 = measure()
-    for _ in range(n - WARMUP):
-        step()
-    rss1, dev1 = measure()
-    drss, ddev = rss1 - rss0, dev1 - dev0
-    print(
-        f"SOAK host {label}: cycles={n} warmup={WARMUP} "
-        f"rss {rss0 / MIB:.1f} -> {rss1 / MIB:.1f} MiB (growth {drss / MIB:+.2f} MiB, "
-        f"limit {RSS_LIMIT / MIB:.0f}); device used {dev0 / MIB:.1f} -> {dev1 / MIB:.1f} MiB "
-        f"(growth {ddev / MIB:+.2f} MiB, limit {DEVICE_LIMIT / MIB:.0f})"
-    )
-    assert drss < RSS_LIMIT, f"{label}: host RSS grew {drss / MIB:.2f} MiB"
-    assert ddev < DEVICE_LIMIT, f"{label}: device memory grew {ddev / MIB:.2f} MiB"
+
+    def run_round():
+        for _ in range(n - WARMUP):
+            step()
+
+    soak_rounds(f"host {label}, {n - WARMUP} cycles", run_round, RSS_LIMIT, DEVICE_LIMIT)
 
 
 def test_soak_matmul_plan_execute_free():

@@ -1,15 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """Soak: 10^4 calls of each ``kernels`` function on small CuPy inputs; host RSS and device
-memory must not grow (device: in one of up to three rounds, see ROUNDS). The figures are
-printed as ``SOAK kernels <fn> (round r): ...`` (pytest -s)."""
-
-import time
+memory must not grow (device: in one of up to three rounds, :func:`tests.harness.soak_rounds`).
+The figures are printed as ``SOAK kernels <fn>, ... (round r): ...`` (pytest -s)."""
 
 import numpy as np
 import pytest
 
 import kernels
-from tests.harness import device_used_bytes, rss_bytes
+from tests.harness import soak_rounds
 
 pytestmark = pytest.mark.gpu
 cp = pytest.importorskip("cupy")
@@ -19,14 +17,6 @@ WARMUP = 200
 RSS_LIMIT_MIB = 16  # host growth allowed over the calls
 DEV_LIMIT_MIB = 8  # device growth allowed (the driver's granularity is 2 MiB)
 rng = np.random.default_rng(17)
-
-
-def _rss_mib() -> float:
-    return rss_bytes() / 2**20
-
-
-def _device_used_mib() -> float:
-    return device_used_bytes() / 2**20
 
 
 def _c(shape, dtype=np.complex64):
@@ -64,21 +54,12 @@ NAMES = [
     "beamform_spectra", "beamform_spectra(device weights)"]
 
 
-# The device figure is the whole GPU's (cudaMemGetInfo): under pytest-xdist, other workers'
-# allocations land in it too. A leak grows in every round of CALLS calls; another process's
-# allocation is a step that the next round does not repeat. So up to ROUNDS rounds are run and
-# the device growth must stay under the limit in one of them (host RSS is this process's own:
-# checked over the first round).
-ROUNDS = 3
-
-
 def _round(fn):
     for i in range(CALLS):
         out = fn()
         if i % 1000 == 999:
             cp.cuda.Stream.null.synchronize()  # bounded queue of outputs in flight
     del out
-    cp.cuda.Device().synchronize()
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -87,21 +68,4 @@ def test_soak(name):
     for _ in range(WARMUP):
         out = fn()
     del out
-    growths = []
-    for r in range(ROUNDS):
-        rss0, dev0 = _rss_mib(), _device_used_mib()
-        t0 = time.perf_counter()
-        _round(fn)
-        secs = time.perf_counter() - t0
-        rss1, dev1 = _rss_mib(), _device_used_mib()
-        growths.append(dev1 - dev0)
-        print(f"\nSOAK kernels {name} (round {r + 1}): {CALLS} calls in {secs:.2f} s "
-              f"({secs / CALLS * 1e6:.1f} us/call); "
-              f"host RSS {rss0:.1f} -> {rss1:.1f} MiB (+{rss1 - rss0:.2f}); "
-              f"device used {dev0:.1f} -> {dev1:.1f} MiB (+{dev1 - dev0:.2f})", flush=True)
-        if r == 0:
-            assert rss1 - rss0 < RSS_LIMIT_MIB, f"{name}: host RSS grew {rss1 - rss0:.2f} MiB"
-        if dev1 - dev0 < DEV_LIMIT_MIB:
-            break
-    assert min(growths) < DEV_LIMIT_MIB, \
-        f"{name}: device memory grew in each of {ROUNDS} rounds: " + ", ".join(f"{g:.2f}" for g in growths) + " MiB"
+    soak_rounds(f"kernels {name}, {CALLS} calls", lambda: _round(fn), RSS_LIMIT_MIB << 20, DEV_LIMIT_MIB << 20)
