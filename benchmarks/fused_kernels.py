@@ -5,6 +5,8 @@
 
 Cases (CuPy arrays in, each function called exactly as a user would, on CuPy's current stream):
 
+- ``main_job``: ``python -m kernels``'s call at its own size, 65536 x 4096 float32 (1 GiB; --mbytes
+  does not change it) with its 63-tap low-pass, as conv_real otherwise;
 - ``conv_real``: ``kernels.fft_convolve`` float32 (rows x 4096, 63 taps) vs CuPy rfft -> multiply
   by the precomputed filter spectrum -> irfft;
 - ``conv_complex``: ``kernels.fft_convolve`` complex64 (rows x 512, 63 taps) vs fft -> multiply -> ifft;
@@ -34,7 +36,7 @@ measured at the start of the run (``benchmarks/ceilings.py``: independent FMA ch
 FLOP = 2 per FMA). FLOP counts used (the usual ones; n = FFT length, radix-2 count): a complex FFT
 5 n log2 n, a real FFT 2.5 n log2 n, a complex multiply 6, |z|^2 3, a complex multiply-add 8:
 
-- conv_real: rows x (2 x 2.5 n log2 n + 6 (n/2 + 1)) with the FFT kernel; with direct summation
+- conv_real and main_job: rows x (2 x 2.5 n log2 n + 6 (n/2 + 1)) with the FFT kernel; with direct summation
   (``fft_convolve``'s ``method="direct"``, its default for 63 taps) the operations that kernel does,
   ``kernels._direct.flops``: 2 per multiply-add, 1 per add, ~0.77 x 2 x 63 per output; conv_complex: rows x (2 x 5 n log2 n + 6 n);
 - fir: segments x (2 x 2.5 N log2 N + 6 (N/2 + 1)), N the segment FFT (512 for 127 taps),
@@ -85,7 +87,8 @@ import numpy as np
 
 PEAK_BPS = 4.3e12
 MIB = 2**20
-CASES = ("conv_real", "conv_complex", "fir", "matched", "stft", "gemm", "beamform")
+CASES = ("main_job", "conv_real", "conv_complex", "fir", "matched", "stft", "gemm", "beamform")
+MAIN_JOB_ROWS = 65536  # python -m kernels on a GPU: 65536 x 4096 float32, 1 GiB
 REF_ROWS = 2  # rows (batch entries) checked against the float64 reference
 TOL = 1e-5  # relative error ours vs peer above which a row says MISMATCH (matched: 1e-4, see there)
 
@@ -105,7 +108,7 @@ def parse_args(argv=None):
     ap.add_argument("--fft-configs", action="store_true",
                     help="time every valid FFT configuration of each FFT case (fft_configs.md)")
     ap.add_argument("--conv-method", choices=("auto", "fft", "direct"), default="auto",
-                    help="conv_real's fft_convolve method (default auto: direct summation for its 63 taps)")
+                    help="conv_real's and main_job's fft_convolve method (default auto: direct summation for their 63 taps)")
     ap.add_argument("--fir-method", choices=("auto", "fft", "direct"), default="auto",
                     help="fir's fir_filter method (default auto: the FFT kernel, overlap-save)")
     ap.add_argument("--direct-pipeline", action="store_true",
@@ -244,14 +247,14 @@ def _measure(ours, peer, check):
 # cases: each returns a dict with shape, peer, bytes and _measure's fields
 
 
-def case_conv_real(K, mbytes):
+def _real_convolution(K, rows, n, h):
+    """conv_real and main_job: ``kernels.fft_convolve`` of float32 (rows, n) with taps ``h`` (the
+    method --conv-method picks), against CuPy's rfft -> multiply -> irfft."""
     import cupy as cp
 
-    n, ntaps = 4096, 63
-    rows = max(1, mbytes * MIB // (4 * n))
+    ntaps = len(h)
     rng = cp.random.default_rng(1)
     x = rng.standard_normal((rows, n), dtype=cp.float32)
-    h = np.random.default_rng(1).standard_normal(ntaps)
     H = cp.asarray(np.fft.rfft(h, n).astype(np.complex64))
 
     def peer():
@@ -273,6 +276,19 @@ def case_conv_real(K, mbytes):
         work = dict(flops=rows * (2 * _rfft_flops(n) + 6 * (n // 2 + 1)), fft=(n, True, rows, True))
     return dict(shape=f"{rows}x{n} f32, {ntaps} taps, {method}", peer="CuPy rfft * H -> irfft",
                 bytes=2 * x.nbytes, **work, **res)
+
+
+def case_main_job(K, mbytes):
+    """``python -m kernels``'s job: its size (MAIN_JOB_ROWS x 4096; --mbytes does not apply) and
+    its 63-tap low-pass taps, on random rows (the timing does not depend on the values)."""
+    from kernels.__main__ import lowpass_taps
+
+    return _real_convolution(K, MAIN_JOB_ROWS, 4096, lowpass_taps(63, cutoff=0.06))
+
+
+def case_conv_real(K, mbytes):
+    n = 4096
+    return _real_convolution(K, max(1, mbytes * MIB // (4 * n)), n, np.random.default_rng(1).standard_normal(63))
 
 
 def case_conv_complex(K, mbytes):

@@ -70,7 +70,7 @@ def test_own_fft_defaults_stay_the_librarys_without_flags(bk, monkeypatch):
 
 def test_every_case_has_a_runner(bk):
     assert set(bk.RUNNERS) == set(bk.CASES)
-    assert set(bk.CASES) == {"conv_real", "conv_complex", "fir", "matched", "stft", "gemm", "beamform"}
+    assert set(bk.CASES) == {"main_job", "conv_real", "conv_complex", "fir", "matched", "stft", "gemm", "beamform"}
     assert all(callable(f) for f in bk.RUNNERS.values())
 
 
