@@ -171,21 +171,31 @@ def hm_rows(data) -> list:
     return rows
 
 
+def _device(data, name, *keys):
+    """The device a file names (None where it names none)."""
+    d = data.get(name)
+    for k in keys:
+        d = d.get(k) if isinstance(d, dict) else None
+    return d
+
+
 def check_run(run_dir: str, bound: str | None = None) -> tuple[list, dict]:
     """(rows, meta): every target's row, and the run's device and the bound used."""
     if bound not in (None, "peak", "card"):
         raise ValueError(f"bound must be 'peak', 'card' or None (peak on an H200), got {bound!r}")
     paths = find_files(run_dir)
-    data = {}
+    data, unreadable = {}, {}
     for name, path in paths.items():
-        with open(path) as f:
-            data[name] = json.load(f)
-    devices = sorted({str(d) for d in (
-        data.get("kernels.json", {}).get("meta", {}).get("device"),
-        data.get("fft_convolution.json", {}).get("meta", {}).get("device"),
-        data.get("batched_gemm.json", {}).get("gpu"),
-        data.get("call_overhead.json", {}).get("meta", {}).get("device"),
-        data.get("host_matmul.json", {}).get("meta", {}).get("gpu")) if d})
+        try:
+            with open(path) as f:
+                data[name] = json.load(f)
+        except (OSError, ValueError) as e:  # not JSON: its targets say so
+            unreadable[name] = f"unreadable: {type(e).__name__}: {e}"
+    devices = sorted({str(d) for d in (_device(data, "kernels.json", "meta", "device"),
+                                       _device(data, "fft_convolution.json", "meta", "device"),
+                                       _device(data, "batched_gemm.json", "gpu"),
+                                       _device(data, "call_overhead.json", "meta", "device"),
+                                       _device(data, "host_matmul.json", "meta", "gpu")) if d})
     if bound is None:
         bound = "peak" if devices and all(_is_h200(d) for d in devices) else "card"
     rows = []
@@ -193,10 +203,14 @@ def check_run(run_dir: str, bound: str | None = None) -> tuple[list, dict]:
               "batched_gemm.json": lambda d: bg_rows(d, bound), "call_overhead.json": co_rows,
               "host_matmul.json": hm_rows}
     for name in FILES:
-        if name in data:
+        if name not in data:
+            rows.append(_row(f"(the targets from {name})", unreadable.get(name, "not run"), False, name))
+            continue
+        try:
             rows += makers[name](data[name])
-        else:
-            rows.append(_row(f"(the targets from {name})", "not run", False, name))
+        except (KeyError, TypeError, AttributeError) as e:  # not the layout its script writes
+            rows.append(_row(f"(the targets from {name})", f"not the layout its benchmark writes: "
+                             f"{type(e).__name__}: {e}", False, name))
     return rows, dict(devices=devices, bound=bound, files=paths)
 
 

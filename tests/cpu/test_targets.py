@@ -158,3 +158,15 @@ def test_a_file_twice_and_a_bad_directory_are_refused(tg, bk, tmp_path):
         tg.check_run(path, bound="h200")
     p = subprocess.run([sys.executable, SCRIPT, "/nonexistent"], capture_output=True, text=True)
     assert p.returncode == 2 and "RUN_DIR must be a directory" in p.stderr
+
+
+def test_a_file_in_another_layout_or_not_json_says_so(tg, bk, tmp_path):
+    path = _write_run(tmp_path, bk)
+    with open(os.path.join(path, "co", "call_overhead.json"), "w") as f:
+        json.dump(dict(meta=dict(device=H200), rows=[dict(case="gemm")]), f)
+    with open(os.path.join(path, "hm", "host_matmul.json"), "w") as f:
+        f.write("{not json")
+    rows, _ = tg.check_run(path)
+    bad = {r["source"]: r["figure"] for r in rows if r["met"] is False}
+    assert bad["call_overhead.json"] == "not the layout its benchmark writes: KeyError: 'plan_enqueue_us'"
+    assert bad["host_matmul.json"].startswith("unreadable: JSONDecodeError:") and len(bad) == 2
