@@ -87,10 +87,12 @@ def soak_rounds(label: str, run_round, rss_limit: int, device_limit: int, rounds
     """
     growths = []
     for r in range(rounds):
+        gc.collect()  # garbage of the warm-up or the last round is not growth
         rss0, dev0 = rss_bytes(), device_used_bytes()
         t0 = time.perf_counter()
         run_round()
         secs = time.perf_counter() - t0
+        gc.collect()
         rss1, dev1 = rss_bytes(), device_used_bytes()
         growths.append(dev1 - dev0)
         print(f"\nSOAK {label} (round {r + 1}): {secs:.2f} s; host RSS {rss0 / 2**20:.1f} -> "
