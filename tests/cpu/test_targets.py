@@ -170,3 +170,15 @@ def test_a_file_in_another_layout_or_not_json_says_so(tg, bk, tmp_path):
     bad = {r["source"]: r["figure"] for r in rows if r["met"] is False}
     assert bad["call_overhead.json"] == "not the layout its benchmark writes: KeyError: 'plan_enqueue_us'"
     assert bad["host_matmul.json"].startswith("unreadable: JSONDecodeError:") and len(bad) == 2
+
+
+def test_a_case_that_raised_misses_its_target(tg, bk, tmp_path):
+    path = _write_run(tmp_path, bk)
+    with open(os.path.join(path, "fk", "kernels.json")) as f:
+        data = json.load(f)
+    data["rows"][1] = dict(case="matched", error="RuntimeError: out of memory")  # run_cases' error row
+    with open(os.path.join(path, "fk", "kernels.json"), "w") as f:
+        json.dump(data, f)
+    rows, _ = tg.check_run(path)
+    assert [(r["target"], r["figure"]) for r in rows if r["met"] is False] == [
+        ("matched >= 80 % of its bound", "failed: RuntimeError: out of memory")]
