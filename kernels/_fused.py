@@ -55,13 +55,18 @@ OWN_FFT_EPT: dict = {
     # [--own-fft-ept 32], 2026-12-06, one run each on one machine): 0.279 ms at 16 values per
     # thread (64 threads per row, 62 registers) -> 0.254 ms at 32 (one warp per row: two passes
     # and one exchange per FFT instead of three and two; sm_90: 121.9 K -> 95.0 K instructions
-    # per row, 101 registers, no local memory)
-    ("matched_filter", 1024, "float32", False, False): 32,
+    # per row, 101 registers, no local memory). Few rows take longer at 32: one warp per row runs
+    # the FFT's 95 K instructions on 32 threads, 16 values per thread on 64 (H100, plan calls,
+    # GPU time per call: 8 rows 6.9 -> 4.5 us at 16, 512 rows 8.1 -> 6.2), hence a row floor, between
+    # the 512 rows where 16 was faster and the 65536 where 32 was (not yet timed in between).
+    ("matched_filter", 1024, "float32", False, False): (32, 4096),
 }
-"""Elements per thread of a kernels function's FFT pair from :mod:`kernels._regfft`, by the key of
-:data:`FFT_CONFIGS`, where a measured count replaces :func:`kernels._regfft.default_ept`'s (absent:
-its choice). Not used where ``kernels._regfft.EPT`` is set (``fused_kernels.py --own-fft-ept``) or
-the caller gives a count; an entry goes here only with the timing that shows it, beside the default's."""
+"""``(elements per thread, from rows)`` of a kernels function's FFT pair from
+:mod:`kernels._regfft`, by the key of :data:`FFT_CONFIGS`: where the call has at least ``from
+rows`` rows (or does not say), a measured count that replaces :func:`kernels._regfft.default_ept`'s
+(absent, or fewer rows: its choice). Not used where ``kernels._regfft.EPT`` is set
+(``fused_kernels.py --own-fft-ept``) or the caller gives a count; an entry goes here only with the
+timing that shows it, beside the default's."""
 
 
 OWN_FFT_FUNCTIONS = frozenset({"fft_convolve", "fir_filter", "matched_filter", "stft_power", "beamform_spectra"})
@@ -103,12 +108,20 @@ def prefetch(shapes) -> None:
     prepare(*[d for n, p, r in shapes for d in _pair_descriptors(n, p, r, "suggested", "suggested")])
 
 
+def table_ept(key, rows) -> int | None:
+    """:data:`OWN_FFT_EPT`'s count for ``key`` at ``rows`` rows (None: any number), or None."""
+    entry = OWN_FFT_EPT.get(key)
+    if entry is None or (rows is not None and rows < entry[1]):
+        return None
+    return entry[0]
+
+
 def can_fold(n: int) -> bool:
     """Whether a real FFT of size ``n`` can run folded (cuFFTDx: Block folded needs a power of 2)."""
     return n >= 4 and n & (n - 1) == 0
 
 
-def fft_pair(n: int, precision, real: bool, ept=None, fpb=None, folded=False, kernel=None):
+def fft_pair(n: int, precision, real: bool, ept=None, fpb=None, folded=False, kernel=None, rows=None):
     """Forward and inverse FFT descriptors of size ``n`` sharing one register layout.
 
     ``folded`` (real pairs, power-of-2 ``n``): registers hold the real signal as complex pairs
@@ -116,13 +129,13 @@ def fft_pair(n: int, precision, real: bool, ept=None, fpb=None, folded=False, ke
     ``ept``/``fpb`` None: :func:`fft_config`'s for function ``kernel`` (the measured table's, else
     cuFFTDx's suggestion). A function in :data:`OWN_FFT` gets :func:`kernels._regfft.pair` for a
     float32 FFT it has (:func:`own_fft`; ``ept``/``fpb``: used where ints, else
-    :data:`OWN_FFT_EPT`'s count and its defaults; where that layout cannot be built, e.g. needs
-    over 48 KiB of shared memory: cuFFTDx's).
+    :data:`OWN_FFT_EPT`'s count for ``rows`` rows (None: any number) and its defaults; where that
+    layout cannot be built, e.g. needs over 48 KiB of shared memory: cuFFTDx's).
     """
     if own_fft(n, precision, real, folded, kernel):
         own_ept = ept if isinstance(ept, int) else None
         if own_ept is None and _regfft.EPT is None:
-            own_ept = OWN_FFT_EPT.get(_config_key(n, precision, real, folded, kernel))
+            own_ept = table_ept(_config_key(n, precision, real, folded, kernel), rows)
         try:
             return own_pair(n, own_ept, fpb if isinstance(fpb, int) else None, real=real)
         except ValueError:  # e.g. the rows asked for need more than 48 KiB: cuFFTDx's

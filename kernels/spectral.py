@@ -162,12 +162,12 @@ def matched_filter(x, template, *, return_correlation=False, stream=None):
     if xo.dtype in _REAL:  # promote on the device side of the copy: one extra pass, documented
         x2 = _to_complex(x2, cdt, xo, s)
     x2 = aligned(x2, xo, s)  # complex values move as single accesses
-    fwd, inv = _fft_pair("x", n, precision, False, kernel="matched_filter")
+    batch = x2.shape[0]
+    fwd, inv = _fft_pair("x", n, precision, False, kernel="matched_filter", rows=batch)
     if isinstance(t, Operand):  # a device template: its spectrum on the device, on s
         tspec = device_spectrum(fwd, t.dev, xo, s)
     else:
         tspec = to_device_const(t, s, _template_spectrum(n, np.dtype(cdt)))
-    batch = x2.shape[0]
     corr = Output((batch, n) if return_correlation else (1, 1), cdt, xo, s)
     pidx = Output((batch,), np.int32, xo, s)
     pval = Output((batch,), np.dtype(precision), xo, s)
@@ -188,11 +188,11 @@ def _host_or_device(name, obj, dtypes):
     return host_numbers(name, obj, kinds, " or ".join(d.name for d in dtypes) + " values")
 
 
-def _fft_pair(name, n, precision, real, folded=False, *, kernel):
-    """:func:`kernels._fused.fft_pair` of function ``kernel``, its ValueError naming the argument
-    whose length ``n`` is."""
+def _fft_pair(name, n, precision, real, folded=False, *, kernel, rows=None):
+    """:func:`kernels._fused.fft_pair` of function ``kernel`` on ``rows`` rows, its ValueError
+    naming the argument whose length ``n`` is."""
     try:
-        return fft_pair(n, precision, real, folded=folded, kernel=kernel)
+        return fft_pair(n, precision, real, folded=folded, kernel=kernel, rows=rows)
     except ValueError as e:
         raise ValueError(f"{name}: {e}") from None
 

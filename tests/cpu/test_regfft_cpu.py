@@ -117,14 +117,19 @@ def test_ept_override(monkeypatch):
 
 def test_own_fft_ept_table(monkeypatch):
     """OWN_FFT_EPT sets the matched filter's 1024 points at 32 values per thread (one warp per
-    row); other functions, sizes and precisions keep default_ept's; an explicit count or
+    row) from its row floor up (or where the rows are not given), default_ept's 16 below it;
+    other functions, sizes and precisions keep default_ept's; an explicit count or
     ``_regfft.EPT`` wins over the table; where our FFT declines, cuFFTDx's pair does not get the
     table's count."""
     def ept(n, kernel, precision=np.float32, **kw):
         return _fused.fft_pair(n, precision, False, kernel=kernel, **kw)[0].elements_per_thread_value
 
-    assert _fused.OWN_FFT_EPT[("matched_filter", 1024, "float32", False, False)] == 32
+    count, floor = _fused.OWN_FFT_EPT[("matched_filter", 1024, "float32", False, False)]
+    assert count == 32 and floor > 8
     assert ept(1024, "matched_filter") == 32 and _regfft.pair(1024, 32)[0].warp_sync
+    assert ept(1024, "matched_filter", rows=floor) == ept(1024, "matched_filter", rows=10 * floor) == 32
+    assert ept(1024, "matched_filter", rows=floor - 1) == ept(1024, "matched_filter", rows=8) == 16
+    assert ept(1024, "matched_filter", rows=8, ept=32) == 32
     assert ept(1024, "fft_convolve") == ept(512, "matched_filter") == 16
     assert ept(1024, "matched_filter", ept=8) == 8
     monkeypatch.setattr(_regfft, "EPT", 16)
