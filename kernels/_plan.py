@@ -134,6 +134,7 @@ class Plan:
         probes = [_probe(n, a) for n, a in zip(self.names, given)]
         self._fp = [fp for fp, _ in probes]
         self._alias = _aliasing([ptr for _, ptr in probes])
+        self._distinct = self._alias == tuple(range(len(probes)))  # no two start at one address
         self._lock = threading.Lock()
         # the plan's stream, fixed now (None: the current stream of the first array's package)
         self.stream = resolve_stream(stream, SimpleNamespace(package=caller_kind(given[0], self.names[0])))
@@ -218,7 +219,7 @@ class Plan:
                 raise ValueError(f"{name} must match the planned array: {_describe(fp)}; got {_describe(got)} "
                                  "(make a new plan for other shapes, dtypes or alignments)")
             ins.append(ptr)
-        if len(ins) > 1 and _aliasing(ins) != self._alias:
+        if len(ins) > 1 and (len(set(ins)) != len(ins) if self._distinct else _aliasing(ins) != self._alias):
             raise ValueError(f"the arrays ({', '.join(self.names)}) must share memory as the planned ones did "
                              f"(same start address: {self._alias}, got {_aliasing(ins)})")
         if not self.replayed:

@@ -147,6 +147,32 @@ def test_aliasing_pattern_and_regions():
     assert _plan._locate(0x1020, 0, [(0x1000, 0x1020)]) is None
 
 
+def _two_input_plan(planned_ptrs):
+    """A plan of a call on two arrays at ``planned_ptrs`` (not replayed: a call checks its arrays,
+    then calls the function, here one that returns its arguments)."""
+    p = _plan.Plan.__new__(_plan.Plan)
+    p.fn, p.names, p.replayed = (lambda a, b: (a, b)), ["a", "b"], False
+    p._slots, p._keys, p._args, p._kwargs = [0, 1], [], [None, None], {}
+    probes = [_plan._probe(n, Dev(ptr, (4, 64))) for n, ptr in zip(p.names, planned_ptrs)]
+    p._fp = [fp for fp, _ in probes]
+    p._alias = _plan._aliasing([ptr for _, ptr in probes])
+    p._distinct = p._alias == (0, 1)
+    return p
+
+
+def test_a_call_must_share_memory_as_the_planned_arrays_did():
+    """Distinct planned arrays: a call on one array twice is refused; arrays planned as one (in
+    place): a call on two distinct arrays is refused, one array twice runs."""
+    distinct, same = _two_input_plan([0x1000, 0x2000]), _two_input_plan([0x1000, 0x1000])
+    a, b = Dev(0x40000, (4, 64)), Dev(0x80000, (4, 64))
+    assert distinct(a, b) == (a, b) and same(a, a) == (a, a)
+    with pytest.raises(ValueError, match=r"must share memory as the planned ones did \(same start address: "
+                                         r"\(0, 1\), got \(0, 0\)\)"):
+        distinct(a, a)
+    with pytest.raises(ValueError, match=r"same start address: \(0, 0\), got \(0, 1\)"):
+        same(a, b)
+
+
 def test_launch_records_only_while_a_plan_is_made(monkeypatch):
     """_launch.launch appends to the recorder of its own thread only (numba's launch path here:
     no CUDA context on this machine), marked not replayable."""
