@@ -97,6 +97,30 @@ def test_matched_filter(own):
     np.testing.assert_allclose(_host(val), ref.max(axis=-1), rtol=1e-5)
 
 
+def test_matched_filter_values_per_thread_by_rows(own):
+    """1024 points: from OWN_FFT_EPT's row floor up one warp per row (32 values per thread, blocks
+    of 32 x 4), one row fewer 64 threads per row (16 values, blocks of 64 x 2), as a plan records
+    the launch; both find every row's planted template and its power."""
+    import cupy
+
+    count, floor = _fused.OWN_FFT_EPT[("matched_filter", 1024, "float32", False, False)]
+    n, m = 1024, 128
+    t = rng.standard_normal(m) + 1j * rng.standard_normal(m)
+    ref_t = np.conj(np.fft.fft(t, n))
+    for rows, block in ((floor - 1, (64, 2, 1)), (floor, (32, 4, 1))):
+        x = (0.5 * (rng.standard_normal((rows, n)) + 1j * rng.standard_normal((rows, n)))).astype(np.complex64)
+        shifts = rng.integers(0, n - m, rows)
+        for b, s in enumerate(shifts):
+            x[b, s:s + m] += t.astype(np.complex64)
+        dx = cupy.asarray(x)
+        p = kernels.plan(kernels.matched_filter, dx, t)
+        assert count == 32 and [launch[2] for launch in p._launches][-1] == block
+        idx, val = p(dx)
+        assert (_host(idx) == shifts).all()
+        ref = np.abs(np.fft.ifft(np.fft.fft(x.astype(np.complex128), axis=-1) * ref_t, axis=-1)) ** 2
+        np.testing.assert_allclose(_host(val), ref.max(axis=-1), rtol=1e-5)
+
+
 @pytest.mark.parametrize("n,ept", [(256, 16), (512, 16), (1024, 32), (1024, 16)])
 def test_matched_filter_peaks_by_row_width(own, monkeypatch, n, ept):
     """Rows of one warp or less (256 / 16, 512 / 16, 1024 / 32: the peak by shuffles) and of two
