@@ -57,8 +57,10 @@ OWN_FFT_EPT: dict = {
     # and one exchange per FFT instead of three and two; sm_90: 121.9 K -> 95.0 K instructions
     # per row, 101 registers, no local memory). Few rows take longer at 32: one warp per row runs
     # the FFT's 95 K instructions on 32 threads, 16 values per thread on 64 (H100, plan calls,
-    # GPU time per call: 8 rows 6.9 -> 4.5 us at 16, 512 rows 8.1 -> 6.2), hence a row floor, between
-    # the 512 rows where 16 was faster and the 65536 where 32 was (not yet timed in between).
+    # GPU time per call: 8 rows 6.9 -> 4.5 us at 16, 512 rows 8.1 -> 6.2), hence a row floor. From
+    # 4096 rows 32 was the faster again (same H100 session, plan calls back to back, us per call at
+    # 16 / 32: 4096 rows 21.1 / 19.0, 8192 40.5 / 39.9, 16384 72.6 / 69.2); 1024 and 2048 rows were
+    # bound by the host's enqueue there (~18 us either way), so the floor may lie lower.
     ("matched_filter", 1024, "float32", False, False): (32, 4096),
 }
 """``(elements per thread, from rows)`` of a kernels function's FFT pair from

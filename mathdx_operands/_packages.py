@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from ._arrays import _prod, memory_order_bytes
+from ._arrays import _prod, c_strides, memory_order_bytes
 from ._dtypes import DType, torch_dtype
 from ._handles import stream_handle
 
@@ -182,13 +182,21 @@ class _CuPy(Package):
         ndarray = cp.ndarray
         stream_ctx = self._stream_ctx
 
+        if all(shape) and tuple(strides) == c_strides(shape):
+            # C order, CuPy's default: without the strides argument (H100 host: 1.32 -> 1.10 us)
+            def array(mem):
+                return ndarray(shape, storage, memptr=mem)
+        else:
+            def array(mem):
+                return ndarray(shape, storage, memptr=mem, strides=bstrides)
+
         def alloc(stream, current=False):  # as empty()
             if current or stream == cuda.get_current_stream().ptr:
                 mem = cuda.alloc(nbytes)
             else:
                 with stream_ctx(stream):
                     mem = cuda.alloc(nbytes)
-            return ndarray(shape, storage, memptr=mem, strides=bstrides)
+            return array(mem)
 
         return alloc
 

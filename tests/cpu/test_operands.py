@@ -367,6 +367,33 @@ def test_results_of_the_callers_kind_on_the_callers_stream(cupy_pkg):
     assert cupy_pkg.cp.made == [0x99]  # one ExternalStream per handle
 
 
+def test_cupy_allocator_passes_strides_only_where_not_c_order(cupy_pkg):
+    """The allocator a plan (and Matmul.execute) makes once: C-order results leave the strides to
+    CuPy's default (the cheaper constructor call), others pass their byte strides; each call
+    allocates the layout's bytes on the given stream."""
+    cp = cupy_pkg.cp
+    allocs, arrays = [], []
+
+    def alloc(nbytes):
+        allocs.append((nbytes, cp.entered[-1] if cp.entered else None))
+        return f"mem{len(allocs)}"
+
+    def ndarray(shape, dtype, memptr, **kw):
+        arrays.append((shape, np.dtype(dtype), memptr, kw))
+        return arrays[-1]
+
+    cp.cuda.alloc, cp.ndarray = alloc, ndarray
+    f32 = mo.DTYPES["float32"]
+    c_order = cupy_pkg.allocator(f32, (4, 3), (3, 1), 12, 0)
+    f_order = cupy_pkg.allocator(f32, (4, 3), (1, 4), 12, 0)
+    empty = cupy_pkg.allocator(f32, (0, 3), (3, 1), 0, 0)
+    assert c_order(0x10)[3] == {} and allocs == [(48, None)]
+    assert f_order(0x99)[3] == {"strides": (4, 16)} and allocs[-1] == (48, 0x99)
+    assert empty(0x10)[3] == {"strides": (12, 4)} and allocs[-1] == (4, None)  # no extent: as given
+    assert [a[:3] for a in arrays] == [((4, 3), np.float32, "mem1"), ((4, 3), np.float32, "mem2"),
+                                       ((0, 3), np.float32, "mem3")]
+
+
 def test_numpy_callers_results_are_staged_in_numba_arrays(monkeypatch):
     made = []
     fake = SimpleNamespace(new=lambda shape, dtype, stream: made.append((shape, stream.handle)))
