@@ -133,8 +133,7 @@ class Plan:
         self._kwargs = {k: None if k in self._keys else v for k, v in kwargs.items()}
         probes = [_probe(n, a) for n, a in zip(self.names, given)]
         self._fp = [fp for fp, _ in probes]
-        self._alias = _aliasing([ptr for _, ptr in probes])
-        self._distinct = self._alias == tuple(range(len(probes)))  # no two start at one address
+        self._set_alias([ptr for _, ptr in probes])
         self._lock = threading.Lock()
         # the plan's stream, fixed now (None: the current stream of the first array's package)
         self.stream = resolve_stream(stream, SimpleNamespace(package=caller_kind(given[0], self.names[0])))
@@ -149,6 +148,11 @@ class Plan:
         self.replayed = not simulator() and all(launch[0] is not None for launch in rec.launches)
         if self.replayed:
             self._build(rec, given, result)
+
+    def _set_alias(self, ptrs) -> None:
+        """The planned arrays' sharing of start addresses (``ptrs``), as each call must repeat it."""
+        self._alias = _aliasing(ptrs)
+        self._distinct = self._alias == tuple(range(len(ptrs)))  # no two start at one address
 
     def _build(self, rec, given, result):
         self._ctx = current_context()

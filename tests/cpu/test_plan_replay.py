@@ -155,8 +155,7 @@ def _two_input_plan(planned_ptrs):
     p._slots, p._keys, p._args, p._kwargs = [0, 1], [], [None, None], {}
     probes = [_plan._probe(n, Dev(ptr, (4, 64))) for n, ptr in zip(p.names, planned_ptrs)]
     p._fp = [fp for fp, _ in probes]
-    p._alias = _plan._aliasing([ptr for _, ptr in probes])
-    p._distinct = p._alias == (0, 1)
+    p._set_alias([ptr for _, ptr in probes])
     return p
 
 
