@@ -16,7 +16,11 @@ between two buffers (one barrier each) where they fit, else share one (two barri
 row is at most one warp (32 threads) the barriers are the warp's (``syncwarp``), not the block's.
 
 The twiddles of a pass come from one ``sincospif`` per butterfly and its powers (products), of
-the positive angle in both directions, so that a kernel's forward and inverse share them. A real
+the positive angle in both directions, so that a kernel's forward and inverse share them. The
+arithmetic is shaped for FFMAs: a butterfly's rotation by a constant ``c + i d`` is
+``c ((x - (d/c) y) + i (y + (d/c) x))`` with the factor left to the butterfly's add (six
+instructions, not eight), and passes of radix :data:`FOLD_RADIX` or more fold their twiddle
+products into the first butterflies (:meth:`_Gen.twiddled_pair`). A real
 FFT of ``2 n`` points runs the ``n``-point complex FFT of the sample pairs and one more exchange
 that brings each value its partner ``n - k`` (the standard split of even and odd samples).
 
@@ -34,6 +38,10 @@ SIZES = tuple(2**k for k in range(6, 13))  # 64 .. 4096
 EPTS = (4, 8, 16, 32)  # values per thread (32: ~100 registers; 1024 points in one warp per row)
 HALF_WARP = 16  # threads whose 8-byte shared accesses share one wavefront
 MAX_SHARED = 48 * 1024  # bytes per block without the opt-in attribute
+# passes of at least this radix fold their twiddle products into the first butterflies
+# (:meth:`_Gen.twiddled_pair`); at radix 8 that saved 2 % of the instructions but took the 512-point real
+# FFT (folded, 8 values per thread) from 48 to 56 registers, so radix 8 keeps the plain products
+FOLD_RADIX = 16
 
 
 def radices(n: int, ept: int) -> tuple:
@@ -145,7 +153,8 @@ class _Gen:
 
     def rotate(self, a, k: int, R: int, s: int):
         """``a * exp(s 2 pi i k / R)``, with the cheap cases (1, +-i, (+-1 +-i)/sqrt 2) by hand.
-        Returns ((re, sign), (im, sign)): a name and the sign it enters with."""
+        Returns ((re, sign), (im, sign)): a name or a product of two (left for the butterfly's
+        add to contract) and the sign it enters with."""
         k %= R
         if k == 0:
             return (a[0], 1), (a[1], 1)
@@ -164,8 +173,16 @@ class _Gen:
             v = self.new(f"{a[0]} {'+' if sc == sd else '-'} {a[1]}")  # sgn_d x + sgn_c y = sgn_d (x + sc sd y)
             # products left as expressions: each of e + t and e - t contracts to one FFMA
             return (f"{h} * {u}", sc), (f"{h} * {v}", sd)
-        cr, ci = self.const(c), self.const(d)
-        return ((self.new(f"{a[0]} * {cr} - {a[1]} * {ci}"), 1), (self.new(f"{a[0]} * {ci} + {a[1]} * {cr}"), 1))
+        # (x + iy)(c + id) = c ((x - (d/c) y) + i (y + (d/c) x)), or d ((c/d) x - y + i ((c/d) y + x))
+        # where |d| > |c|: two FFMAs here and the factor left as a product, which e + t and e - t
+        # contract into one FFMA each (6 instructions a butterfly, not 2 FMUL + 2 FFMA + 4 FADD)
+        if abs(c) >= abs(d):
+            f, q = self.const(c), self.const(d / c)
+            u, v = self.new(f"{a[0]} - {q} * {a[1]}"), self.new(f"{a[1]} + {q} * {a[0]}")
+        else:
+            f, q = self.const(d), self.const(c / d)
+            u, v = self.new(f"{q} * {a[0]} - {a[1]}"), self.new(f"{q} * {a[1]} + {a[0]}")
+        return (f"{f} * {u}", 1), (f"{f} * {v}", 1)
 
     def addsub(self, e, t):
         """(e + t, e - t): e plain names, t (name, sign) pairs."""
@@ -174,12 +191,34 @@ class _Gen:
             return self.new(f"{x} {op} {y[0]}")
         return ((comb(e[0], t[0], True), comb(e[1], t[1], True)), (comb(e[0], t[0], False), comb(e[1], t[1], False)))
 
-    def dft(self, x: list, s: int) -> list:
-        """The ``len(x)``-point DFT of the (re, im) names ``x``, natural order (radix-2 DIT)."""
+    def twiddled_pair(self, a, b, wa, wb, conj: bool):
+        """(A + B, A - B) with A = a wa, B = b wb (``conj``: times conj(wa), conj(wb); ``wa`` None:
+        A = a): B by 2 FMUL + 2 FFMA, A + B by four FFMAs on B and A - B as (A + B) - 2 B, two
+        more; 10 instructions where the products then the butterfly took 12."""
+        p = self.cmul(b, wb, conj)
+        if wa is None:
+            return self.addsub(a, ((p[0], 1), (p[1], 1)))
+        if conj:  # a conj(w) = (ar wr + ai wi) + i (ai wr - ar wi)
+            re = self.new(f"{p[0]} + {a[1]} * {wa[1]} + {a[0]} * {wa[0]}")
+            im = self.new(f"{p[1]} - {a[0]} * {wa[1]} + {a[1]} * {wa[0]}")
+        else:  # a w = (ar wr - ai wi) + i (ar wi + ai wr)
+            re = self.new(f"{p[0]} - {a[1]} * {wa[1]} + {a[0]} * {wa[0]}")
+            im = self.new(f"{p[1]} + {a[1]} * {wa[0]} + {a[0]} * {wa[1]}")
+        # an explicit fma: LLVM rewrites e - 2 x (and e + (-2) x) with x + x, which no FFMA absorbs
+        m2 = self.const(-2.0)
+        return (re, im), (self.new(f"cuda.fma({p[0]}, {m2}, {re})"), self.new(f"cuda.fma({p[1]}, {m2}, {im})"))
+
+    def dft(self, x: list, s: int, tw: list | None = None, conj: bool = False) -> list:
+        """The ``len(x)``-point DFT of the (re, im) names ``x``, natural order (radix-2 DIT);
+        with ``tw``, of ``x[r]`` times ``tw[r]`` (a name pair, or None: 1; ``conj``: times its
+        conjugate), each product folded into its first butterfly (:meth:`twiddled_pair`)."""
         R = len(x)
+        if tw is not None and R == 2:
+            return list(self.twiddled_pair(x[0], x[1], tw[0], tw[1], conj))
         if R == 1:
             return list(x)
-        ev, od = self.dft(x[0::2], s), self.dft(x[1::2], s)
+        sub = (None, None) if tw is None else (tw[0::2], tw[1::2])
+        ev, od = self.dft(x[0::2], s, sub[0], conj), self.dft(x[1::2], s, sub[1], conj)
         out = [None] * R
         for k in range(R // 2):
             out[k], out[k + R // 2] = self.addsub(ev[k], self.rotate(od[k], k, R, s))
@@ -295,8 +334,12 @@ def _core(g: _Gen, ex: _Exchanges, x: list, n: int, ept: int, sign: int) -> list
                 # merges the identical code of the two inlined calls)
                 f = g.new(f"sincospi(np.float32({k}) * np.float32({2.0 / (ns * R)!r}))")
                 ws = g.powers((g.new(f"{f}[1]"), g.new(f"{f}[0]")), R)
-                v = [v[0]] + [g.cmul(v[rr], ws[rr - 1], conj=sign < 0) for rr in range(1, R)]
-            out = g.dft(v, sign)
+                if R >= FOLD_RADIX:
+                    out = g.dft(v, sign, [None] + ws, conj=sign < 0)
+                else:
+                    out = g.dft([v[0]] + [g.cmul(v[rr], ws[rr - 1], conj=sign < 0) for rr in range(1, R)], sign)
+            else:
+                out = g.dft(v, sign)
             for rr in range(R):
                 y[b + rr * nb] = out[rr]
         if p == len(passes) - 1:

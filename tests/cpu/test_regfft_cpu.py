@@ -270,6 +270,51 @@ def test_generated_source_is_float32_only():
     assert warp.count("cuda.syncwarp()") == 2 and "syncthreads" not in warp
 
 
+def _run_dft(R, sign, tw, conj):
+    """The DFT code of :meth:`_regfft_code._Gen.dft` on R random points (and random unit twiddles
+    when ``tw``), run in float64 NumPy: (inputs, twiddles or None, outputs, emitted lines)."""
+    from types import SimpleNamespace
+
+    g = _regfft_code._Gen()
+    x = [(f"xr{r}", f"xi{r}") for r in range(R)]
+    w = [None] + [(f"wr{r}", f"wi{r}") for r in range(1, R)] if tw else None
+    out = g.dft(x, sign, w, conj)
+    vals = rng.standard_normal(R) + 1j * rng.standard_normal(R)
+    ws = np.exp(2j * np.pi * rng.random(R)) if tw else None
+    env = {"cuda": SimpleNamespace(fma=lambda a, b, c: a * b + c)}
+    env.update({name: value for value, name in g.consts.items()})
+    for r in range(R):
+        env[f"xr{r}"], env[f"xi{r}"] = vals[r].real, vals[r].imag
+        if tw:
+            env[f"wr{r}"], env[f"wi{r}"] = ws[r].real, ws[r].imag
+    exec("\n".join(line.strip() for line in g.lines), env)
+
+    def value(name):
+        return eval(name, env) if isinstance(name, str) else name
+
+    return vals, ws, np.array([value(re) + 1j * value(im) for re, im in out]), g.lines
+
+
+rng = np.random.default_rng(37)
+
+
+@pytest.mark.parametrize("R", [2, 4, 8, 16, 32])
+@pytest.mark.parametrize("sign", [-1, 1])
+@pytest.mark.parametrize("tw,conj", [(False, False), (True, False), (True, True)])
+def test_dft_codelet_matches_numpy(R, sign, tw, conj):
+    """The butterflies' arithmetic forms (rotations as a factor times two FFMAs' worth, twiddle
+    products folded into the first butterflies with A - B = (A + B) - 2 B) compute the DFT of
+    x times the twiddles (or their conjugates), exp(sign 2 pi i r k / R)."""
+    x, ws, y, lines = _run_dft(R, sign, tw, conj)
+    if tw:
+        ws[0] = 1
+        x = x * (np.conj(ws) if conj else ws)
+    ref = np.fft.fft(x) if sign < 0 else np.fft.ifft(x) * R
+    assert np.allclose(y, ref, rtol=0, atol=1e-12 * np.abs(x).sum()), (R, sign, tw, conj)
+    # folded: one explicit fma per component of A - B in every pair but the first (whose A = a)
+    assert sum("cuda.fma(" in line for line in lines) == (R - 2 if tw else 0)
+
+
 def test_warp_rows():
     assert _regfft_code.warp_rows(512, 16, 4) and _regfft_code.warp_rows(256, 16, 2)  # 32 / 16 threads per row
     assert not _regfft_code.warp_rows(512, 8, 2)  # 64 threads per row: the block's barrier
