@@ -19,10 +19,10 @@ The twiddles of a pass come from one ``sincospif`` per butterfly and its powers 
 the positive angle in both directions, so that a kernel's forward and inverse share them. The
 arithmetic is shaped for FFMAs: a butterfly's rotation by a constant ``c + i d`` is
 ``c ((x - (d/c) y) + i (y + (d/c) x))`` with the factor left to the butterfly's add (six
-instructions, not eight), and passes of radix :data:`FOLD_RADIX` or more fold their twiddle
-products into the first butterflies (:meth:`_Gen.twiddled_pair`). A real
-FFT of ``2 n`` points runs the ``n``-point complex FFT of the sample pairs and one more exchange
-that brings each value its partner ``n - k`` (the standard split of even and odd samples).
+instructions, not eight), and a c2c FFT's passes of radix :data:`FOLD_RADIX` or more fold their
+twiddle products into the first butterflies (:meth:`_Gen.twiddled_pair`). A real FFT of ``2 n``
+points runs the ``n``-point complex FFT of the sample pairs and one more exchange that brings each
+value its partner ``n - k`` (the standard split of even and odd samples).
 
 The generated source names ``cuda``, ``np``, ``sincospi``, ``load_complex``, ``store_complex`` and
 the constants it returns; the descriptor's module (``kernels._regfft._namespace``) supplies them
@@ -38,9 +38,11 @@ SIZES = tuple(2**k for k in range(6, 13))  # 64 .. 4096
 EPTS = (4, 8, 16, 32)  # values per thread (32: ~100 registers; 1024 points in one warp per row)
 HALF_WARP = 16  # threads whose 8-byte shared accesses share one wavefront
 MAX_SHARED = 48 * 1024  # bytes per block without the opt-in attribute
-# passes of at least this radix fold their twiddle products into the first butterflies
-# (:meth:`_Gen.twiddled_pair`); at radix 8 that saved 2 % of the instructions but took the 512-point real
-# FFT (folded, 8 values per thread) from 48 to 56 registers, so radix 8 keeps the plain products
+# passes of at least this radix of a complex (c2c) FFT fold their twiddle products into the first
+# butterflies (:meth:`_Gen.twiddled_pair`). At radix 8 that saved 2 % of the instructions but took
+# the 512-point real FFT (8 values per thread) from 48 to 56 registers; in the real FFTs (r2c, c2r)
+# it took the 2048-point one at 16 values per thread from 72 to 73 registers and made the STFT's
+# 2048-point r2c at 32 spill 8 bytes under its 64-register cap, so those keep the plain products
 FOLD_RADIX = 16
 
 
@@ -304,7 +306,7 @@ def source(n: int, ept: int, fpb: int, sign: int, registers: str = "float", kind
             x.append((g.new(f"r[{2 * i}]"), g.new(f"r[{2 * i + 1}]")))
     if kind == "c2r":
         x = _c2r_pre(g, ex, x, n, T, ept)
-    y = _core(g, ex, x, n, ept, sign)
+    y = _core(g, ex, x, n, ept, sign, fold=kind == "c2c")
     if kind == "r2c":
         y = _r2c_post(g, ex, y, n, T, ept)
     for i, v in enumerate(y):
@@ -318,8 +320,9 @@ def source(n: int, ept: int, fpb: int, sign: int, registers: str = "float", kind
     return src, dict(g.consts), lay["bytes"], lay["exchanges"]
 
 
-def _core(g: _Gen, ex: _Exchanges, x: list, n: int, ept: int, sign: int) -> list:
-    """The ``n``-point complex FFT of the registers ``x`` (names), returning the output names."""
+def _core(g: _Gen, ex: _Exchanges, x: list, n: int, ept: int, sign: int, fold: bool) -> list:
+    """The ``n``-point complex FFT of the registers ``x`` (names), returning the output names;
+    ``fold``: passes of radix :data:`FOLD_RADIX` or more fold their twiddle products."""
     T = n // ept
     passes = _passes(n, ept)
     for p, (ns, R) in enumerate(passes):
@@ -334,7 +337,7 @@ def _core(g: _Gen, ex: _Exchanges, x: list, n: int, ept: int, sign: int) -> list
                 # merges the identical code of the two inlined calls)
                 f = g.new(f"sincospi(np.float32({k}) * np.float32({2.0 / (ns * R)!r}))")
                 ws = g.powers((g.new(f"{f}[1]"), g.new(f"{f}[0]")), R)
-                if R >= FOLD_RADIX:
+                if fold and R >= FOLD_RADIX:
                     out = g.dft(v, sign, [None] + ws, conj=sign < 0)
                 else:
                     out = g.dft([v[0]] + [g.cmul(v[rr], ws[rr - 1], conj=sign < 0) for rr in range(1, R)], sign)
