@@ -229,3 +229,78 @@ def test_results_of_cupy_callers_come_from_the_package_allocator(monkeypatch, dt
     b, ptr2 = make()
     assert fake.allocs == [77, 77] and ptr != ptr2 and a.shape == (4, 8, 2)
     assert ptr == a.__cuda_array_interface__["data"][0]
+
+
+class FakeMem:
+    """cupy.cuda.MemoryPointer: an address; ``+`` makes one at an offset."""
+
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+    def __add__(self, off):
+        return FakeMem(self.ptr + off)
+
+
+def _fake_cupy(allocs, current=77):
+    """A stand-in ``cupy`` namespace: ``cuda.alloc`` hands out addresses 1 MiB apart, recorded."""
+
+    def alloc(nbytes):
+        allocs.append(nbytes)
+        return FakeMem(0x100000 * len(allocs))
+
+    def ndarray(shape, dtype, memptr, strides=None):
+        return SimpleNamespace(shape=shape, dtype=np.dtype(dtype), ptr=memptr.ptr, strides=strides)
+
+    stream = SimpleNamespace(ptr=current)
+    return SimpleNamespace(cuda=SimpleNamespace(alloc=alloc, get_current_stream=lambda: stream), ndarray=ndarray)
+
+
+def test_cupy_group_allocator_makes_results_from_one_allocation():
+    """One allocation per call for all results, each at a 256-byte boundary in order, with the
+    recorded shapes, dtypes and byte strides; the base Package has no such path."""
+    from mathdx_operands import DTYPES, DType
+    from mathdx_operands._packages import Package, _CuPy
+
+    allocs = []
+    pkg = _CuPy.__new__(_CuPy)
+    pkg.cp, pkg._ext = _fake_cupy(allocs), {}
+    i32, f32 = DType("int32", -1, 4, "i"), DTYPES["float32"]  # int32: as kernels._plan makes it
+    make = pkg.group_allocator([(i32, (8,), (1,), 8), (f32, (300,), (2,), 599), (f32, (1, 1), (1, 1), 1)], 0)
+    made = make(77)
+    assert allocs == [256 + 2560 + 256]
+    base = 0x100000
+    # C order: no strides argument (CuPy's default); else byte strides
+    assert [(a.shape, a.dtype.name, a.ptr, a.strides, p) for a, p in made] == [
+        ((8,), "int32", base, None, base), ((300,), "float32", base + 256, (8,), base + 256),
+        ((1, 1), "float32", base + 2816, None, base + 2816)]
+    made2 = make(77)
+    assert len(allocs) == 2 and made2[0][1] == 2 * base
+    assert Package.group_allocator(pkg, [], 0) is None
+
+
+def test_plan_groups_small_cupy_results_only(monkeypatch):
+    """_group_allocator: two or more CuPy results of at most GROUP_BYTES each; otherwise None
+    (one allocation each); a grouped maker is called with the plan's stream."""
+    asked = []
+
+    class Pkg:
+        def group_allocator(self, layouts, device):
+            asked.append(([(d.name, sh, st, n) for d, sh, st, n in layouts], device))
+            return lambda stream: [("made", stream)]
+
+    monkeypatch.setattr(_plan, "package", lambda name: Pkg())
+    obj = SimpleNamespace(device=SimpleNamespace(id=2))
+
+    def out(shape, dtype, kind="cupy"):
+        return SimpleNamespace(like=SimpleNamespace(package=kind), obj=obj, dev=DevArray(0x9000, shape, dtype, obj))
+
+    small = [out((8,), np.int32), out((8,), np.float32)]
+    stream = SimpleNamespace(handle=55)
+    monkeypatch.setattr(_plan, "GROUP_BYTES", 0)
+    assert _plan._group_allocator(small, stream) is None
+    monkeypatch.setattr(_plan, "GROUP_BYTES", 4096)
+    make = _plan._group_allocator(small, stream)
+    assert asked == [([("int32", (8,), (1,), 8), ("float32", (8,), (1,), 8)], 2)] and make() == [("made", 55)]
+    assert _plan._group_allocator(small[:1], stream) is None
+    assert _plan._group_allocator(small + [out((4096,), np.float32)], stream) is None  # 16 KiB: over
+    assert _plan._group_allocator([out((8,), np.int32, "torch"), small[1]], stream) is None

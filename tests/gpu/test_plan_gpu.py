@@ -172,3 +172,24 @@ def test_threads_share_one_plan_with_a_scratch_buffer():
     for t in range(4):
         for i in range(8):
             assert _bits(outs[t][i]) == _bits(kernels.fft_convolve(inputs[t][i], np.hanning(17)))
+
+
+def test_small_cupy_results_of_a_call_share_one_allocation():
+    """The matched filter's two small results (peak index, peak power) come from one CuPy
+    allocation per call (kernels._plan.GROUP_BYTES), at 256-byte boundaries, not overlapping, new at
+    each call, with the function's bits; a result over GROUP_BYTES keeps its own allocation."""
+    from kernels import _plan
+
+    x, t = _sig((8, 1024), np.complex64), _sig(128, np.complex64)
+    p = kernels.plan(kernels.matched_filter, x, t)
+    idx, power = p(x)
+    idx2, power2 = p(x)
+    want = kernels.matched_filter(x, t)
+    for got in ((idx, power), (idx2, power2)):
+        assert all(bool(cp.all(g == w)) for g, w in zip(got, want))
+    assert power.data.ptr - idx.data.ptr == 256 and idx.data.mem is power.data.mem
+    assert idx2.data.mem is not idx.data.mem
+    x16 = _sig((16, 1024), np.complex64)
+    peak, _, corr = kernels.plan(kernels.matched_filter, x16, t, return_correlation=True)(x16)
+    assert idx.nbytes <= _plan.GROUP_BYTES < corr.nbytes  # 128 KiB of correlation: no group
+    assert corr.data.mem is not peak.data.mem
