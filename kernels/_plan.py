@@ -275,9 +275,7 @@ def _allocator(out: Output, stream) -> Callable[[], tuple]:
     kind, shape, dtype = out.like.package, out.dev.shape, out.dev.dtype
     if kind in ("cupy", "torch"):
         pkg = package(kind)
-        dt = DTYPES.get(dtype.name) or DType(dtype.name, -1, dtype.itemsize, dtype.kind)
-        strides = tuple(s // dtype.itemsize for s in out.dev.strides)
-        alloc = pkg.allocator(dt, shape, strides, out.dev.size, _device(out.obj))
+        alloc = pkg.allocator(*_layout(out), _device(out.obj))
         ptr, handle = pkg.ptr, stream.handle
 
         def make():
@@ -294,6 +292,14 @@ def _allocator(out: Output, stream) -> Callable[[], tuple]:
     return make
 
 
+def _layout(out: Output) -> tuple:
+    """``(dtype, shape, element strides, elements)`` of a recorded output, as the packages'
+    allocators take them."""
+    dt = out.dev.dtype
+    dtype = DTYPES.get(dt.name) or DType(dt.name, -1, dt.itemsize, dt.kind)
+    return dtype, out.dev.shape, tuple(s // dt.itemsize for s in out.dev.strides), out.dev.size
+
+
 GROUP_BYTES = 65536
 """Fresh results of a CuPy plan call come from one allocation where there are two or more and each
 takes at most this many bytes (0: one allocation each); they then share its lifetime, so large ones
@@ -308,12 +314,7 @@ def _group_allocator(outs, stream) -> Callable[[], list] | None:
     if len(outs) < 2 or any(o.like.package != "cupy" or o.dev.size * o.dev.dtype.itemsize > GROUP_BYTES
                             for o in outs):
         return None
-    layouts = []
-    for o in outs:
-        dt = o.dev.dtype
-        dtype = DTYPES.get(dt.name) or DType(dt.name, -1, dt.itemsize, dt.kind)
-        layouts.append((dtype, o.dev.shape, tuple(s // dt.itemsize for s in o.dev.strides), o.dev.size))
-    alloc = package("cupy").group_allocator(layouts, _device(outs[0].obj))
+    alloc = package("cupy").group_allocator([_layout(o) for o in outs], _device(outs[0].obj))
     if alloc is None:
         return None
     handle = stream.handle
