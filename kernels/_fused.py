@@ -270,6 +270,11 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
     # lean kernels load and store a segment inside the signal with no tests of its place
     inner_path = lean and cplx
     wsync = own and fwd.warp_sync  # its rows are warps: the warp's barrier between the two FFTs
+    # our FFT's complex flat rows past the batch load the batch's last row (never stored): no
+    # zeroing of the registers first, one instruction per value less. Real FFTs and cuFFTDx's keep
+    # the zeroing: without it the 4096-point real one at 16 values per thread took 79 registers,
+    # not 72, and cuFFTDx's 512-point one at 8 took 42, not 40 (benchmarks/RESULTS.md)
+    load_all = flat and own and not real
 
     @jit(nthreads, max_regs)
     def kernel(x, h, y, nrows, nseg, step, halo):
@@ -279,7 +284,7 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
         row = cuda.blockIdx.x * fpb + cuda.threadIdx.y
         ok = row < nrows
         if flat:
-            base = row * rowlen + tx
+            base = (row if ok or not load_all else nrows - 1) * rowlen + tx
         else:  # the segment: signal b, first sample start (64-bit division: not in flat kernels)
             b = row // nseg
             start = (row - b * nseg) * step - halo
@@ -291,7 +296,7 @@ def filter_kernel(fwd: FFT, inv: FFT, real: bool, conj: bool, pairs: bool = Fals
             for i in range(in_ept):
                 j = tx + i * stride
                 if cplx:
-                    v = load_complex(x, base + i * stride) if ok and (exact_in or j < rowlen) else czero
+                    v = load_complex(x, base + i * stride) if (load_all or ok) and (exact_in or j < rowlen) else czero
                     r[2 * i] = v.real
                     r[2 * i + 1] = v.imag
                 else:

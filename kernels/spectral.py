@@ -56,9 +56,12 @@ def _matched_kernel(fwd: FFT, inv: FFT, keep: bool):
         tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
         row = cuda.blockIdx.x * fpb + ty
         ok = row < nrows
+        # a block's rows past the batch compute on its last row (never stored): unpredicated
+        # loads, no zeroing of the registers first (one instruction per value)
+        src = row if ok else nrows - 1
         for i in range(ept):
             j = tx + i * stride
-            td[i] = load_complex(x, (row, j)) if ok and (exact or j < n) else czero
+            td[i] = load_complex(x, (src, j)) if exact or j < n else czero
         fwd.execute(td, smem)
         # the template spectrum after the FFT: loaded before it, it stayed live through it (half
         # the registers; 163 per thread on sm_90), all loads first so they are in flight together
@@ -73,23 +76,26 @@ def _matched_kernel(fwd: FFT, inv: FFT, keep: bool):
         else:
             cuda.syncthreads()
         inv.execute(td, smem)
-        # per-thread peak of |c|^2, then the row's peak (lowest index wins ties)
+        # per-thread peak of |c|^2, then the row's peak (lowest index wins ties). The thread keeps
+        # the register number of its peak (a constant per unrolled step: one 32-bit select per
+        # value, where the element index had taken a 64-bit add and two selects)
         bv = prec.type(-1.0)
-        bi = 0
+        bk = np.int32(0)
         for i in range(ept):
             j = tx + i * stride
             if exact or j < n:
                 p = td[i].real * td[i].real + td[i].imag * td[i].imag
                 if p > bv:
                     bv = p
-                    bi = j
+                    bk = np.int32(i)
                 if keep and ok:
                     store_complex(corr, (row, j), td[i])
+        bi = np.int32(tx + bk * stride)  # (int32 + int32 is int64 in numba)
         if wsync:  # lane tx + d holds the row's thread tx + d while tx + d < bx
             d = half
             while d > 0:
                 w = cuda.shfl_down_sync(0xFFFFFFFF, bv, d)
-                k = cuda.shfl_down_sync(0xFFFFFFFF, np.int32(bi), d)  # one 32-bit shuffle
+                k = cuda.shfl_down_sync(0xFFFFFFFF, bi, d)
                 if tx + d < bx and (w > bv or (w == bv and k < bi)):
                     bv = w
                     bi = k

@@ -154,6 +154,26 @@ def test_matched_filter_own(own_fft):
     assert np.linalg.norm(corr - ref) / np.linalg.norm(ref) < 1e-6
 
 
+@pytest.mark.parametrize("n", [512, 1024])
+def test_matched_filter_own_rows_past_the_batch(own_fft, n):
+    """A last block with rows past the batch: those load the batch's last row and store nothing
+    (the simulator raises on an index outside the arrays). A row of zeros is one tie over every
+    thread and value: the lowest index, 0, wins."""
+    rows, m = 5, 32
+    fwd, _ = _fused.fft_pair(n, np.float32, False, kernel="matched_filter", rows=rows)
+    assert isinstance(fwd, _regfft.RegFFT) and rows % fwd.ffts_per_block_value != 0
+    t = np.exp(2j * np.pi * rng.random(m))
+    x = np.zeros((rows, n), np.complex64)
+    shifts = [7, n - m, 200, 33]
+    for b, s in enumerate(shifts):
+        x[b, s:s + m] = t
+    shifts.append(0)  # the last row: zeros
+    idx, val = kernels.matched_filter(x, t)
+    ref = np.abs(np.fft.ifft(np.fft.fft(x.astype(np.complex128), axis=-1) * np.conj(np.fft.fft(t, n)), axis=-1)) ** 2
+    assert list(idx) == shifts == list(np.argmax(ref, axis=-1))
+    np.testing.assert_allclose(val, ref.max(axis=-1), rtol=1e-5)
+
+
 def test_which_ffts_are_ours(own_fft, monkeypatch):
     """OWN_FFT covers float32, complex and folded real, of the sizes kernels._regfft has; float64,
     unfolded real, other sizes and functions not listed stay cuFFTDx's."""
