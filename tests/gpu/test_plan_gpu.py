@@ -182,14 +182,14 @@ def test_small_cupy_results_of_a_call_share_one_allocation():
 
     x, t = _sig((8, 1024), np.complex64), _sig(128, np.complex64)
     p = kernels.plan(kernels.matched_filter, x, t)
-    idx, power = p(x)
-    idx2, power2 = p(x)
+    idx, power = p(x, t)
+    idx2, power2 = p(x, t)
     want = kernels.matched_filter(x, t)
     for got in ((idx, power), (idx2, power2)):
         assert all(bool(cp.all(g == w)) for g, w in zip(got, want))
     assert power.data.ptr - idx.data.ptr == 256 and idx.data.mem is power.data.mem
     assert idx2.data.mem is not idx.data.mem
     x16 = _sig((16, 1024), np.complex64)
-    peak, _, corr = kernels.plan(kernels.matched_filter, x16, t, return_correlation=True)(x16)
+    peak, _, corr = kernels.plan(kernels.matched_filter, x16, t, return_correlation=True)(x16, t)
     assert idx.nbytes <= _plan.GROUP_BYTES < corr.nbytes  # 128 KiB of correlation: no group
     assert corr.data.mem is not peak.data.mem
