@@ -90,9 +90,6 @@ def param_values(argtypes, args) -> list:
     return out
 
 
-_SLOT = struct.Struct("=q")
-
-
 class Params:
     """Kernel parameters in 8-byte slots and the pointer array ``cuLaunchKernel`` reads
     (``params``: its address). ``pack`` fills the slots; the driver copies them at launch."""
@@ -103,13 +100,16 @@ class Params:
         base = ctypes.addressof(self.buf)
         self.ptrs = (ctypes.c_void_p * max(1, len(formats)))(*[base + 8 * i for i in range(len(formats))])
         self.params = ctypes.addressof(self.ptrs)
+        # the slots as 64-bit integers: ``slots[i] = pointer`` writes one over what ``pack`` put in
+        # slot i (what a plan call does per data pointer; 0.05 us, where struct.pack_into took 0.09)
+        self.slots = memoryview(self.buf).cast("B").cast("q")
 
     def pack(self, values) -> None:
         self.struct.pack_into(self.buf, 0, *values)
 
     def set_slot(self, slot: int, value: int) -> None:
         """Write one 64-bit integer parameter (a data pointer) over what ``pack`` put in ``slot``."""
-        _SLOT.pack_into(self.buf, 8 * slot, value)
+        self.slots[slot] = value
 
 
 class _Launcher:

@@ -304,3 +304,82 @@ def test_plan_groups_small_cupy_results_only(monkeypatch):
     assert _plan._group_allocator(small[:1], stream) is None
     assert _plan._group_allocator(small + [out((4096,), np.float32)], stream) is None  # 16 KiB: over
     assert _plan._group_allocator([out((8,), np.int32, "torch"), small[1]], stream) is None
+
+
+def _two_result_plan(monkeypatch, order):
+    """A plan of a call on x that launched one kernel writing two results it allocated (a, b), and
+    returned them in ``order`` (indices into (a, b)), as recorded."""
+    monkeypatch.setattr(_plan, "current_context", lambda: 42)
+    monkeypatch.setattr(_plan, "simulator", lambda: False)
+    monkeypatch.setattr(_plan, "Output", FakeOutput)
+    x = Dev(0x1000, (4, 64))
+    like = SimpleNamespace(package="numba", obj=x)
+    a = FakeOutput((4,), np.int32, like, None, ptr=0x9000)
+    b = FakeOutput((4,), np.float32, like, None, ptr=0xA000)
+    k = FakeLauncher((A2, types.Array(types.int32, 1, "C"), types.Array(types.float32, 1, "C")))
+    rec = _plan._Recording()
+    rec.outputs = [a, b]
+    rec.launches = [(k, (1, 1, 1), (64, 1, 1), 5, 0, (DevArray(0x1000, (4, 64), np.float32, x), a.dev, b.dev))]
+    p = _plan.Plan.__new__(_plan.Plan)
+    p.fn, p.names, p.stream = (lambda: None), ["x"], "stream"
+    p._fp = [_plan._probe("x", x)[0]]
+    p._alias = (0,)
+    p._lock = _plan.threading.Lock()
+    p.replayed = True
+    p._build(rec, [x], tuple((a, b)[i].obj for i in order))
+    return p, k
+
+
+@pytest.mark.parametrize("order", [(0, 1), (1, 0)])
+def test_fresh_results_are_returned_in_the_recorded_order(monkeypatch, order):
+    """Results returned as allocated take the plain path (the made arrays as they are); any other
+    order goes through the general one; either way each returned array is the one the kernel got
+    at its place."""
+    p, k = _two_result_plan(monkeypatch, order)
+    assert p._plain == (order == (0, 1))
+    got = p(Dev(0x20000, (4, 64)))
+    ptrs = [r.__cuda_array_interface__["data"][0] for r in got]
+    (_, _, _, _, v), = k.calls
+    launched = (v[13], v[20])  # the data slots of the int32 and the float32 results
+    assert ptrs == [launched[i] for i in order] and [r.dtype for r in got] == [(np.int32, np.float32)[i] for i in order]
+
+
+class _CupyLike:
+    """A CuPy array's device: its memory pointer's device number (reading ``.device`` fails here)."""
+
+    __module__ = "cupy._core.core"
+
+    def __init__(self, dev):
+        self._mem = SimpleNamespace(device_id=dev)
+
+    @property
+    def data(self):  # (a class attribute in CuPy too)
+        return self._mem
+
+    @property
+    def device(self):
+        raise AssertionError("a CuPy array's Device object was made")
+
+
+class _TorchLike:
+    __module__ = "torch"
+
+    def __init__(self, dev):
+        self.dev = dev
+
+    def get_device(self):
+        return self.dev
+
+    @property
+    def device(self):
+        raise AssertionError("a torch tensor's device object was made")
+
+
+def test_each_package_s_device_is_read_without_a_device_object():
+    """CuPy's from its memory pointer, torch's by get_device(); other arrays by their device's index
+    or id, else None (the context check alone)."""
+    assert _plan._device(_CupyLike(3)) == 3 and _plan._device(_CupyLike(0)) == 0
+    assert _plan._device(_TorchLike(1)) == 1
+    assert _plan._device(SimpleNamespace(device=SimpleNamespace(index=2, id=7))) == 2
+    assert _plan._device(SimpleNamespace(device=SimpleNamespace(index=None, id=5))) == 5
+    assert _plan._device(Dev(0x1000, (4,))) is None
