@@ -70,14 +70,20 @@ def _recorded_plan(monkeypatch):
     xrows = DevArray(0x1000 + 64 * 4, (3, 64), np.float32, x)  # a view of rows 1..3 of x
     rec.launches = [(copy, (3, 1, 1), (64, 1, 1), 5, 0, (xrows, scratch.dev)),
                     (main, (2, 1, 1), (128, 1, 1), 5, 1024, (scratch.dev, spec, result.dev, 7, 1 + 2j))]
+    return _built(rec, x, result.obj.reshape((256,))), copy, main
+
+
+def _built(rec, x, returned):
+    """The plan of a call on ``x`` alone, built from the recording ``rec`` of a call that returned
+    ``returned``."""
     p = _plan.Plan.__new__(_plan.Plan)
     p.fn, p.names, p.stream = (lambda: None), ["x"], "stream"
     p._fp = [_plan._probe("x", x)[0]]
     p._alias = (0,)
     p._lock = _plan.threading.Lock()
     p.replayed = True
-    p._build(rec, [x], result.obj.reshape((256,)))
-    return p, copy, main
+    p._build(rec, [x], returned)
+    return p
 
 
 def test_a_call_patches_inputs_and_results_and_keeps_constants(monkeypatch):
@@ -320,14 +326,7 @@ def _two_result_plan(monkeypatch, order):
     rec = _plan._Recording()
     rec.outputs = [a, b]
     rec.launches = [(k, (1, 1, 1), (64, 1, 1), 5, 0, (DevArray(0x1000, (4, 64), np.float32, x), a.dev, b.dev))]
-    p = _plan.Plan.__new__(_plan.Plan)
-    p.fn, p.names, p.stream = (lambda: None), ["x"], "stream"
-    p._fp = [_plan._probe("x", x)[0]]
-    p._alias = (0,)
-    p._lock = _plan.threading.Lock()
-    p.replayed = True
-    p._build(rec, [x], tuple((a, b)[i].obj for i in order))
-    return p, k
+    return _built(rec, x, tuple((a, b)[i].obj for i in order)), k
 
 
 @pytest.mark.parametrize("order", [(0, 1), (1, 0)])
