@@ -74,6 +74,18 @@ def _probe(name, obj) -> tuple[tuple, int]:
     return (type(obj), _device(obj), shape, typestr, ptr % 16), ptr
 
 
+def _cupy_layout(obj) -> tuple[tuple, int]:
+    """((device, shape, dtype, strides), address) of a CuPy array, from its attributes: what a
+    call compares of an array planned as CuPy's (its ``__cuda_array_interface__`` builds a dict
+    and looks up the current stream)."""
+    mem = obj.data
+    return (mem.device_id, obj.shape, obj.dtype, obj.strides), mem.ptr
+
+
+def _is_cupy(cls) -> bool:
+    return cls.__module__.split(".")[0] == "cupy" and hasattr(cls, "data")
+
+
 def _device(obj):
     """The GPU a CuPy array or torch tensor is on (None for other kinds: the context check)."""
     read = _DEVICE_OF.get(type(obj))
@@ -89,10 +101,9 @@ def _device_reader(cls) -> Callable:
     """How to read the device of arrays of type ``cls``: a CuPy array's memory pointer's device
     number (its ``.device`` makes a Device object: 0.2 us a call), a torch tensor's
     ``get_device()``, else its ``device``'s ``index`` or ``id`` where it has one, else None."""
-    root = cls.__module__.split(".")[0]
-    if root == "cupy" and hasattr(cls, "data"):
+    if _is_cupy(cls):
         return lambda obj: obj.data.device_id
-    if root == "torch" and hasattr(cls, "get_device"):
+    if cls.__module__.split(".")[0] == "torch" and hasattr(cls, "get_device"):
         return lambda obj: obj.get_device()
 
     def generic(obj):
@@ -153,9 +164,7 @@ class Plan:
         # the fixed arguments (the device arrays' places left empty: the plan keeps no input alive)
         self._args = [None if i in self._slots else a for i, a in enumerate(args)]
         self._kwargs = {k: None if k in self._keys else v for k, v in kwargs.items()}
-        probes = [_probe(n, a) for n, a in zip(self.names, given)]
-        self._fp = [fp for fp, _ in probes]
-        self._set_alias([ptr for _, ptr in probes])
+        self._set_planned(given)
         self._lock = threading.Lock()
         # the plan's stream, fixed now (None: the current stream of the first array's package)
         self.stream = resolve_stream(stream, SimpleNamespace(package=caller_kind(given[0], self.names[0])))
@@ -171,10 +180,17 @@ class Plan:
         if self.replayed:
             self._build(rec, given, result)
 
-    def _set_alias(self, ptrs) -> None:
-        """The planned arrays' sharing of start addresses (``ptrs``), as each call must repeat it."""
-        self._alias = _aliasing(ptrs)
-        self._distinct = self._alias == tuple(range(len(ptrs)))  # no two start at one address
+    def _set_planned(self, given) -> None:
+        """What each call's arrays must share with the planned ones ``given`` (named by
+        :attr:`names`): fingerprints, CuPy attributes, the sharing of start addresses."""
+        probes = [_probe(n, a) for n, a in zip(self.names, given)]
+        self._fp = [fp for fp, _ in probes]
+        # CuPy arrays: their attributes as planned, which a call's array may match (else the
+        # interface's check decides: another layout of the same C order, or an error)
+        self._quick = [_cupy_layout(a)[0] if _is_cupy(type(a)) else None for a in given]
+        # the sharing of start addresses, as each call must repeat it
+        self._alias = _aliasing([ptr for _, ptr in probes])
+        self._distinct = self._alias == tuple(range(len(probes)))  # no two start at one address
 
     def _build(self, rec, given, result):
         self._ctx = current_context()
@@ -238,10 +254,15 @@ class Plan:
             raise TypeError(f"this plan of {self.fn.__name__} takes {len(self.names)} array(s) "
                             f"({', '.join(self.names)}), got {len(arrays)}")
         ins = []
-        for name, a, fp in zip(self.names, arrays, self._fp):
+        for name, a, fp, quick in zip(self.names, arrays, self._fp, self._quick):
             if type(a) is not fp[0]:
                 raise TypeError(f"{name} must be a device array like the planned one ({fp[0].__name__}), "
                                 f"got {type(a).__name__}")
+            if quick is not None:
+                got, ptr = _cupy_layout(a)
+                if got == quick and ptr % 16 == fp[4]:
+                    ins.append(ptr)
+                    continue
             got, ptr = _probe(name, a)
             if got != fp:
                 raise ValueError(f"{name} must match the planned array: {_describe(fp)}; got {_describe(got)} "

@@ -78,8 +78,7 @@ def _built(rec, x, returned):
     ``returned``."""
     p = _plan.Plan.__new__(_plan.Plan)
     p.fn, p.names, p.stream = (lambda: None), ["x"], "stream"
-    p._fp = [_plan._probe("x", x)[0]]
-    p._alias = (0,)
+    p._set_planned([x])
     p._lock = _plan.threading.Lock()
     p.replayed = True
     p._build(rec, [x], returned)
@@ -159,9 +158,7 @@ def _two_input_plan(planned_ptrs):
     p = _plan.Plan.__new__(_plan.Plan)
     p.fn, p.names, p.replayed = (lambda a, b: (a, b)), ["a", "b"], False
     p._slots, p._keys, p._args, p._kwargs = [0, 1], [], [None, None], {}
-    probes = [_plan._probe(n, Dev(ptr, (4, 64))) for n, ptr in zip(p.names, planned_ptrs)]
-    p._fp = [fp for fp, _ in probes]
-    p._set_alias([ptr for _, ptr in probes])
+    p._set_planned([Dev(ptr, (4, 64)) for ptr in planned_ptrs])
     return p
 
 
@@ -382,3 +379,64 @@ def test_each_package_s_device_is_read_without_a_device_object():
     assert _plan._device(SimpleNamespace(device=SimpleNamespace(index=2, id=7))) == 2
     assert _plan._device(SimpleNamespace(device=SimpleNamespace(index=None, id=5))) == 5
     assert _plan._device(Dev(0x1000, (4,))) is None
+
+
+class _CupyArray:
+    """A CuPy array as a plan reads it: attributes (``data`` with ``ptr`` and ``device_id``, shape,
+    dtype, strides) and ``__cuda_array_interface__``, whose reads are counted."""
+
+    __module__ = "cupy._core.core"
+    interface_reads = 0
+
+    def __init__(self, ptr, shape, dtype=np.float32, device=0, strides=None):
+        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+        c = tuple(int(np.prod(self.shape[i + 1:])) * self.dtype.itemsize for i in range(len(self.shape)))
+        self.strides = c if strides is None else tuple(strides)
+        self._mem = SimpleNamespace(ptr=ptr, device_id=device)
+
+    @property
+    def data(self):
+        return self._mem
+
+    @property
+    def __cuda_array_interface__(self):
+        _CupyArray.interface_reads += 1
+        c = tuple(int(np.prod(self.shape[i + 1:])) * self.dtype.itemsize for i in range(len(self.shape)))
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self._mem.ptr, False), "version": 3,
+                "strides": None if self.strides == c else self.strides}
+
+
+def _cupy_plan(monkeypatch):
+    monkeypatch.setattr(_plan, "current_context", lambda: 42)
+    monkeypatch.setattr(_plan, "simulator", lambda: False)
+    monkeypatch.setattr(_plan, "Output", FakeOutput)
+    x = _CupyArray(0x1000, (4, 1, 64))
+    like = SimpleNamespace(package="numba", obj=x)
+    out = FakeOutput((4, 1, 64), np.float32, like, None, ptr=0x9000)
+    k = FakeLauncher((types.Array(types.float32, 3, "C"), types.Array(types.float32, 3, "C")))
+    rec = _plan._Recording()
+    rec.outputs = [out]
+    rec.launches = [(k, (1, 1, 1), (64, 1, 1), 5, 0, (DevArray(0x1000, (4, 1, 64), np.float32, x), out.dev))]
+    return _built(rec, x, out.obj), k
+
+
+def test_a_cupy_array_laid_out_as_planned_is_checked_by_its_attributes(monkeypatch):
+    """A call's CuPy array with the planned device, shape, dtype, strides and address mod 16 runs
+    without its interface dict; another C-order layout (a size-1 axis's stride) goes through the
+    interface's check and runs; any other difference is refused as before, named."""
+    p, k = _cupy_plan(monkeypatch)
+    assert p._quick == [(0, (4, 1, 64), np.dtype(np.float32), (256, 256, 4))]
+    _CupyArray.interface_reads = 0
+    p(_CupyArray(0x20000, (4, 1, 64)))
+    assert _CupyArray.interface_reads == 0 and k.calls[-1][4][4] == 0x20000  # x's data slot
+    p(_CupyArray(0x30000, (4, 1, 64), strides=(256, 4, 4)))  # C order too
+    assert _CupyArray.interface_reads == 1 and k.calls[-1][4][4] == 0x30000
+    bad = [(_CupyArray(0x40000, (4, 1, 64), device=1), "on device 0.*got .* on device 1"),
+           (_CupyArray(0x40000, (4, 1, 64), np.int32), "float32.*got .*int32"),
+           (_CupyArray(0x40000, (4, 1, 32)), r"\(4, 1, 64\).*got .*\(4, 1, 32\)"),
+           (_CupyArray(0x40008, (4, 1, 64)), "address mod 16 = 0; got .* address mod 16 = 8"),
+           (_CupyArray(0x40000, (4, 1, 64), strides=(512, 256, 4)), "x must be C-contiguous")]
+    for arr, msg in bad:
+        with pytest.raises(ValueError, match=msg):
+            p(arr)
+    assert len(k.calls) == 2  # the two calls that ran
