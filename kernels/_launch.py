@@ -107,10 +107,6 @@ class Params:
     def pack(self, values) -> None:
         self.struct.pack_into(self.buf, 0, *values)
 
-    def set_slot(self, slot: int, value: int) -> None:
-        """Write one 64-bit integer parameter (a data pointer) over what ``pack`` put in ``slot``."""
-        self.slots[slot] = value
-
 
 class _Launcher:
     """One kernel compiled for ``argtypes`` in the current context, launched by the driver."""
