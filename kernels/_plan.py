@@ -30,6 +30,7 @@ from mathdx_operands import (
     ensure_context,
     on_device,
     package,
+    package_of,
     resolve_stream,
     simulator,
 )
@@ -82,35 +83,17 @@ def _cupy_layout(obj) -> tuple[tuple, int]:
     return (mem.device_id, obj.shape, obj.dtype, obj.strides), mem.ptr
 
 
-def _is_cupy(cls) -> bool:
-    return cls.__module__.split(".")[0] == "cupy" and hasattr(cls, "data")
-
-
 def _device(obj):
-    """The GPU a CuPy array or torch tensor is on (None for other kinds: the context check)."""
-    read = _DEVICE_OF.get(type(obj))
-    if read is None:
-        read = _DEVICE_OF[type(obj)] = _device_reader(type(obj))
-    return read(obj)
-
-
-_DEVICE_OF: dict = {}  # array type -> its device reader (a call reads each array's once)
-
-
-def _device_reader(cls) -> Callable:
-    """How to read the device of arrays of type ``cls``: a CuPy array's memory pointer's device
-    number (its ``.device`` makes a Device object: 0.2 us a call), a torch tensor's
-    ``get_device()``, else its ``device``'s ``index`` or ``id`` where it has one, else None."""
-    if _is_cupy(cls):
-        return lambda obj: obj.data.device_id
-    if cls.__module__.split(".")[0] == "torch" and hasattr(cls, "get_device"):
-        return lambda obj: obj.get_device()
-
-    def generic(obj):
-        d = getattr(obj, "device", None)
-        return getattr(d, "id", None) if getattr(d, "index", None) is None else d.index
-
-    return generic
+    """The GPU a CuPy array or torch tensor is on (None for other kinds: the context check).
+    CuPy's from its memory pointer's device number (its ``.device`` makes a Device object: 0.2
+    us a read), torch's by ``get_device()``; others by their ``device``'s ``index`` or ``id``."""
+    kind = package_of(obj)
+    if kind == "cupy":
+        return obj.data.device_id
+    if kind == "torch":
+        return obj.get_device()
+    d = getattr(obj, "device", None)
+    return getattr(d, "id", None) if getattr(d, "index", None) is None else d.index
 
 
 def _aliasing(ptrs) -> tuple:
@@ -187,7 +170,7 @@ class Plan:
         self._fp = [fp for fp, _ in probes]
         # CuPy arrays: their attributes as planned, which a call's array may match (else the
         # interface's check decides: another layout of the same C order, or an error)
-        self._quick = [_cupy_layout(a)[0] if _is_cupy(type(a)) else None for a in given]
+        self._quick = [_cupy_layout(a)[0] if package_of(a) == "cupy" else None for a in given]
         # the sharing of start addresses, as each call must repeat it
         self._alias = _aliasing([ptr for _, ptr in probes])
         self._distinct = self._alias == tuple(range(len(probes)))  # no two start at one address
