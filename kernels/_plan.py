@@ -9,9 +9,11 @@ result (allocated anew at each call) or a constant of the plan (filter spectra, 
 intermediate buffers: kept alive by the plan and reused, in the plan's stream order). A call
 checks each new array against the planned one (package, device, shape, dtype, C order, address
 mod 16, which arrays share memory, the CUDA context), allocates the results and relaunches the
-recorded kernels with their pointers patched: no argument parsing, descriptor lookup, typing
-or host-side spectrum work (a device-taps spectrum kernel is one of the replayed launches). Where launches cannot be replayed (the simulator, ``NUMBA_MATHDX_FAST_LAUNCH=0``) the plan
-still checks its arguments the same way and then calls the function.
+recorded kernels with their pointers patched, as one CUDA graph where they share a stream (one
+``cuGraphLaunch`` per call, :class:`kernels._launch.Graph`): no argument parsing, descriptor
+lookup, typing or host-side spectrum work (a device-taps spectrum kernel is one of the replayed
+launches). Where launches cannot be replayed (the simulator, ``NUMBA_MATHDX_FAST_LAUNCH=0``) the
+plan still checks its arguments the same way and then calls the function.
 """
 
 from __future__ import annotations
@@ -128,6 +130,10 @@ class Plan:
     replayed : bool
         True when calls relaunch the recorded kernels; False under the simulator or with
         ``NUMBA_MATHDX_FAST_LAUNCH=0``, where each call checks its arrays and then runs ``fn``.
+    graphed : bool
+        True when calls replay the recorded kernels as one CUDA graph (new parameters for the
+        kernels whose arrays change, then one ``cuGraphLaunch``); False: one ``cuLaunchKernel``
+        per kernel (launches on several streams, ``NUMBA_MATHDX_PLAN_GRAPHS=0``) or not replayed.
     stream : mathdx_operands.Stream
         The stream every call runs on, resolved when the plan was made.
     """
@@ -160,6 +166,7 @@ class Plan:
         finally:
             _launch.recorder.active = None
         self.replayed = not simulator() and all(launch[0] is not None for launch in rec.launches)
+        self.graphed = False
         if self.replayed:
             self._build(rec, given, result)
 
@@ -229,6 +236,15 @@ class Plan:
             params = _launch.Params(_launch.param_formats(launcher.argtypes))
             params.pack(values)  # the constants, once: a call writes only its pointers over them
             self._launches.append((launcher, grid, block, stream, int(smem), tuple(patches), params))
+        # one CUDA graph of the launches where they allow it (one stream, CUfunctions): a call then
+        # rewrites the patched nodes' parameters and launches the graph once (kernels._launch.Graph)
+        self._graph = None
+        if (_launch.GRAPHS and self._launches
+                and _launch.graphable([lc[0] for lc in self._launches], [lc[3] for lc in self._launches])):
+            self._graph = _launch.Graph([(launcher, grid, block, smem, params, bool(patches))
+                                         for launcher, grid, block, _, smem, patches, params in self._launches],
+                                        self._launches[0][3])
+        self.graphed = self._graph is not None
 
     def __call__(self, *arrays):
         """Run the planned call on ``arrays`` (one per name in :attr:`names`, in that order);
@@ -272,12 +288,16 @@ class Plan:
         ptrs = ins
         for _, ptr in made:
             ptrs.append(ptr)
+        graph = self._graph
         with self._lock:
             for launcher, grid, block, stream, smem, patches, params in self._launches:
                 slots = params.slots
                 for slot, idx, offset in patches:
                     slots[slot] = ptrs[idx] + offset
-                launcher.launch_params(grid, block, stream, smem, params)
+                if graph is None:
+                    launcher.launch_params(grid, block, stream, smem, params)
+            if graph is not None:
+                graph.launch()
         if self._plain:  # every result fresh, in allocation order, of its recorded shape
             return made[0][0] if self._single else tuple([m[0] for m in made])
         if self._single:
@@ -286,7 +306,8 @@ class Plan:
 
     def __repr__(self) -> str:
         return (f"Plan({self.fn.__name__}, arrays=({', '.join(self.names)}), "
-                f"{'replayed' if self.replayed else 'calls the function'}, {self.stream!r})")
+                f"{('replayed as one CUDA graph' if self.graphed else 'replayed') if self.replayed else 'calls the function'}, "
+                f"{self.stream!r})")
 
 
 def _returned(hit, arrays, made):

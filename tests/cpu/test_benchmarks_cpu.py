@@ -244,12 +244,14 @@ def test_call_overhead_table_and_check(co):
     a = co.parse_args(["--cases", "gemm", "stft", "--calls", "10", "--profile"])
     assert a.cases == ["gemm", "stft"] and a.calls == 10 and a.rounds == 5 and a.profile
     rows = [dict(case="gemm", numba_enqueue_us=300.0, numba_sync_us=320.5, fast_enqueue_us=60.0,
-                 fast_sync_us=75.25, plan_enqueue_us=9.5, plan_sync_us=18.0, peer_enqueue_us=40.0,
+                 fast_sync_us=75.25, plan_enqueue_us=9.5, plan_sync_us=18.0, plan_launches_enqueue_us=12.5,
+                 plan_launches_sync_us=21.0, peer_enqueue_us=40.0,
                  peer_sync_us=55.0, plan_gpu_us=4.94, peer_gpu_us=None, fast_equals_numba=True,
                  plan_equals_fast=False),
             dict(case="stft", error="AssertionError: differs")]
     text = co.format_table(rows, dict(device="D", rounds=5, calls=10, command="c"))
-    assert "| gemm | 300.0 / 320.5 | 60.0 / 75.2 | 9.5 / 18.0 | 40.0 / 55.0 | 4.9 / - | True, False |" in text
+    assert ("| gemm | 300.0 / 320.5 | 60.0 / 75.2 | 9.5 / 18.0 | 12.5 / 21.0 | 40.0 / 55.0 | 4.9 / - | True, False |"
+            in text)
     assert "| stft | failed: AssertionError: differs" in text
     import numpy as np
 

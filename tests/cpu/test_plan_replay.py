@@ -28,8 +28,10 @@ class Dev:
 
 
 class FakeLauncher:
-    def __init__(self, argtypes):
+    def __init__(self, argtypes, driver=None):
         self.argtypes, self.calls = argtypes, []
+        if driver is not None:  # a real launcher's driver module and CUfunction: its launches can be a graph
+            self.driver, self.handle = driver, driver.CUfunction()
 
     def launch_params(self, grid, block, stream, smem, params):
         """What the driver would read: the parameters as packed in ``params`` at launch."""
@@ -52,10 +54,11 @@ A2 = types.Array(types.float32, 2, "C")
 A1 = types.Array(types.complex64, 1, "C")
 
 
-def _recorded_plan(monkeypatch):
+def _recorded_plan(monkeypatch, driver=None):
     """A plan of a call on x (0x1000, 4 x 64 float32) that launched two kernels: a copy of x's
     rows 1.. into a scratch buffer, then a kernel reading the scratch and a constant spectrum and
-    writing the result (allocated by the call, returned reshaped to (256,))."""
+    writing the result (allocated by the call, returned reshaped to (256,)). With ``driver``, the
+    launchers hold its CUfunctions (so the plan makes a graph where ``_launch.GRAPHS`` says so)."""
     monkeypatch.setattr(_plan, "current_context", lambda: 42)
     monkeypatch.setattr(_plan, "simulator", lambda: False)
     monkeypatch.setattr(_plan, "Output", FakeOutput)
@@ -64,7 +67,7 @@ def _recorded_plan(monkeypatch):
     scratch = FakeOutput((3, 64), np.float32, like, None, ptr=0x5000)
     result = FakeOutput((4, 64), np.float32, like, None, ptr=0x9000)
     spec = DevArray(0x3000, (33,), np.complex64, "spectrum owner")
-    copy, main = FakeLauncher((A2, A2)), FakeLauncher((A2, A1, A2, types.int64, types.complex64))
+    copy, main = FakeLauncher((A2, A2), driver), FakeLauncher((A2, A1, A2, types.int64, types.complex64), driver)
     rec = _plan._Recording()
     rec.outputs = [scratch, result]
     xrows = DevArray(0x1000 + 64 * 4, (3, 64), np.float32, x)  # a view of rows 1..3 of x
@@ -440,3 +443,180 @@ def test_a_cupy_array_laid_out_as_planned_is_checked_by_its_attributes(monkeypat
         with pytest.raises(ValueError, match=msg):
             p(arr)
     assert len(k.calls) == 2  # the two calls that ran
+
+
+# --- plans replayed as one CUDA graph (kernels._launch.Graph), against a fake driver module ---
+
+class FakeDriver:
+    """The cuda.bindings driver calls a Graph makes, recorded: each node's parameters as the
+    driver would copy them (the kernel's parameter bytes at that moment, unpacked)."""
+
+    class CUfunction:
+        pass
+
+    class CUDA_KERNEL_NODE_PARAMS:
+        pass
+
+    class Err:
+        def __init__(self, name):
+            self.name = name
+
+    def __init__(self, fail=None):
+        self.CUresult = SimpleNamespace(CUDA_SUCCESS=self.Err("CUDA_SUCCESS"))
+        self.fail, self.log, self.params = fail, [], {}  # params: Params by kernelParams address
+
+    def _ok(self, name, *rest):
+        err = self.Err("CUDA_ERROR_LAUNCH_FAILED") if name == self.fail else self.CUresult.CUDA_SUCCESS
+        return (err, *rest)
+
+    def _values(self, p):
+        params = self.params[p.kernelParams]
+        return list(params.struct.unpack_from(params.buf))
+
+    def CUstream(self, handle):
+        return ("stream", handle)
+
+    def cuGraphCreate(self, flags):
+        self.log.append(("create", flags))
+        return self._ok("cuGraphCreate", "graph")
+
+    def cuGraphAddKernelNode(self, graph, deps, ndeps, p):
+        node = f"node{sum(e[0] == 'add' for e in self.log)}"
+        self.log.append(("add", node, list(deps), ndeps, p.func, (p.gridDimX, p.gridDimY, p.gridDimZ),
+                         (p.blockDimX, p.blockDimY, p.blockDimZ), p.sharedMemBytes, p.kernelParams))
+        return self._ok("cuGraphAddKernelNode", node)
+
+    def cuGraphInstantiate(self, graph, flags):
+        self.log.append(("instantiate", graph))
+        return self._ok("cuGraphInstantiate", "exec")
+
+    def cuGraphUpload(self, exe, stream):
+        self.log.append(("upload", exe, stream))
+        return self._ok("cuGraphUpload")
+
+    def cuGraphExecKernelNodeSetParams(self, exe, node, p):
+        self.log.append(("set", node, self._values(p)))
+        return self._ok("cuGraphExecKernelNodeSetParams")
+
+    def cuGraphLaunch(self, exe, stream):
+        self.log.append(("launch", exe, stream))
+        return self._ok("cuGraphLaunch")
+
+    def cuGraphExecDestroy(self, exe):
+        self.log.append(("destroy exec", exe))
+
+    def cuGraphDestroy(self, graph):
+        self.log.append(("destroy graph", graph))
+
+
+def _graphs_on(monkeypatch, drv):
+    """Graphs switched on, and every Params made from now on known to ``drv`` by the address a
+    node is given."""
+    monkeypatch.setattr(_launch, "GRAPHS", True)
+    real = _launch.Params
+
+    def params(formats):
+        made = real(formats)
+        drv.params[made.params] = made
+        return made
+
+    monkeypatch.setattr(_launch, "Params", params)
+
+
+def _graphed_plan(monkeypatch, drv):
+    _graphs_on(monkeypatch, drv)
+    return _recorded_plan(monkeypatch, drv)
+
+
+def test_a_plan_becomes_one_graph_and_a_call_is_one_graph_launch(monkeypatch):
+    drv = FakeDriver()
+    p, copy, main = _graphed_plan(monkeypatch, drv)
+    assert p.graphed and "one CUDA graph" in repr(p)
+    adds = [e for e in drv.log if e[0] == "add"]
+    # the kernels in the recorded order, each after the one before, as recorded
+    assert [(e[1], e[2], e[3]) for e in adds] == [("node0", [], 0), ("node1", ["node0"], 1)]
+    assert adds[0][4] is copy.handle and adds[0][5:8] == ((3, 1, 1), (64, 1, 1), 0)
+    assert adds[1][4] is main.handle and adds[1][5:8] == ((2, 1, 1), (128, 1, 1), 1024)
+    assert [e[0] for e in drv.log] == ["create", "add", "add", "instantiate", "upload"]
+    assert drv.log[-1] == ("upload", "exec", ("stream", 5))
+    del drv.log[:]
+    n = _launch.stats["graph_launches"]
+    y = p(Dev(0x20000, (4, 64)))
+    new_result = y.__cuda_array_interface__["data"][0]
+    assert not copy.calls and not main.calls  # no cuLaunchKernel
+    (s0, n0, v0), (s1, n1, v1), launch = drv.log
+    assert (s0, n0, s1, n1) == ("set", "node0", "set", "node1")
+    assert v0[4] == 0x20000 + 256 and v0[13] == 0x5000  # x's rows 1.. at the new x; the scratch kept
+    assert v1[4] == 0x5000 and v1[13] == 0x3000 and v1[20] == new_result and v1[-3:] == [7, 1.0, 2.0]
+    assert launch == ("launch", "exec", ("stream", 5))
+    assert _launch.stats["graph_launches"] == n + 1
+    del drv.log[:]
+    y2 = p(Dev(0x40000, (4, 64)))
+    assert drv.log[0][2][4] == 0x40000 + 256 and drv.log[1][2][20] == y2.__cuda_array_interface__["data"][0]
+
+
+def test_only_nodes_with_changing_arrays_get_new_parameters(monkeypatch):
+    """A kernel of constants only (a spectrum of planned taps into a scratch buffer) keeps the
+    parameters its node was made with; the kernel reading the call's x is rewritten."""
+    drv = FakeDriver()
+    _graphs_on(monkeypatch, drv)
+    monkeypatch.setattr(_plan, "current_context", lambda: 42)
+    monkeypatch.setattr(_plan, "simulator", lambda: False)
+    monkeypatch.setattr(_plan, "Output", FakeOutput)
+    x = Dev(0x1000, (4, 64))
+    like = SimpleNamespace(package="numba", obj=x)
+    scratch = FakeOutput((33,), np.complex64, like, None, ptr=0x5000)
+    result = FakeOutput((4, 64), np.float32, like, None, ptr=0x9000)
+    spec = DevArray(0x3000, (33,), np.complex64, "taps owner")
+    make, apply = FakeLauncher((A1, A1), drv), FakeLauncher((A2, A1, A2), drv)
+    rec = _plan._Recording()
+    rec.outputs = [scratch, result]
+    rec.launches = [(make, (1, 1, 1), (32, 1, 1), 9, 0, (spec, scratch.dev)),
+                    (apply, (4, 1, 1), (64, 1, 1), 9, 0, (DevArray(0x1000, (4, 64), np.float32, x), scratch.dev,
+                                                          result.dev))]
+    p = _built(rec, x, result.obj)
+    assert p.graphed
+    del drv.log[:]
+    p(Dev(0x20000, (4, 64)))
+    assert [(e[0], e[1]) for e in drv.log] == [("set", "node1"), ("launch", "exec")]
+    assert drv.log[0][2][4] == 0x20000
+
+
+@pytest.mark.parametrize("why", ["switched off", "two streams", "no driver"])
+def test_plans_launch_kernel_by_kernel_where_no_graph_is_made(monkeypatch, why):
+    drv = FakeDriver()
+    monkeypatch.setattr(_launch, "GRAPHS", why != "switched off")
+    p, copy, main = _recorded_plan(monkeypatch, None if why == "no driver" else drv)
+    if why == "two streams":
+        assert _launch.graphable([copy, main], [5, 6]) is False
+        assert _launch.graphable([copy, main], [5, 5]) is True
+        return
+    assert not p.graphed and "graph" not in repr(p)
+    assert not [e for e in drv.log if e[0] in ("create", "launch")]
+    p(Dev(0x20000, (4, 64)))
+    assert len(copy.calls) == len(main.calls) == 1  # one cuLaunchKernel each
+
+
+@pytest.mark.parametrize("call", ["cuGraphInstantiate", "cuGraphLaunch", "cuGraphExecKernelNodeSetParams"])
+def test_a_failing_graph_call_is_raised_with_the_driver_s_error(monkeypatch, call):
+    drv = FakeDriver(fail=call)
+    if call == "cuGraphInstantiate":
+        with pytest.raises(RuntimeError, match="cuGraphInstantiate failed: CUDA_ERROR_LAUNCH_FAILED"):
+            _graphed_plan(monkeypatch, drv)
+        return
+    p, _, _ = _graphed_plan(monkeypatch, drv)
+    with pytest.raises(RuntimeError, match=f"{call} failed: CUDA_ERROR_LAUNCH_FAILED"):
+        p(Dev(0x20000, (4, 64)))
+
+
+def test_a_plan_s_graph_is_freed_with_the_plan(monkeypatch):
+    import gc
+
+    drv = FakeDriver()
+    p, _, _ = _graphed_plan(monkeypatch, drv)
+    p(Dev(0x20000, (4, 64)))
+    assert not [e for e in drv.log if e[0].startswith("destroy")]
+    del p
+    gc.collect()
+    assert [e for e in drv.log if e[0].startswith("destroy")] == [("destroy exec", "exec"),
+                                                                 ("destroy graph", "graph")]

@@ -53,24 +53,43 @@ def _bits(r):
     return [cp.asnumpy(a).tobytes() for a in (r if isinstance(r, tuple) else (r,))]
 
 
+@pytest.mark.parametrize("graphs", [True, False], ids=["graph", "kernel_by_kernel"])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_a_plan_replays_the_functions_bits_on_new_arrays(case, monkeypatch):
+def test_a_plan_replays_the_functions_bits_on_new_arrays(case, graphs, monkeypatch):
+    """As one CUDA graph (the default) and with one cuLaunchKernel per kernel
+    (NUMBA_MATHDX_PLAN_GRAPHS=0): a call launches what was recorded and gives the function's bits."""
     fn, make = CASES[case]
     args, kwargs = make()
+    monkeypatch.setattr(_launch, "GRAPHS", graphs)
     p = kernels.plan(fn, *args, **kwargs)
     assert p.replayed, p
+    assert p.graphed is graphs, p
     nlaunch = len(p._launches)
     assert nlaunch >= 1
     for _ in range(3):
         new, newk = _renew(args, kwargs)
-        before = _launch.stats["fast_launches"]
+        before = dict(_launch.stats)
         with monkeypatch.context() as m:  # a call must not run the function
             m.setattr(p, "fn", None)
             got = p(*_arrays(new, newk))
-        assert _launch.stats["fast_launches"] - before == nlaunch
+        assert _launch.stats["fast_launches"] - before["fast_launches"] == (0 if graphs else nlaunch)
+        assert _launch.stats["graph_launches"] - before["graph_launches"] == (1 if graphs else 0)
         want = fn(*new, **newk)
         assert _bits(got) == _bits(want)
         assert all(not np.isnan(cp.asnumpy(a).astype(np.complex128)).any() for a in (got if isinstance(got, tuple) else (got,)))
+
+
+def test_queued_graph_calls_keep_their_own_arrays():
+    """Calls queued with no synchronisation between them: each graph launch runs with the
+    parameters it was given (the driver copies them at the call), so each result is its input's."""
+    fn, make = CASES["matched_filter"]
+    args, kwargs = make()
+    p = kernels.plan(fn, *args, **kwargs)
+    assert p.graphed and len(p._launches) >= 2, p
+    ins = [_renew(args, kwargs) for _ in range(16)]
+    got = [p(*_arrays(a, k)) for a, k in ins]
+    for (a, k), g in zip(ins, got):
+        assert _bits(g) == _bits(fn(*a, **k))
 
 
 def test_torch_tensors_and_in_place_noise():
