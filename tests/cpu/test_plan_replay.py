@@ -54,16 +54,22 @@ A2 = types.Array(types.float32, 2, "C")
 A1 = types.Array(types.complex64, 1, "C")
 
 
+def _planning(monkeypatch):
+    """A context (42), no simulator, fake Outputs; the planned x (0x1000, 4 x 64 float32) and its
+    Operand's fields (numba: results made through Output)."""
+    monkeypatch.setattr(_plan, "current_context", lambda: 42)
+    monkeypatch.setattr(_plan, "simulator", lambda: False)
+    monkeypatch.setattr(_plan, "Output", FakeOutput)
+    x = Dev(0x1000, (4, 64))
+    return x, SimpleNamespace(package="numba", obj=x)
+
+
 def _recorded_plan(monkeypatch, driver=None):
     """A plan of a call on x (0x1000, 4 x 64 float32) that launched two kernels: a copy of x's
     rows 1.. into a scratch buffer, then a kernel reading the scratch and a constant spectrum and
     writing the result (allocated by the call, returned reshaped to (256,)). With ``driver``, the
     launchers hold its CUfunctions (so the plan makes a graph where ``_launch.GRAPHS`` says so)."""
-    monkeypatch.setattr(_plan, "current_context", lambda: 42)
-    monkeypatch.setattr(_plan, "simulator", lambda: False)
-    monkeypatch.setattr(_plan, "Output", FakeOutput)
-    x = Dev(0x1000, (4, 64))
-    like = SimpleNamespace(package="numba", obj=x)  # an Operand's fields (numba: made through Output)
+    x, like = _planning(monkeypatch)
     scratch = FakeOutput((3, 64), np.float32, like, None, ptr=0x5000)
     result = FakeOutput((4, 64), np.float32, like, None, ptr=0x9000)
     spec = DevArray(0x3000, (33,), np.complex64, "spectrum owner")
@@ -315,11 +321,7 @@ def test_plan_groups_small_cupy_results_only(monkeypatch):
 def _two_result_plan(monkeypatch, order):
     """A plan of a call on x that launched one kernel writing two results it allocated (a, b), and
     returned them in ``order`` (indices into (a, b)), as recorded."""
-    monkeypatch.setattr(_plan, "current_context", lambda: 42)
-    monkeypatch.setattr(_plan, "simulator", lambda: False)
-    monkeypatch.setattr(_plan, "Output", FakeOutput)
-    x = Dev(0x1000, (4, 64))
-    like = SimpleNamespace(package="numba", obj=x)
+    x, like = _planning(monkeypatch)
     a = FakeOutput((4,), np.int32, like, None, ptr=0x9000)
     b = FakeOutput((4,), np.float32, like, None, ptr=0xA000)
     k = FakeLauncher((A2, types.Array(types.int32, 1, "C"), types.Array(types.float32, 1, "C")))
@@ -560,11 +562,7 @@ def test_only_nodes_with_changing_arrays_get_new_parameters(monkeypatch):
     parameters its node was made with; the kernel reading the call's x is rewritten."""
     drv = FakeDriver()
     _graphs_on(monkeypatch, drv)
-    monkeypatch.setattr(_plan, "current_context", lambda: 42)
-    monkeypatch.setattr(_plan, "simulator", lambda: False)
-    monkeypatch.setattr(_plan, "Output", FakeOutput)
-    x = Dev(0x1000, (4, 64))
-    like = SimpleNamespace(package="numba", obj=x)
+    x, like = _planning(monkeypatch)
     scratch = FakeOutput((33,), np.complex64, like, None, ptr=0x5000)
     result = FakeOutput((4, 64), np.float32, like, None, ptr=0x9000)
     spec = DevArray(0x3000, (33,), np.complex64, "taps owner")
