@@ -10,7 +10,8 @@ against the CuPy peer doing the same on the same data.
 A third mode times the stateful form, ``kernels.plan(fn, ...)`` made once per case and then
 called on the same inputs (its recorded launches replayed as one CUDA graph, the default), and a
 fourth the same plan launching kernel by kernel (``NUMBA_MATHDX_PLAN_GRAPHS=0``: one
-``cuLaunchKernel`` per kernel; its output must equal the function's too). Per case: the output of the fast
+``cuLaunchKernel`` per kernel), and where PyTorch is installed a fifth the plan made and called on
+PyTorch tensors sharing the CuPy arrays' memory (the outputs of both must equal the function's too). Per case: the output of the fast
 launch must equal numba-cuda's launch's, and the plan's the function's, bit for bit (the same
 kernels, the same inputs) before anything is timed. ``--profile`` also writes a cProfile of
 each case's function and plan calls (OUT/profile/{function,plan}.txt, one section per case: two
@@ -49,8 +50,8 @@ def parse_args(argv=None):
 
 
 def build_cases(K, cp):
-    """{case: (ours, peer, plan, plan launching kernel by kernel)}: zero-argument callables on
-    small CuPy inputs."""
+    """{case: (ours, peer, plan, plan launching kernel by kernel, plan on PyTorch tensors or None)}:
+    zero-argument callables on small CuPy inputs (the PyTorch tensors share their memory)."""
     rng = cp.random.default_rng(0)
     g = np.random.default_rng(0)
     xr = rng.standard_normal((8, 4096), dtype=cp.float32)
@@ -74,14 +75,18 @@ def build_cases(K, cp):
     win_d = cp.asarray(win.astype(np.float32))
     from kernels import _launch
 
-    def plans():
+    def plans(conv=lambda v: v):
+        """Plan calls on the inputs as ``conv`` gives them (CuPy's by default)."""
+        d = {k: conv(v) for k, v in dict(xr=xr, xc=xc, xl=xl, xm=xm, a=a, b=b, xb=xb).items()}
         P = {name: K.plan(fn, *args) for name, (fn, *args) in {
-            "conv_real": (K.fft_convolve, xr, h), "conv_complex": (K.fft_convolve, xc, h),
-            "fir": (K.fir_filter, xl, h), "matched": (K.matched_filter, xm, t), "stft": (K.stft_power, xl, win, 256),
-            "gemm": (K.batched_gemm, a, b), "beamform": (K.beamform_spectra, xb, w)}.items()}
-        return {"conv_real": lambda: P["conv_real"](xr), "conv_complex": lambda: P["conv_complex"](xc),
-                "fir": lambda: P["fir"](xl), "matched": lambda: P["matched"](xm), "stft": lambda: P["stft"](xl),
-                "gemm": lambda: P["gemm"](a, b), "beamform": lambda: P["beamform"](xb)}
+            "conv_real": (K.fft_convolve, d["xr"], h), "conv_complex": (K.fft_convolve, d["xc"], h),
+            "fir": (K.fir_filter, d["xl"], h), "matched": (K.matched_filter, d["xm"], t),
+            "stft": (K.stft_power, d["xl"], win, 256), "gemm": (K.batched_gemm, d["a"], d["b"]),
+            "beamform": (K.beamform_spectra, d["xb"], w)}.items()}
+        return {"conv_real": lambda: P["conv_real"](d["xr"]), "conv_complex": lambda: P["conv_complex"](d["xc"]),
+                "fir": lambda: P["fir"](d["xl"]), "matched": lambda: P["matched"](d["xm"]),
+                "stft": lambda: P["stft"](d["xl"]), "gemm": lambda: P["gemm"](d["a"], d["b"]),
+                "beamform": lambda: P["beamform"](d["xb"])}
 
     planned = plans()  # as configured (one CUDA graph per plan by default)
     default, _launch.GRAPHS = _launch.GRAPHS, False
@@ -89,7 +94,17 @@ def build_cases(K, cp):
         kernel_by_kernel = plans()  # NUMBA_MATHDX_PLAN_GRAPHS=0: one cuLaunchKernel per kernel
     finally:
         _launch.GRAPHS = default
-    return {name: (ours, peer, planned[name], kernel_by_kernel[name]) for name, (ours, peer) in {
+    try:  # the same plans on PyTorch tensors sharing the CuPy arrays' memory (where PyTorch is installed)
+        import torch
+
+        on_torch = plans(torch.from_dlpack)
+    except ImportError:
+        on_torch = {}
+    except Exception as e:  # reported; the other columns still run
+        print(f"plans on PyTorch tensors not timed: {type(e).__name__}: {e}", file=sys.stderr)
+        on_torch = {}
+    return {name: (ours, peer, planned[name], kernel_by_kernel[name], on_torch.get(name))
+            for name, (ours, peer) in {
         "conv_real": (lambda: K.fft_convolve(xr, h), lambda: cp.fft.irfft(cp.fft.rfft(xr, axis=-1) * Hr, n=4096)),
         "conv_complex": (lambda: K.fft_convolve(xc, h), lambda: cp.fft.ifft(cp.fft.fft(xc, axis=-1) * Hc)),
         "fir": (lambda: K.fir_filter(xl, h), lambda: cp.fft.irfft(cp.fft.rfft(xl, n=131072) * cp.fft.rfft(
@@ -197,7 +212,7 @@ def run(K, cp, names, calls, rounds, profile_dir=None):
                 os.remove(os.path.join(profile_dir, stale))
     rows = []
     for name in names:
-        ours, peer, planned, by_kernel = cases[name]
+        ours, peer, planned, by_kernel, on_torch = cases[name]
         row = dict(case=name)
         try:
             outs = {}
@@ -215,12 +230,19 @@ def run(K, cp, names, calls, rounds, profile_dir=None):
                 raise AssertionError("the fast launch's output differs from numba-cuda's launch")
             if not row["plan_equals_fast"] or not _bitwise_equal(outs["plan_launches"], outs["fast"], cp):
                 raise AssertionError("the plan's output differs from the function's")
+            if on_torch is not None:
+                got = tuple(cp.asarray(o) for o in _as_tuple(on_torch()))
+                sync()
+                if not _bitwise_equal(got, outs["fast"], cp):
+                    raise AssertionError("the plan's output on PyTorch tensors differs from the function's")
             for mode in MODES:
                 _launch.FAST = mode == "fast"
                 row[f"{mode}_enqueue_us"], row[f"{mode}_sync_us"] = time_calls(ours, calls, rounds, sync)
             _launch.FAST = default
             row["plan_enqueue_us"], row["plan_sync_us"] = time_calls(planned, calls, rounds, sync)
             row["plan_launches_enqueue_us"], row["plan_launches_sync_us"] = time_calls(by_kernel, calls, rounds, sync)
+            if on_torch is not None:
+                row["plan_torch_enqueue_us"], row["plan_torch_sync_us"] = time_calls(on_torch, calls, rounds, sync)
             row["peer_enqueue_us"], row["peer_sync_us"] = time_calls(peer, calls, rounds, sync)
             row["plan_gpu_us"], row["peer_gpu_us"] = gpu_time(planned, 50, cp), gpu_time(peer, 50, cp)
             if profile_dir:
@@ -241,16 +263,17 @@ def format_table(rows, meta) -> str:
              f"{meta['calls']} calls; `{meta['command']}`", "",
              "| case | numba launch: enqueue / call+sync us | fast launch: enqueue / call+sync us | "
              "kernels.plan: enqueue / call+sync us | plan, kernel by kernel: enqueue / call+sync us | "
+             "plan on PyTorch tensors: enqueue / call+sync us | "
              "CuPy peer: enqueue / call+sync us | GPU time per call: plan / peer us | fast == numba, plan == fast |",
-             "|---|---:|---:|---:|---:|---:|---:|---|"]
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['case']} | failed: {r['error'][:150]} | | | | | |")
+            lines.append(f"| {r['case']} | failed: {r['error'][:150]} | | | | | | |")
             continue
-        cell = [f"{r[f'{m}_enqueue_us']:.1f} / {r[f'{m}_sync_us']:.1f}"
-                for m in ("numba", "fast", "plan", "plan_launches", "peer")]
+        cell = ["-" if r.get(f"{m}_enqueue_us") is None else f"{r[f'{m}_enqueue_us']:.1f} / {r[f'{m}_sync_us']:.1f}"
+                for m in ("numba", "fast", "plan", "plan_launches", "plan_torch", "peer")]
         gpu = " / ".join("-" if r.get(f"{m}_gpu_us") is None else f"{r[f'{m}_gpu_us']:.1f}" for m in ("plan", "peer"))
-        lines.append(f"| {r['case']} | {cell[0]} | {cell[1]} | {cell[2]} | {cell[3]} | {cell[4]} | {gpu} | "
+        lines.append(f"| {r['case']} | {' | '.join(cell)} | {gpu} | "
                      f"{r['fast_equals_numba']}, {r['plan_equals_fast']} |")
     return "\n".join(lines) + "\n"
 

@@ -250,8 +250,11 @@ def test_call_overhead_table_and_check(co):
                  plan_equals_fast=False),
             dict(case="stft", error="AssertionError: differs")]
     text = co.format_table(rows, dict(device="D", rounds=5, calls=10, command="c"))
-    assert ("| gemm | 300.0 / 320.5 | 60.0 / 75.2 | 9.5 / 18.0 | 12.5 / 21.0 | 40.0 / 55.0 | 4.9 / - | True, False |"
-            in text)
+    assert ("| gemm | 300.0 / 320.5 | 60.0 / 75.2 | 9.5 / 18.0 | 12.5 / 21.0 | - | 40.0 / 55.0 | 4.9 / - | True, False |"
+            in text)  # no PyTorch plan timed: "-"
+    rows[0].update(plan_torch_enqueue_us=11.0, plan_torch_sync_us=19.5)
+    assert "| 12.5 / 21.0 | 11.0 / 19.5 | 40.0 / 55.0 |" in co.format_table(rows, dict(device="D", rounds=5, calls=10,
+                                                                                      command="c"))
     assert "| stft | failed: AssertionError: differs" in text
     import numpy as np
 
