@@ -255,6 +255,9 @@ def test_call_overhead_table_and_check(co):
     rows[0].update(plan_torch_enqueue_us=11.0, plan_torch_sync_us=19.5)
     assert "| 12.5 / 21.0 | 11.0 / 19.5 | 40.0 / 55.0 |" in co.format_table(rows, dict(device="D", rounds=5, calls=10,
                                                                                       command="c"))
+    rows[0].update(plan_torch_enqueue_us=None, plan_torch_error="AssertionError: differs")
+    assert "| 12.5 / 21.0 | failed: AssertionError: differs | 40.0 / 55.0 |" in co.format_table(
+        rows, dict(device="D", rounds=5, calls=10, command="c"))
     assert "| stft | failed: AssertionError: differs" in text
     import numpy as np
 
