@@ -11,9 +11,10 @@ A third mode times the stateful form, ``kernels.plan(fn, ...)`` made once per ca
 called on the same inputs (its recorded launches replayed as one CUDA graph, the default), and a
 fourth the same plan launching kernel by kernel (``NUMBA_MATHDX_PLAN_GRAPHS=0``: one
 ``cuLaunchKernel`` per kernel), and where PyTorch is installed a fifth the plan made and called on
-PyTorch tensors sharing the CuPy arrays' memory (the outputs of both must equal the function's too). Per case: the output of the fast
-launch must equal numba-cuda's launch's, and the plan's the function's, bit for bit (the same
-kernels, the same inputs) before anything is timed. ``--profile`` also writes a cProfile of
+PyTorch tensors sharing the CuPy arrays' memory. Per case: the output of the fast launch must
+equal numba-cuda's launch's, and each plan's the function's, bit for bit (the same kernels, the
+same inputs) before anything is timed (a PyTorch plan that differs or fails is reported in its
+own cell). ``--profile`` also writes a cProfile of
 each case's function and plan calls (OUT/profile/{function,plan}.txt, one section per case: two
 files, which the GPU machine's file count limit lets through). Then, best of
 ``--rounds`` rounds: ``enqueue`` = wall time of ``--calls`` back-to-back calls / calls (no sync in
@@ -230,7 +231,6 @@ def run(K, cp, names, calls, rounds, profile_dir=None):
                 raise AssertionError("the fast launch's output differs from numba-cuda's launch")
             if not row["plan_equals_fast"] or not _bitwise_equal(outs["plan_launches"], outs["fast"], cp):
                 raise AssertionError("the plan's output differs from the function's")
-
             for mode in MODES:
                 _launch.FAST = mode == "fast"
                 row[f"{mode}_enqueue_us"], row[f"{mode}_sync_us"] = time_calls(ours, calls, rounds, sync)

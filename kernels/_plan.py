@@ -166,7 +166,7 @@ class Plan:
         finally:
             _launch.recorder.active = None
         self.replayed = not simulator() and all(launch[0] is not None for launch in rec.launches)
-        self.graphed = False
+        self._graph = None  # a kernels._launch.Graph of the replayed launches, where made
         if self.replayed:
             self._build(rec, given, result)
 
@@ -244,7 +244,6 @@ class Plan:
             self._graph = _launch.Graph([(launcher, grid, block, smem, params, bool(patches))
                                          for launcher, grid, block, _, smem, patches, params in self._launches],
                                         self._launches[0][3])
-        self.graphed = self._graph is not None
 
     def __call__(self, *arrays):
         """Run the planned call on ``arrays`` (one per name in :attr:`names`, in that order);
@@ -303,6 +302,11 @@ class Plan:
         if self._single:
             return _returned(self._returns[0], arrays, made)
         return tuple(_returned(hit, arrays, made) for hit in self._returns)
+
+    @property
+    def graphed(self) -> bool:
+        """Whether calls replay the recorded kernels as one CUDA graph (see the class)."""
+        return self._graph is not None
 
     def __repr__(self) -> str:
         return (f"Plan({self.fn.__name__}, arrays=({', '.join(self.names)}), "
