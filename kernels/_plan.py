@@ -28,6 +28,7 @@ from mathdx_operands import (
     DTYPES,
     DType,
     caller_kind,
+    check_torch_values,
     current_context,
     ensure_context,
     on_device,
@@ -69,6 +70,12 @@ def _probe(name, obj) -> tuple[tuple, int]:
             raise ValueError(f"{name} must be C-contiguous")
         ptr = obj._ary.ctypes.data
         return (type(obj), None, tuple(obj.shape), obj._ary.dtype.str, ptr % 16), ptr
+    if package_of(obj) == "torch":  # its refusals, named, before its interface's own
+        if not obj.is_cuda:
+            raise TypeError(f"{name} must be a CUDA tensor like the planned one, got one on {obj.device}")
+        if str(obj.layout) != "torch.strided":
+            raise ValueError(f"{name} must be a strided (dense) tensor like the planned one, got layout {obj.layout}")
+        check_torch_values(obj, name, grad=True)
     cai = obj.__cuda_array_interface__
     shape, typestr, strides = tuple(cai["shape"]), cai["typestr"], cai.get("strides")
     if strides is not None and not _c_contiguous(shape, strides, np.dtype(typestr).itemsize):
@@ -83,6 +90,30 @@ def _cupy_layout(obj) -> tuple[tuple, int]:
     and looks up the current stream)."""
     mem = obj.data
     return (mem.device_id, obj.shape, obj.dtype, obj.strides), mem.ptr
+
+
+def _torch_reader(planned) -> Callable[[object], tuple]:
+    """A reader of what a call compares of a torch tensor planned as ``planned`` (strided, like
+    every tensor torch's interface describes), from its attributes: ``((device, shape, dtype,
+    strides, requires_grad, conjugate bit, negative bit), address)``, or ``(None, 0)`` for another
+    layout (sparse: no strides). Its interface builds a dict in Python at each read."""
+    strided = planned.layout
+
+    def read(obj):
+        if obj.layout is not strided:
+            return None, 0
+        return ((obj.get_device(), obj.shape, obj.dtype, obj.stride(), obj.requires_grad, obj.is_conj(),
+                 obj.is_neg()), obj.data_ptr())
+
+    return read
+
+
+def _quick_check(obj):
+    """``(reader, planned layout)`` of a planned CuPy array or torch tensor, which a call's array
+    may match by its attributes alone (else its interface's check decides), or None."""
+    kind = package_of(obj)
+    read = _cupy_layout if kind == "cupy" else _torch_reader(obj) if kind == "torch" else None
+    return None if read is None else (read, read(obj)[0])
 
 
 def _device(obj):
@@ -175,9 +206,9 @@ class Plan:
         :attr:`names`): fingerprints, CuPy attributes, the sharing of start addresses."""
         probes = [_probe(n, a) for n, a in zip(self.names, given)]
         self._fp = [fp for fp, _ in probes]
-        # CuPy arrays: their attributes as planned, which a call's array may match (else the
-        # interface's check decides: another layout of the same C order, or an error)
-        self._quick = [_cupy_layout(a)[0] if package_of(a) == "cupy" else None for a in given]
+        # CuPy arrays and torch tensors: their attributes as planned, which a call's array may
+        # match (else the interface's check decides: another layout of the same C order, or an error)
+        self._quick = [_quick_check(a) for a in given]
         # the sharing of start addresses, as each call must repeat it
         self._alias = _aliasing([ptr for _, ptr in probes])
         self._distinct = self._alias == tuple(range(len(probes)))  # no two start at one address
@@ -257,8 +288,8 @@ class Plan:
                 raise TypeError(f"{name} must be a device array like the planned one ({fp[0].__name__}), "
                                 f"got {type(a).__name__}")
             if quick is not None:
-                got, ptr = _cupy_layout(a)
-                if got == quick and ptr % 16 == fp[4]:
+                got, ptr = quick[0](a)
+                if got == quick[1] and ptr % 16 == fp[4]:
                     ins.append(ptr)
                     continue
             got, ptr = _probe(name, a)

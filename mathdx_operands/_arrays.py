@@ -111,6 +111,39 @@ def on_device(obj) -> bool:
     )
 
 
+def check_torch_values(obj, what: str, grad: bool = False) -> None:
+    """Refuse a CUDA torch tensor whose memory does not hold the values it shows.
+
+    A lazy ``.conj()`` view sets the conjugate bit and a lazy negation (``.conj().imag``) the
+    negative bit: the storage keeps the values as they were, and a kernel reading the pointer
+    would see those. PyTorch's own DLPack export refuses both.
+
+    Parameters
+    ----------
+    obj : torch.Tensor
+    what : str
+        The argument being read, named in the error.
+    grad : bool
+        Also refuse a tensor that requires grad (as PyTorch's ``__cuda_array_interface__``
+        does: the call would not be recorded for autograd).
+
+    Raises
+    ------
+    ValueError
+        Naming ``what`` and the call that makes a tensor acceptable.
+    """
+    if obj.is_conj():
+        raise ValueError(f"{what}: a torch tensor with the conjugate bit set (a lazy .conj() view) is not "
+                         "supported: its memory holds the unconjugated values; pass .resolve_conj() of it")
+    if obj.is_neg():
+        raise ValueError(f"{what}: a torch tensor with the negative bit set (a lazily negated view, e.g. "
+                         ".conj().imag) is not supported: its memory holds the values unnegated; "
+                         "pass .resolve_neg() of it")
+    if grad and obj.requires_grad:
+        raise ValueError(f"{what}: a torch tensor that requires grad is not supported (the call is not "
+                         "recorded for autograd); pass .detach() of it")
+
+
 def caller_kind(obj, what: str = "array") -> str:
     """The kind of array a caller passing ``obj`` gets results as.
 
@@ -134,6 +167,8 @@ def caller_kind(obj, what: str = "array") -> str:
     """
     if isinstance(obj, np.ndarray):
         return "numpy"
+    if package_of(obj) == "torch" and obj.is_cuda:  # before its interface refuses
+        check_torch_values(obj, what, grad=True)
     if on_device(obj):
         pkg = package_of(obj)
         return pkg if pkg in ("cupy", "torch") else "numba"
@@ -280,6 +315,7 @@ def wrap(obj, what: str) -> Operand:
                 f"{what}: a torch tensor on {obj.device} is not supported; "
                 "pass a CUDA tensor or a NumPy array"
             )
+        check_torch_values(obj, what)
         dt = _TORCH_DTYPES.get(obj.dtype)
         if dt is None:
             dt = dtype_of_name(torch_dtype_name(obj.dtype), what)

@@ -58,7 +58,9 @@ class FakeTorch:
     __module__ = "torch.fake"
     is_cuda = True
 
-    def __init__(self, shape, dtype="float8_e4m3fn", strides=None, device=0, ptr=0x7F0000000000):
+    def __init__(self, shape, dtype="float8_e4m3fn", strides=None, device=0, ptr=0x7F0000000000,
+                 conj=False, neg=False, requires_grad=False):
+        self._conj, self._neg, self.requires_grad = conj, neg, requires_grad
         self.shape = tuple(shape)
         self.dtype = SimpleNamespace(__str__=None)
         self._dtype = f"torch.{dtype}"
@@ -75,6 +77,12 @@ class FakeTorch:
 
     def data_ptr(self):
         return self._ptr
+
+    def is_conj(self):
+        return self._conj
+
+    def is_neg(self):
+        return self._neg
 
     def stride(self):
         return self._strides
@@ -274,6 +282,19 @@ CASES = [
         lambda: matmul(f32(4, 3), f32(3, 2), stream="s"),
         TypeError,
         r"^stream: expected an int handle",
+    ),
+    # torch views whose memory does not hold the values they show (lazy conjugate / negation)
+    (
+        lambda: Matmul(FakeTorch((4, 16), "complex64", conj=True), FakeTorch((16, 8), "complex64")),
+        ValueError,
+        r"^a: a torch tensor with the conjugate bit set \(a lazy \.conj\(\) view\) is not supported: "
+        r"its memory holds the unconjugated values; pass \.resolve_conj\(\) of it",
+    ),
+    (
+        lambda: matmul(FakeTorch((4, 16), "float32"), FakeTorch((16, 8), "float32", neg=True)),
+        ValueError,
+        r"^b: a torch tensor with the negative bit set \(a lazily negated view, e\.g\. \.conj\(\)\.imag\) "
+        r"is not supported: its memory holds the values unnegated; pass \.resolve_neg\(\) of it",
     ),
     # FP8 (torch stand-ins): scales, layouts, pairs
     (

@@ -55,9 +55,11 @@ class TorchDevice:
         return self.type if self.index is None else f"{self.type}:{self.index}"
 
 
-def fake_torch(shape=(2, 5), strides=(5, 1), dtype="float32", cuda=True, device=1, ptr=0x2000):
+def fake_torch(shape=(2, 5), strides=(5, 1), dtype="float32", cuda=True, device=1, ptr=0x2000,
+               conj=False, neg=False, requires_grad=False):
     t = TorchTensor()
     t.is_cuda, t.shape, t.dtype = cuda, shape, TorchDType(dtype)
+    t.is_conj, t.is_neg, t.requires_grad = (lambda: conj), (lambda: neg), requires_grad
     t.device = TorchDevice("cuda" if cuda else "cpu", device if cuda else None)
     t.data_ptr, t.stride = (lambda: ptr), (lambda: strides)
     return t
@@ -110,6 +112,30 @@ def test_on_device_and_caller_kind():
         mo.caller_kind([1.0], "x")
     with pytest.raises(TypeError, match="^x must be"):  # a CPU tensor has no interface
         mo.caller_kind(fake_torch(cuda=False), "x")
+
+
+@pytest.mark.parametrize("bit, message", [
+    ({"conj": True}, r"^x: a torch tensor with the conjugate bit set \(a lazy \.conj\(\) view\) is not "
+                     r"supported: its memory holds the unconjugated values; pass \.resolve_conj\(\) of it$"),
+    ({"neg": True}, r"^x: a torch tensor with the negative bit set .* pass \.resolve_neg\(\) of it$"),
+    ({"requires_grad": True}, r"^x: a torch tensor that requires grad is not supported \(the call is not "
+                              r"recorded for autograd\); pass \.detach\(\) of it$"),
+])
+def test_torch_views_whose_memory_differs_are_refused_naming_the_argument(bit, message):
+    """A lazy conjugate or negation leaves the storage as it was: reading the pointer would give
+    other values than the tensor shows. kernels (caller_kind) refuse these and tensors that
+    require grad; wrap (nvmath_host) the first two, before reading the pointer."""
+    t = fake_torch(dtype="complex64", **bit)
+    t.__cuda_array_interface__ = _cai((2, 5), "<c8")
+    with pytest.raises(ValueError, match=message):
+        mo.caller_kind(t, "x")
+    if "requires_grad" in bit:
+        assert mo.wrap(t, "x").package == "torch"  # a matmul operand may require grad
+    else:
+        with pytest.raises(ValueError, match=message):
+            mo.wrap(t, "x")
+    with pytest.raises(TypeError, match="^x must be a NumPy array or a GPU array"):  # a CPU tensor: as before
+        mo.caller_kind(fake_torch(dtype="complex64", cuda=False, **bit), "x")
 
 
 def test_simulator_arrays_are_device_arrays_under_the_simulator(monkeypatch):

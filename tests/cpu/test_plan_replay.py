@@ -430,7 +430,7 @@ def test_a_cupy_array_laid_out_as_planned_is_checked_by_its_attributes(monkeypat
     without its interface dict; another C-order layout (a size-1 axis's stride) goes through the
     interface's check and runs; any other difference is refused as before, named."""
     p, k = _cupy_plan(monkeypatch)
-    assert p._quick == [(0, (4, 1, 64), np.dtype(np.float32), (256, 256, 4))]
+    assert p._quick == [(_plan._cupy_layout, (0, (4, 1, 64), np.dtype(np.float32), (256, 256, 4)))]
     _CupyArray.interface_reads = 0
     p(_CupyArray(0x20000, (4, 1, 64)))
     assert _CupyArray.interface_reads == 0 and k.calls[-1][4][4] == 0x20000  # x's data slot
@@ -443,6 +443,97 @@ def test_a_cupy_array_laid_out_as_planned_is_checked_by_its_attributes(monkeypat
            (_CupyArray(0x40000, (4, 1, 64), strides=(512, 256, 4)), "x must be C-contiguous")]
     for arr, msg in bad:
         with pytest.raises(ValueError, match=msg):
+            p(arr)
+    assert len(k.calls) == 2  # the two calls that ran
+
+
+class _Tensor:
+    """A CUDA torch tensor as a plan reads it: attributes (layout, get_device(), shape, dtype,
+    stride(), the grad flag and lazy bits, data_ptr()) and ``__cuda_array_interface__``, whose
+    reads are counted and which refuses as torch's does."""
+
+    __module__ = "torch"
+    interface_reads = 0
+
+    def __init__(self, ptr, shape, dtype=np.float32, device=0, strides=None, layout="torch.strided",
+                 requires_grad=False, conj=False, neg=False, cuda=True):
+        self.shape, self.dtype, self.layout, self.is_cuda = tuple(shape), np.dtype(dtype), layout, cuda
+        self._strides = tuple(int(np.prod(self.shape[i + 1:])) for i in range(len(self.shape))) \
+            if strides is None else tuple(strides)
+        self._ptr, self._dev, self._conj, self._neg = ptr, device, conj, neg
+        self.requires_grad = requires_grad
+        self.device = f"cuda:{device}" if cuda else "cpu"
+
+    def get_device(self):
+        return self._dev if self.is_cuda else -1
+
+    def stride(self):
+        if self.layout != "torch.strided":
+            raise RuntimeError("sparse tensors do not have strides")
+        return self._strides
+
+    def data_ptr(self):
+        return self._ptr
+
+    def is_conj(self):
+        return self._conj
+
+    def is_neg(self):
+        return self._neg
+
+    @property
+    def __cuda_array_interface__(self):
+        _Tensor.interface_reads += 1
+        if self.requires_grad:
+            raise RuntimeError("Can't get __cuda_array_interface__ on Variable that requires grad")
+        c = tuple(int(np.prod(self.shape[i + 1:])) for i in range(len(self.shape)))
+        strides = None if self._strides == c else tuple(st * self.dtype.itemsize for st in self._strides)
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self._ptr, False), "version": 2,
+                "strides": strides}
+
+
+def _torch_plan(monkeypatch):
+    monkeypatch.setattr(_plan, "current_context", lambda: 42)
+    monkeypatch.setattr(_plan, "simulator", lambda: False)
+    monkeypatch.setattr(_plan, "Output", FakeOutput)
+    monkeypatch.setattr(_plan, "_device", lambda obj: obj.get_device())
+    x = _Tensor(0x1000, (4, 1, 64))
+    like = SimpleNamespace(package="numba", obj=x)
+    out = FakeOutput((4, 1, 64), np.float32, like, None, ptr=0x9000)
+    k = FakeLauncher((types.Array(types.float32, 3, "C"), types.Array(types.float32, 3, "C")))
+    rec = _plan._Recording()
+    rec.outputs = [out]
+    rec.launches = [(k, (1, 1, 1), (64, 1, 1), 5, 0, (DevArray(0x1000, (4, 1, 64), np.float32, x), out.dev))]
+    return _built(rec, x, out.obj), k
+
+
+def test_a_torch_tensor_laid_out_as_planned_is_checked_by_its_attributes(monkeypatch):
+    """As CuPy's: a call's tensor with the planned device, shape, dtype, strides, address mod 16
+    and no grad flag or lazy bit runs without its interface dict; another C-order layout goes
+    through the interface's check; every other difference is refused, named, torch's refusals
+    (grad, lazy conjugate or negation, another layout, a CPU tensor) included."""
+    p, k = _torch_plan(monkeypatch)
+    read, planned = p._quick[0]
+    assert planned == (0, (4, 1, 64), np.dtype(np.float32), (64, 64, 1), False, False, False)
+    _Tensor.interface_reads = 0
+    p(_Tensor(0x20000, (4, 1, 64)))
+    assert _Tensor.interface_reads == 0 and k.calls[-1][4][4] == 0x20000  # x's data slot
+    p(_Tensor(0x30000, (4, 1, 64), strides=(64, 1, 1)))  # C order too
+    assert _Tensor.interface_reads == 1 and k.calls[-1][4][4] == 0x30000
+    bad = [(_Tensor(0x40000, (4, 1, 64), device=1), ValueError, "on device 0.*got .* on device 1"),
+           (_Tensor(0x40000, (4, 1, 64), np.int32), ValueError, "float32.*got .*int32"),
+           (_Tensor(0x40000, (4, 1, 32)), ValueError, r"\(4, 1, 64\).*got .*\(4, 1, 32\)"),
+           (_Tensor(0x40008, (4, 1, 64)), ValueError, "address mod 16 = 0; got .* address mod 16 = 8"),
+           (_Tensor(0x40000, (4, 1, 64), strides=(128, 64, 1)), ValueError, "x must be C-contiguous"),
+           (_Tensor(0x40000, (4, 1, 64), requires_grad=True), ValueError, "^x: a torch tensor that requires grad"),
+           (_Tensor(0x40000, (4, 1, 64), conj=True), ValueError, "^x: a torch tensor with the conjugate bit set"),
+           (_Tensor(0x40000, (4, 1, 64), neg=True), ValueError, "^x: a torch tensor with the negative bit set"),
+           (_Tensor(0x40000, (4, 1, 64), cuda=False), TypeError, "^x must be a CUDA tensor like the planned one, "
+                                                                 "got one on cpu"),
+           (_Tensor(0x40000, (4, 1, 64), layout="torch.sparse_coo"), ValueError,
+            "^x must be a strided \\(dense\\) tensor like the planned one, got layout torch.sparse_coo")]
+    for arr, err, msg in bad:
+        with pytest.raises(err, match=msg):
             p(arr)
     assert len(k.calls) == 2  # the two calls that ran
 

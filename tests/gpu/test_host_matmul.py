@@ -419,6 +419,21 @@ def test_operand_kinds_return_their_kind():
         matmul(t(a), cp.asarray(b))
 
 
+def test_torch_lazy_conjugate_and_negation_are_refused():
+    """A lazy .conj() or negation keeps the storage as it was: Matmul and matmul refuse the view,
+    naming the operand; resolved, the product is the conjugate's."""
+    torch = pytest.importorskip("torch")
+    a = torch.randn(32, 16, dtype=torch.complex64, device="cuda")
+    b = torch.randn(16, 8, dtype=torch.complex64, device="cuda")
+    with pytest.raises(ValueError, match=r"^a: a torch tensor with the conjugate bit set .*\.resolve_conj\(\)"):
+        Matmul(a.conj(), b)
+    with pytest.raises(ValueError, match=r"^b: a torch tensor with the negative bit set .*\.resolve_neg\(\)"):
+        matmul(a.real.contiguous(), b.conj().imag)
+    d = matmul(a.conj().resolve_conj(), b)
+    want = a.cpu().numpy().conj() @ b.cpu().numpy()
+    assert rel_err(d.cpu().numpy(), want) < 1e-5
+
+
 def test_torch_bfloat16_and_streams():
     torch = pytest.importorskip("torch")
     M, K, N = 128, 64, 96

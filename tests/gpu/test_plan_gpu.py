@@ -130,6 +130,28 @@ def test_torch_results_come_fresh_from_torch_on_the_plans_stream():
     assert torch.equal(ys, want)
 
 
+def test_torch_tensors_whose_memory_differs_from_their_values_are_refused():
+    """A lazy .conj() (conjugate bit) or negation (negative bit) keeps the storage as it was; a
+    tensor that requires grad would not be recorded: each is refused by the function and by a
+    call of a torch plan, naming the argument; resolved, the same values run and match."""
+    torch = pytest.importorskip("torch")
+    taps = np.hanning(17)
+    x = torch.randn(8, 512, dtype=torch.complex64, device="cuda")
+    p = kernels.plan(kernels.fft_convolve, x, taps)
+    for bad, msg in [(x.conj(), r"^x: a torch tensor with the conjugate bit set .*\.resolve_conj\(\)"),
+                     (x.clone().requires_grad_(True), r"^x: a torch tensor that requires grad .*\.detach\(\)")]:
+        with pytest.raises(ValueError, match=msg):
+            kernels.fft_convolve(bad, taps)
+        with pytest.raises(ValueError, match=msg):
+            p(bad)
+    y = x.conj().resolve_conj()
+    assert not y.is_conj() and torch.equal(p(y), kernels.fft_convolve(y, taps))
+    negated = x.conj().imag  # a real view with the negative bit set
+    assert negated.is_neg()
+    with pytest.raises(ValueError, match=r"^x: a torch tensor with the negative bit set .*\.resolve_neg\(\)"):
+        kernels.fft_convolve(negated, taps)
+
+
 def _odd_complex(rows, n):
     """complex64 rows starting 4 bytes past an 8-byte boundary (a view into float32 memory)."""
     base = cp.asarray(rng.standard_normal(1 + 2 * rows * n).astype(np.float32))
