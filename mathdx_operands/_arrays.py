@@ -28,11 +28,14 @@ class Operand:
     dtype : DType
     device : int or None
         Device ordinal; None on the host.
+    conj : bool
+        The values are the conjugates of the memory's (a torch tensor's conjugate bit, where
+        the reader accepts it: :func:`wrap` with ``conj=True``).
     """
 
-    __slots__ = ("obj", "package", "ptr", "shape", "strides", "dtype", "device")
+    __slots__ = ("obj", "package", "ptr", "shape", "strides", "dtype", "device", "conj")
 
-    def __init__(self, obj, package, ptr, shape, strides, dtype, device):
+    def __init__(self, obj, package, ptr, shape, strides, dtype, device, conj=False):
         self.obj = obj
         self.package = package
         self.ptr = ptr
@@ -40,6 +43,7 @@ class Operand:
         self.strides = tuple(strides)
         self.dtype = dtype
         self.device = device
+        self.conj = conj
 
     @property
     def ndim(self) -> int:
@@ -52,9 +56,9 @@ class Operand:
         Returns
         -------
         tuple
-            ``(package, shape, strides, dtype name, device)``.
+            ``(package, shape, strides, dtype name, device, conj)``.
         """
-        return (self.package, self.shape, self.strides, self.dtype.name, self.device)
+        return (self.package, self.shape, self.strides, self.dtype.name, self.device, self.conj)
 
 
 _PACKAGE_OF_TYPE: dict = {}  # type -> package name or None (a function of the type alone)
@@ -111,7 +115,7 @@ def on_device(obj) -> bool:
     )
 
 
-def check_torch_values(obj, what: str, grad: bool = False) -> None:
+def check_torch_values(obj, what: str, grad: bool = False, conj: bool = False) -> None:
     """Refuse a CUDA torch tensor whose memory does not hold the values it shows.
 
     A lazy ``.conj()`` view sets the conjugate bit and a lazy negation (``.conj().imag``) the
@@ -126,13 +130,15 @@ def check_torch_values(obj, what: str, grad: bool = False) -> None:
     grad : bool
         Also refuse a tensor that requires grad (as PyTorch's ``__cuda_array_interface__``
         does: the call would not be recorded for autograd).
+    conj : bool
+        Accept the conjugate bit (the caller applies the conjugation itself).
 
     Raises
     ------
     ValueError
         Naming ``what`` and the call that makes a tensor acceptable.
     """
-    if obj.is_conj():
+    if not conj and obj.is_conj():
         raise ValueError(f"{what}: a torch tensor with the conjugate bit set (a lazy .conj() view) is not "
                          "supported: its memory holds the unconjugated values; pass .resolve_conj() of it")
     if obj.is_neg():
@@ -277,7 +283,7 @@ def _byte_strides_to_elements(strides, itemsize, what):
 _TORCH_DTYPES: dict = {}  # torch dtype -> DType
 
 
-def wrap(obj, what: str) -> Operand:
+def wrap(obj, what: str, conj: bool = False) -> Operand:
     """Read a NumPy, CuPy, torch (CUDA) or Numba array as an :class:`Operand`.
 
     torch tensors are read through their attributes (``__cuda_array_interface__`` cannot
@@ -290,6 +296,10 @@ def wrap(obj, what: str) -> Operand:
         The array.
     what : str
         The argument being read, named in every error.
+    conj : bool
+        Accept a torch tensor with the conjugate bit set (a lazy ``.conj()``) as an operand
+        whose :attr:`Operand.conj` says so; by default it is refused, as is the negative bit
+        always (:func:`check_torch_values`).
 
     Returns
     -------
@@ -315,13 +325,14 @@ def wrap(obj, what: str) -> Operand:
                 f"{what}: a torch tensor on {obj.device} is not supported; "
                 "pass a CUDA tensor or a NumPy array"
             )
-        check_torch_values(obj, what)
+        check_torch_values(obj, what, conj=conj)
         dt = _TORCH_DTYPES.get(obj.dtype)
         if dt is None:
             dt = dtype_of_name(torch_dtype_name(obj.dtype), what)
             _TORCH_DTYPES[obj.dtype] = dt
         return Operand(
-            obj, "torch", obj.data_ptr(), tuple(obj.shape), obj.stride(), dt, obj.device.index
+            obj, "torch", obj.data_ptr(), tuple(obj.shape), obj.stride(), dt, obj.device.index,
+            conj and obj.is_conj(),
         )
     cai = getattr(obj, "__cuda_array_interface__", None)
     if package in ("cupy", "numba") and cai is not None:

@@ -10,7 +10,13 @@ torch.
 from ._cpu import CPUExecutionWarning
 from ._cublaslt import CublasLtError
 from ._function import matmul  # the package's `matmul` is this function, not the module
-from ._options import Algorithm, MatmulComputeType, MatmulOptions, MatmulPlanPreferences
+from ._options import (
+    Algorithm,
+    MatmulComputeType,
+    MatmulOptions,
+    MatmulPlanPreferences,
+    matrix_qualifiers_dtype,
+)
 from .epilogs import MatmulEpilog
 from .matmul import Matmul
 
@@ -22,6 +28,7 @@ __all__ = [
     "MatmulOptions",
     "MatmulPlanPreferences",
     "Algorithm",
+    "matrix_qualifiers_dtype",
     "CublasLtError",
     "CPUExecutionWarning",
 ]

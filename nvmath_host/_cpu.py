@@ -44,6 +44,10 @@ def quantize_fp8(x: np.ndarray, name: str) -> np.ndarray:
 def execute(p, a, b, c, inputs: dict, alpha, beta, scales: dict):
     """Problem ``p`` on the NumPy arrays ``a``, ``b``, ``c`` (or None) and ``inputs``, with the
     host ``scales`` of FP8 operands; returns what :meth:`Matmul.execute` returns."""
+    if p.conj_a:
+        a = np.conj(a)
+    if p.conj_b:
+        b = np.conj(b)
     if p.fp8:  # dequantise as cuBLASLt does: scale_a * a, scale_b * b, accumulate in float32
         a = a.astype(np.float32) * np.float32(scales["a"])
         b = b.astype(np.float32) * np.float32(scales["b"])

@@ -8,10 +8,18 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
+import numpy as np
+
 from mathdx_operands import package, stream_handle
 
 from . import _gpu
-from ._options import MatmulOptions, MatmulPlanPreferences, as_dataclass, check_options
+from ._options import (
+    MatmulOptions,
+    MatmulPlanPreferences,
+    as_dataclass,
+    check_options,
+    check_qualifiers,
+)
 from ._wrap import wrap_call
 from .epilogs import MatmulEpilog, _as_epilog
 from .matmul import Matmul
@@ -19,6 +27,7 @@ from .matmul import Matmul
 __all__ = ["matmul", "clear_plan_cache", "plan_cache_info"]
 
 _CACHE_SIZE = 32
+_PLAIN = (False, False)  # neither a nor b conjugated
 
 
 class _Entry:
@@ -172,10 +181,10 @@ def _options_key(options):
     return ("invalid", id(options))
 
 
-def plan_key(oa, ob, oc, epilog, inputs, options, alpha, beta, stream, preferences) -> tuple:
+def plan_key(oa, ob, oc, epilog, inputs, options, alpha, beta, stream, preferences, conj) -> tuple:
     """The plan-cache key of a :func:`matmul` call: everything but the data (the operands'
     signatures and pointer alignments, the epilog, options, whether alpha/beta were given,
-    the stream, the preferences).
+    the stream, the preferences, which operands cuBLASLt conjugates).
 
     One flat tuple of strings, ints and shape/stride tuples, so that hashing and comparing it
     is cheap (this runs at every call, and the cache looks the key up once per call): a head
@@ -196,6 +205,7 @@ def plan_key(oa, ob, oc, epilog, inputs, options, alpha, beta, stream, preferenc
         stream,
         oc is None,
         len(inputs) if inputs else 0,
+        conj,
     )  # fmt: skip
     if oc is not None:
         key += (oc.package, oc.shape, oc.strides, oc.dtype.name, oc.device, al[oc.ptr & 15])
@@ -215,6 +225,7 @@ def matmul(
     beta: float | complex | None = None,
     epilog: MatmulEpilog | None = None,
     epilog_inputs: dict | None = None,
+    qualifiers: np.ndarray | None = None,
     quantization_scales: dict | None = None,
     options: MatmulOptions | dict | None = None,
     preferences: MatmulPlanPreferences | dict | None = None,
@@ -246,6 +257,9 @@ def matmul(
     epilog_inputs : dict, optional
         The epilog's inputs by name, e.g. ``{"bias": bias}`` or ``{"relu_aux": mask}``; a key
         the epilog does not take is an error.
+    qualifiers : numpy.ndarray, optional
+        :data:`matrix_qualifiers_dtype` of ``a``, ``b``, ``c`` (conjugation); see
+        :class:`Matmul`. A torch tensor's conjugate bit is read as one.
     quantization_scales : dict, optional
         FP8 only: ``{"a": ..., "b": ...}``, plus ``"d"`` for an FP8 result; see
         :class:`Matmul`.
@@ -270,6 +284,7 @@ def matmul(
     >>> d = matmul(a, b, epilog=MatmulEpilog.RELU_BIAS, epilog_inputs={"bias": bias})  # doctest: +SKIP
     """
     oa, ob, oc, inputs = wrap_call(a, b, c, epilog_inputs)
+    conj = check_qualifiers(qualifiers, oa, ob) if qualifiers is not None or oa.conj or ob.conj else _PLAIN
     qs = quantization_scales
     if oa.package == "numpy" or (qs is not None and (type(qs) is not dict or qs)):
         # host operands / FP8 scales: no cache (Matmul checks the type of the scales)
@@ -279,6 +294,7 @@ def matmul(
             c,
             alpha=alpha,
             beta=beta,
+            qualifiers=qualifiers,
             quantization_scales=quantization_scales,
             options=options,
             stream=stream,
@@ -300,10 +316,10 @@ def matmul(
             current = False
     except Exception:
         # bad arguments are reported before any CUDA error (Matmul validates them first)
-        Matmul(a, b, c, alpha=alpha, beta=beta, options=options).free()
+        Matmul(a, b, c, alpha=alpha, beta=beta, qualifiers=qualifiers, options=options).free()
         raise
     try:
-        key = plan_key(oa, ob, oc, epilog, inputs, options, alpha, beta, s, preferences)
+        key = plan_key(oa, ob, oc, epilog, inputs, options, alpha, beta, s, preferences, conj)
         mm, ticket = _plans.checkout(key)
     except TypeError:  # options that cannot be a key (unhashable or unsortable values)
         check_options(as_dataclass(options, MatmulOptions, "options"))  # names the field
@@ -312,7 +328,7 @@ def matmul(
     # it or frees it (eviction and clear_plan_cache() never see a checked-out plan)
     try:
         if mm is None:
-            mm = Matmul(a, b, c, alpha=alpha, beta=beta, options=options, stream=s)
+            mm = Matmul(a, b, c, alpha=alpha, beta=beta, qualifiers=qualifiers, options=options, stream=s)
             mm.plan(preferences, epilog=epilog, epilog_inputs=epilog_inputs)
         else:
             # same key: same shapes, strides, dtypes, device, alignment; only pointers change

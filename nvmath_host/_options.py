@@ -19,7 +19,15 @@ __all__ = [
     "MatmulOptions",
     "MatmulPlanPreferences",
     "Algorithm",
+    "matrix_qualifiers_dtype",
 ]
+
+matrix_qualifiers_dtype = np.dtype([("structure", "O"), ("is_conjugate", "<i4")])
+"""The NumPy dtype of :class:`Matmul`'s ``qualifiers`` (nvmath-python's name and fields): one
+element per operand ``a``, ``b``, ``c``. ``is_conjugate`` non-zero: the operand's conjugate is
+multiplied (a or b; complex dtypes: cuBLASLt's conjugate transpose, so the operand must be laid
+out as a transpose of the result's order; no copy); ``structure``: None or 0 (general matrices
+only)."""
 
 
 class MatmulComputeType(int, enum.Enum):
@@ -228,3 +236,44 @@ def check_preferences(p: MatmulPlanPreferences) -> MatmulPlanPreferences:
         if v < least:
             raise ValueError(f"preferences.{f}: {v}; must be >= {least}")
     return p
+
+
+def check_qualifiers(qualifiers, a, b) -> tuple[bool, bool]:
+    """Whether cuBLASLt conjugates ``a`` and ``b`` (Operands): ``qualifiers``'
+    ``is_conjugate`` (None: none) against each operand's own conjugate bit (a lazy torch
+    ``.conj()``, :attr:`mathdx_operands.Operand.conj`): both conjugate twice, back to the
+    memory's values. Real dtypes are their own conjugates (False).
+
+    Raises
+    ------
+    TypeError
+        ``qualifiers`` not a NumPy array of :data:`matrix_qualifiers_dtype`.
+    ValueError
+        Not of shape (3,); a structure other than None or 0; ``c`` conjugated.
+    """
+    flags = [a.conj, b.conj]
+    if qualifiers is not None:
+        if not isinstance(qualifiers, np.ndarray) or qualifiers.dtype != matrix_qualifiers_dtype:
+            got = qualifiers.dtype if isinstance(qualifiers, np.ndarray) else type(qualifiers).__name__
+            raise TypeError(
+                f"qualifiers: expected a NumPy array of nvmath_host.matrix_qualifiers_dtype "
+                f"{matrix_qualifiers_dtype}; got {got}"
+            )
+        if qualifiers.shape != (3,):
+            raise ValueError(
+                f"qualifiers: shape {qualifiers.shape}; expected (3,): one qualifier each for a, b and c"
+            )
+        for i, name in enumerate("abc"):
+            st = qualifiers[i]["structure"]
+            if not (st is None or (isinstance(st, (int, np.integer)) and st == 0)):
+                raise ValueError(
+                    f"qualifiers[{i}]['structure'] ({name}): {st!r}; only general matrices are "
+                    "supported (None or 0)"
+                )
+        if qualifiers[2]["is_conjugate"]:
+            raise ValueError(
+                "qualifiers[2]['is_conjugate'] (c): conjugating c is not supported (cuBLASLt "
+                "conjugates only a and b)"
+            )
+        flags = [f != bool(q) for f, q in zip(flags, qualifiers["is_conjugate"][:2])]
+    return tuple(f and op.dtype.kind == "c" for f, op in zip(flags, (a, b)))

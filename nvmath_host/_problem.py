@@ -42,8 +42,10 @@ class Problem:
         epilog,
         inputs: dict[str, Operand],
         scales: dict,
+        conj: tuple[bool, bool] = (False, False),
     ):
         self.options = options
+        self.conj_a, self.conj_b = conj
         self.a, self.b, self.c = a, b, c
         self.M, self.N, self.K = _dims(a, b)
         self.batch_shape, self.batch = _batch(a, b)
@@ -68,10 +70,11 @@ class Problem:
         self.inplace = bool(options.inplace)
         rules.check_result_options(options, self.fp8, self.d_dtype, c is not None)
         # ---- layouts
-        self.order = _choose_order(self.M, self.N, c, inputs, options.result_order)
+        conj_orders = _conjugate_orders(a, b, conj)
+        self.order = _choose_order(self.M, self.N, c, inputs, options.result_order, conj_orders)
         self.swap = self.order == "C"
         self.mem, (self.layout_a, self.layout_b), (self.trans_a, self.trans_b) = _operand_layouts(
-            a, b, self.swap, self.batch
+            a, b, self.swap, self.batch, conj
         )
         if self.fp8:
             rules.check_fp8_layout(self.trans_a, self.trans_b, a.strides[-2:], b.strides[-2:])
@@ -134,9 +137,21 @@ def _check_input_names(epilog, spec, inputs) -> None:
         )
 
 
-def _choose_order(M: int, N: int, c: Operand | None, inputs, requested) -> str:
+def _conjugate_orders(a: Operand, b: Operand, conj) -> list[tuple[str, str, str]]:
+    """``(name, memory kind, result order it needs)`` of each conjugated operand: cuBLASLt
+    conjugates only with a transpose (``CUBLAS_OP_C``), which a row-major operand gets with an
+    F-ordered result and a column-major one with a C-ordered result (see ``_operand_layouts``)."""
+    out = []
+    for op, name, flag in ((a, "a", conj[0]), (b, "b", conj[1])):
+        if flag:
+            kind, _ = matrix_memory(*op.shape[-2:], *op.strides[-2:], name)
+            out.append((name, kind, "F" if kind == "row" else "C"))
+    return out
+
+
+def _choose_order(M: int, N: int, c: Operand | None, inputs, requested, conj_orders=()) -> str:
     """The result's memory order: asked for, else as an input vector (bias) needs, else as
-    ``c`` is, else as an input matrix fits, else "C"."""
+    ``c`` is, else as a conjugated operand needs, else as an input matrix fits, else "C"."""
     if requested is not None and requested not in ("C", "F"):
         raise ValueError(f"options.result_order: {requested!r}; allowed 'C', 'F' or None")
     handlers = [(io.input_handler(k), k, op) for k, op in inputs.items()]
@@ -150,7 +165,9 @@ def _choose_order(M: int, N: int, c: Operand | None, inputs, requested) -> str:
             c_order = None  # a vector fits either order
     hints = [h.order(k, op, M, N) for h, k, op in handlers if not h.binds_order]
     bound_order = bound[0][2] if bound else None
-    order = requested or bound_order or c_order or next((x for x in hints if x), None) or "C"
+    conj_order = conj_orders[0][2] if conj_orders else None
+    order = (requested or bound_order or c_order or conj_order
+             or next((x for x in hints if x), None) or "C")
     for k, op, need in bound:
         if need != order:
             raise ValueError(
@@ -163,25 +180,37 @@ def _choose_order(M: int, N: int, c: Operand | None, inputs, requested) -> str:
             + (" (set by the bias shape)" if bound else " (options.result_order)")
             + "; cuBLASLt cannot transpose c: pass c in the result's order"
         )
+    for name, kind, need in conj_orders:
+        if need != order:
+            why = ("options.result_order" if requested else "the bias shape" if bound_order
+                   else "c's order" if c_order else f"{conj_orders[0][0]}, conjugated too")
+            raise ValueError(
+                f"{name}: conjugated and {kind}-major, which cuBLASLt can conjugate only for a "
+                f"{need}-ordered result (as a conjugate transpose), but the result is "
+                f"{order}-ordered ({why}); pass {name} in the other memory order or its "
+                "conjugate materialized (torch: .resolve_conj())"
+            )
     return order
 
 
-def _operand_layouts(a: Operand, b: Operand, swap: bool, batch: int):
+def _operand_layouts(a: Operand, b: Operand, swap: bool, batch: int, conj=(False, False)):
     """``(mem, (layout_a, layout_b), (trans_a, trans_b))`` of cuBLASLt's A and B.
 
     ``mem`` says of our ``a`` and ``b`` whether each is "row"- or "col"-major. cuBLASLt's A is
-    our ``b`` when ``swap`` (a C-ordered result, handed over transposed).
+    our ``b`` when ``swap`` (a C-ordered result, handed over transposed). A conjugated operand
+    (``conj`` of ``a``, ``b``) takes ``C`` where it would take ``T`` (``_choose_order`` made sure
+    it does).
     """
-    pairs = ((b, "b"), (a, "a")) if swap else ((a, "a"), (b, "b"))
+    pairs = ((b, "b", conj[1]), (a, "a", conj[0])) if swap else ((a, "a", conj[0]), (b, "b", conj[1]))
     mem, layouts, ops = {}, [], []
-    for op, name in pairs:
+    for op, name, cj in pairs:
         r, cdim = op.shape[-2:]
         kind, ld = matrix_memory(r, cdim, *op.strides[-2:], name)
         mem[name] = kind
         # the col-major matrix in memory: X ("col") or X^T ("row")
         rows, cols = (r, cdim) if kind == "col" else (cdim, r)
         # cuBLASLt needs op(Y) = X (F order) or X^T (C order)
-        ops.append(lt.Operation.N if swap == (kind == "row") else lt.Operation.T)
+        ops.append(lt.Operation.N if swap == (kind == "row") else lt.Operation.C if cj else lt.Operation.T)
         bs = batch_stride(op.shape[:-2], op.strides[:-2], name, _host(op)) if op.ndim > 2 else 0
         layouts.append(Layout(op.dtype, rows, cols, ld, batch, bs))
     return mem, tuple(layouts), tuple(ops)

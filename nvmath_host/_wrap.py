@@ -37,7 +37,7 @@ def wrap_inputs(epilog_inputs) -> dict[str, Operand]:
 
 def wrap_call(a, b, c, epilog_inputs):
     """``(a, b, c, inputs)`` of a call wrapped (``c`` None when not given)."""
-    oa, ob = wrap(a, "a"), wrap(b, "b")
+    oa, ob = wrap(a, "a", conj=True), wrap(b, "b", conj=True)
     oc = wrap(c, "c") if c is not None else None
     return oa, ob, oc, wrap_inputs(epilog_inputs)
 

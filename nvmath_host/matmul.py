@@ -26,6 +26,7 @@ from ._options import (
     as_dataclass,
     check_options,
     check_preferences,
+    check_qualifiers,
 )
 from ._problem import Problem
 from ._rules import NUMBER, scalar
@@ -40,6 +41,9 @@ __all__ = [
     "Algorithm",
     "CPUExecutionWarning",
 ]
+
+
+_LAZY = {False: "", True: " (conjugate bit set)"}  # an operand's torch conjugate bit, in errors
 
 
 class Matmul:
@@ -62,6 +66,15 @@ class Matmul:
         or bfloat16 (cuBLASLt never takes an FP8 ``c``), and not in place.
     alpha, beta : scalar, optional
         Default ``1`` and, when ``c`` is given, ``1`` (else ``0``).
+    qualifiers : numpy.ndarray, optional
+        Three elements of :data:`matrix_qualifiers_dtype` for ``a``, ``b``, ``c``: a non-zero
+        ``is_conjugate`` multiplies the conjugate of ``a`` or ``b`` (complex; none for ``c``).
+        A torch tensor's conjugate bit (a lazy ``.conj()``, e.g. ``x.mH``) is read the same
+        way, so ``matmul(x.mH, y)`` is ``x^H y``; a qualifier on such a tensor conjugates it
+        back. cuBLASLt conjugates only together with a transpose: a conjugated operand that is
+        column-major (``x.mH`` of a row-major ``x``) gives a C-ordered result, a row-major one
+        an F-ordered result, and one that cannot have its order (``c``, a bias, another
+        conjugated operand or ``options.result_order`` fix it otherwise) is refused, named.
     quantization_scales : dict, optional
         FP8 only: ``{"a": ..., "b": ...}``, plus ``"d"`` for an FP8 result, each a float or a
         one-element float32 device array of the operands' package (a NumPy array on the CPU
@@ -94,6 +107,7 @@ class Matmul:
         *,
         alpha: float | complex | None = None,
         beta: float | complex | None = None,
+        qualifiers: np.ndarray | None = None,
         quantization_scales: dict | None = None,
         options: MatmulOptions | dict | None = None,
         stream: Any = None,
@@ -108,7 +122,7 @@ class Matmul:
         self._gpu: _plan.GpuPlan | None = None
         self._exec: _execute.Executor | None = None
         self._planned = False
-        oa, ob = wrap(a, "a"), wrap(b, "b")
+        oa, ob = wrap(a, "a", conj=True), wrap(b, "b", conj=True)
         oc = wrap(c, "c") if c is not None else None
         for name, op in (("b", ob), ("c", oc)):
             if op is None:
@@ -135,8 +149,9 @@ class Matmul:
         self.algorithms: list[Algorithm] = []
         # Validate everything that can be before plan (shapes, dtypes, layouts), before any
         # CUDA call.
+        self._conj = check_qualifiers(qualifiers, oa, ob)
         self._problem: Problem | None = Problem(
-            oa, ob, oc, self.options, None, {}, dict.fromkeys(self._scales_in)
+            oa, ob, oc, self.options, None, {}, dict.fromkeys(self._scales_in), self._conj
         )
         sc = self._problem.scale_np
         self.alpha = 1.0 if alpha is None else scalar(alpha, "alpha", sc)
@@ -177,7 +192,7 @@ class Matmul:
     # ------------------------------------------------------------------ plan
     def _make_problem(self, epilog, inputs, ops) -> Problem:
         scales = dict.fromkeys(self._scales_in)
-        return Problem(ops["a"], ops["b"], ops["c"], self.options, epilog, inputs, scales)
+        return Problem(ops["a"], ops["b"], ops["c"], self.options, epilog, inputs, scales, self._conj)
 
     def _wrap_inputs(self, epilog_inputs) -> dict[str, Operand]:
         out = wrap_inputs(epilog_inputs)
@@ -429,12 +444,13 @@ class Matmul:
             old = self._user[name]
             if old is None:
                 raise ValueError(f"{name}: this Matmul was created without {name}")
-            op = wrap(v, name)
+            op = wrap(v, name, conj=name != "c")
             if op.signature() != old.signature():
                 raise ValueError(
                     f"{name}: {op.package} {op.dtype.name} shape {op.shape} strides {op.strides} "
-                    f"on device {op.device} does not match the planned {old.package} "
-                    f"{old.dtype.name} shape {old.shape} strides {old.strides} on device {old.device}"
+                    f"on device {op.device}{_LAZY[op.conj]} does not match the planned "
+                    f"{old.package} {old.dtype.name} shape {old.shape} strides {old.strides} on "
+                    f"device {old.device}{_LAZY[old.conj]}"
                 )
             new[name] = op
         new_inputs = {}

@@ -16,7 +16,7 @@ from nvmath_host.epilogs import _as_epilog, reference
 def _key(a, b, epilog, epilog_inputs=None):
     """matmul()'s plan-cache key of ``a @ b`` with ``epilog`` on stream 0."""
     oa, ob, oc, inputs = wrap_call(a, b, None, epilog_inputs)
-    return plan_key(oa, ob, oc, epilog, inputs, None, None, None, 0, None)
+    return plan_key(oa, ob, oc, epilog, inputs, None, None, None, 0, None, (False, False))
 
 
 pytestmark = pytest.mark.filterwarnings("ignore::nvmath_host.CPUExecutionWarning")

@@ -6,6 +6,7 @@ GPU packages are stood in for by minimal fakes exposing only the protocol nvmath
 in validation, so nothing reaches CUDA (no GPU here).
 """
 
+import importlib
 import pickle
 from types import SimpleNamespace
 
@@ -21,9 +22,12 @@ from nvmath_host import (
     MatmulOptions,
     _gpu,
     matmul,
+    matrix_qualifiers_dtype,
 )
+from nvmath_host._cpu import CPUExecutionWarning
 from nvmath_host._cublaslt import Operation
 from nvmath_host._function import plan_key
+from nvmath_host._options import check_qualifiers
 from nvmath_host._problem import Problem
 from nvmath_host._wrap import wrap_call
 
@@ -284,10 +288,11 @@ CASES = [
         r"^stream: expected an int handle",
     ),
     # torch views whose memory does not hold the values they show (lazy conjugate / negation)
-    (
-        lambda: Matmul(FakeTorch((4, 16), "complex64", conj=True), FakeTorch((16, 8), "complex64")),
+    (  # a's and b's conjugate bit is read as a qualifier; c's cannot be (cuBLASLt conjugates a, b only)
+        lambda: Matmul(FakeTorch((4, 16), "complex64"), FakeTorch((16, 8), "complex64"),
+                       FakeTorch((4, 8), "complex64", conj=True)),
         ValueError,
-        r"^a: a torch tensor with the conjugate bit set \(a lazy \.conj\(\) view\) is not supported: "
+        r"^c: a torch tensor with the conjugate bit set \(a lazy \.conj\(\) view\) is not supported: "
         r"its memory holds the unconjugated values; pass \.resolve_conj\(\) of it",
     ),
     (
@@ -510,13 +515,17 @@ def _key(a, b, c=None, **kw):
         kw.get("beta"),
         kw.get("stream", 0),
         kw.get("preferences"),
+        check_qualifiers(kw.get("qualifiers"), oa, ob),
     )
 
 
 def test_plan_cache_key_ignores_data_not_shape():
     a, b = np.zeros((256, 64), np.float32), np.zeros((64, 32), np.float32)
     a2, b2 = np.ones((256, 64), np.float32), np.ones((64, 32), np.float32)
+    ac, bc = a.astype(np.complex64), b.astype(np.complex64)
     assert _key(a, b) == _key(a2, b2)
+    assert _key(ac, bc) == _key(ac, bc, qualifiers=_conjugating())  # no flag set: the plain plan
+    assert _key(a, b) == _key(a, b, qualifiers=_conjugating("a", "b"))  # real: its own conjugate
     bias = np.zeros(32, np.float32)
     e = {"epilog": E.RELU_BIAS, "epilog_inputs": {"bias": bias}}
     assert _key(a, b, **e) == _key(a2, b2, epilog=E.RELU_BIAS, epilog_inputs={"bias": bias + 1})
@@ -536,6 +545,9 @@ def test_plan_cache_key_ignores_data_not_shape():
         _key(a, b, epilog=E.DRELU_BGRAD, epilog_inputs={"relu_aux": bias.view(np.uint8)}),
         _key(a, b, np.zeros((256, 32), np.float32), **e),  # c and an input
         _key(a, b, epilog=E.RELU_BIAS, epilog_inputs={"bias": bias[:16]}),  # an input's shape
+        _key(ac, bc),
+        _key(ac, bc, qualifiers=_conjugating("a")),  # which operand cuBLASLt conjugates
+        _key(ac, bc, qualifiers=_conjugating("b")),
     ]
     assert len(set(variants)) == len(variants)
     # the inputs' order in the dict is not part of the key
@@ -553,6 +565,114 @@ def test_plan_cache_key_ignores_data_not_shape():
 
 
 # ----------------------------------------------------------------------------- cuBLASLt mapping
+
+
+def _conjugating(*names):
+    q = np.zeros(3, dtype=matrix_qualifiers_dtype)
+    for n in names:
+        q["abc".index(n)]["is_conjugate"] = 1
+    return q
+
+
+def _cplx(shape, order="C"):
+    return np.zeros(shape, np.complex64, order=order)
+
+
+@pytest.mark.parametrize("a_order", ["C", "F"])
+@pytest.mark.parametrize("b_order", ["C", "F"])
+@pytest.mark.parametrize("conj", [("a",), ("b",), ("a", "b")])
+def test_a_conjugated_operand_takes_the_conjugate_transpose(a_order, b_order, conj):
+    """cuBLASLt conjugates only with a transpose (OP_C): a conjugated operand that is row-major
+    needs an F-ordered result (handed over as is: its op would be T), a column-major one a
+    C-ordered result (handed over transposed); with nothing else fixing the order, the result
+    takes the order the conjugated operands need, and only their ops become C. Two that need
+    different orders are refused, naming the second."""
+    M, K, N = 6, 4, 10
+    a, b = _cplx((M, K), a_order), _cplx((K, N), b_order)
+    ca, cb = "a" in conj, "b" in conj
+    need = {"a": "F" if a_order == "C" else "C", "b": "F" if b_order == "C" else "C"}
+    needs = {need[n] for n in conj}
+    w = mathdx_operands.wrap
+    if len(needs) > 1:
+        with pytest.raises(ValueError, match=r"^b: conjugated and (row|col)-major, which cuBLASLt can "
+                                             r"conjugate only for a (C|F)-ordered result .*\(a, conjugated too\)"):
+            Problem(w(a, "a"), w(b, "b"), None, MatmulOptions(), None, {}, {}, (ca, cb))
+        return
+    p = Problem(w(a, "a"), w(b, "b"), None, MatmulOptions(), None, {}, {}, (ca, cb))
+    plain = _problem(a, b, result_order=needs.pop())
+    assert p.order == plain.order
+    # cuBLASLt's A is our b when the result is handed over transposed (C order)
+    conj_lt = (cb, ca) if p.swap else (ca, cb)
+    for got, was, c in zip((p.trans_a, p.trans_b), (plain.trans_a, plain.trans_b), conj_lt):
+        assert got == (Operation.C if c else was) and (not c or was == Operation.T)
+    assert (p.layout_a, p.layout_b, p.layout_d) == (plain.layout_a, plain.layout_b, plain.layout_d)
+
+
+def test_a_conjugated_operand_whose_order_is_fixed_otherwise_is_refused():
+    M, K, N = 6, 4, 10
+    a, b = _cplx((M, K)), _cplx((K, N))
+    w = mathdx_operands.wrap
+
+    def problem(c=None, **opts):
+        return Problem(w(a, "a"), w(b, "b"), None if c is None else w(c, "c"), MatmulOptions(**opts), None,
+                       {}, {}, (True, False))
+
+    assert problem().order == "F"
+    with pytest.raises(ValueError, match=r"^a: conjugated and row-major, .* for a F-ordered result \(as a "
+                                         r"conjugate transpose\), but the result is C-ordered "
+                                         r"\(options.result_order\); pass a in the other memory order"):
+        problem(result_order="C")
+    with pytest.raises(ValueError, match=r"^a: conjugated .* C-ordered \(c's order\)"):
+        problem(c=_cplx((M, N)))
+    assert problem(c=_cplx((M, N), "F")).order == "F"
+
+
+def test_qualifiers_conjugate_against_the_operands_own_conjugate_bit():
+    """A qualifier conjugates the operand's values: a torch tensor with the conjugate bit holds
+    the conjugates in memory, so a qualifier on it gives the memory's values (no flag); real
+    dtypes are their own conjugates; c cannot be conjugated; the array is checked."""
+    def op(dtype="complex64", conj=False):
+        return mathdx_operands.wrap(FakeTorch((4, 4), dtype, conj=conj), "x", conj=True)
+
+    assert check_qualifiers(None, op(), op()) == (False, False)
+    assert check_qualifiers(None, op(conj=True), op()) == (True, False)
+    assert check_qualifiers(_conjugating("b"), op(), op()) == (False, True)
+    assert check_qualifiers(_conjugating("a", "b"), op(conj=True), op()) == (False, True)
+    assert check_qualifiers(_conjugating("a", "b"), op("float32"), op("float64")) == (False, False)
+    with pytest.raises(ValueError, match=r"^qualifiers\[2\]\['is_conjugate'\] \(c\): conjugating c is not"):
+        check_qualifiers(_conjugating("c"), op(), op())
+    with pytest.raises(ValueError, match=r"^qualifiers: shape \(2,\); expected \(3,\)"):
+        check_qualifiers(np.zeros(2, matrix_qualifiers_dtype), op(), op())
+    with pytest.raises(TypeError, match=r"^qualifiers: expected a NumPy array of nvmath_host.matrix_qualifiers"
+                                        r"_dtype .*; got int32"):
+        check_qualifiers(np.zeros(3, np.int32), op(), op())
+    q = _conjugating()
+    q[1]["structure"] = "tr"
+    with pytest.raises(ValueError, match=r"^qualifiers\[1\]\['structure'\] \(b\): 'tr'; only general"):
+        check_qualifiers(q, op(), op())
+
+
+def test_conjugated_numpy_operands_on_the_cpu_and_a_reset_keeps_the_conjugate_bit(monkeypatch):
+    rng = np.random.default_rng(3)
+    a = (rng.standard_normal((5, 3)) + 1j * rng.standard_normal((5, 3))).astype(np.complex64)
+    b = (rng.standard_normal((3, 4)) + 1j * rng.standard_normal((3, 4))).astype(np.complex64)
+    if _gpu.available():
+        pytest.skip("the CPU path runs where no GPU is")
+    with pytest.warns(CPUExecutionWarning):
+        d = matmul(a, b, qualifiers=_conjugating("a"))
+    np.testing.assert_allclose(d, a.conj() @ b, rtol=1e-6)
+    assert d.flags.f_contiguous  # a row-major conjugated a: an F-ordered result
+    with pytest.warns(CPUExecutionWarning):
+        d = matmul(a, np.asfortranarray(b), qualifiers=_conjugating("b"))
+    np.testing.assert_allclose(d, a @ b.conj(), rtol=1e-6)
+    assert d.flags.c_contiguous
+    module = importlib.import_module("nvmath_host.matmul")  # (the package's `matmul` is the function)
+    monkeypatch.setattr(module, "package", lambda name: SimpleNamespace(name=name))  # no torch here
+    mm = Matmul(FakeTorch((4, 16), "complex64", conj=True), FakeTorch((16, 8), "complex64"))
+    with pytest.raises(ValueError, match=r"^a: torch complex64 shape \(4, 16\) strides \(16, 1\) on device 0 "
+                                         r"does not match the planned torch complex64 shape \(4, 16\) "
+                                         r"strides \(16, 1\) on device 0 \(conjugate bit set\)$"):
+        mm.reset_operands(a=FakeTorch((4, 16), "complex64"))
 
 
 def _problem(a, b, c=None, epilog=None, inputs=None, **opts):

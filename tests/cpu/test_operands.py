@@ -136,6 +136,13 @@ def test_torch_views_whose_memory_differs_are_refused_naming_the_argument(bit, m
             mo.wrap(t, "x")
     with pytest.raises(TypeError, match="^x must be a NumPy array or a GPU array"):  # a CPU tensor: as before
         mo.caller_kind(fake_torch(dtype="complex64", cuda=False, **bit), "x")
+    if "conj" in bit:  # a reader that applies the conjugation itself takes it, and says so
+        op = mo.wrap(t, "x", conj=True)
+        assert op.conj and op.signature()[-1] is True
+        assert mo.wrap(fake_torch(dtype="complex64"), "x", conj=True).conj is False
+    elif "neg" in bit:
+        with pytest.raises(ValueError, match=message):
+            mo.wrap(t, "x", conj=True)
 
 
 def test_simulator_arrays_are_device_arrays_under_the_simulator(monkeypatch):
@@ -155,7 +162,7 @@ def test_wrap_numpy_reads_strides_in_elements():
     assert (op.package, op.shape, op.strides, op.dtype.name, op.device) == (
         "numpy", (4, 3), (6, 2), "float32", None)
     assert op.ptr == a.ctypes.data and op.obj is a and op.ndim == 2
-    assert op.signature() == ("numpy", (4, 3), (6, 2), "float32", None)
+    assert op.signature() == ("numpy", (4, 3), (6, 2), "float32", None, False)
 
 
 def test_wrap_cupy_through_the_interface():

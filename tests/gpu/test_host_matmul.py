@@ -21,6 +21,7 @@ from nvmath_host import (
     MatmulEpilog,
     MatmulOptions,
     matmul,
+    matrix_qualifiers_dtype,
 )
 from nvmath_host import _cublaslt as lt
 from nvmath_host.epilogs import EPILOGS, reference, relu_aux_shape, unpack_relu_mask
@@ -419,19 +420,63 @@ def test_operand_kinds_return_their_kind():
         matmul(t(a), cp.asarray(b))
 
 
-def test_torch_lazy_conjugate_and_negation_are_refused():
-    """A lazy .conj() or negation keeps the storage as it was: Matmul and matmul refuse the view,
-    naming the operand; resolved, the product is the conjugate's."""
+def _conjugating(*names):
+    q = np.zeros(3, dtype=matrix_qualifiers_dtype)
+    for n in names:
+        q["abc".index(n)]["is_conjugate"] = 1
+    return q
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_conjugated_operands_qualifiers_and_torch_conjugate_bit(dtype):
+    """cuBLASLt's conjugate transpose (OP_C) where an operand is conjugated: by a qualifier
+    (CuPy) or by torch's conjugate bit (x.mH, x.conj()), batched too, stateful with a reset;
+    each against NumPy's product of the conjugates. c's conjugate bit and a negative bit are
+    refused, named."""
     torch = pytest.importorskip("torch")
-    a = torch.randn(32, 16, dtype=torch.complex64, device="cuda")
-    b = torch.randn(16, 8, dtype=torch.complex64, device="cuda")
-    with pytest.raises(ValueError, match=r"^a: a torch tensor with the conjugate bit set .*\.resolve_conj\(\)"):
-        Matmul(a.conj(), b)
+    rng = np.random.default_rng(5)
+    tol = 1e-5 if dtype == np.complex64 else 1e-12
+
+    def cplx(*shape):
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+
+    M, K, N = 48, 40, 24
+    x, y = cplx(K, M), cplx(K, N)  # x^H y: x.mH is column-major with the conjugate bit
+    tx, ty = torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda()
+    d = matmul(tx.mH, ty)
+    assert d.is_contiguous()  # a column-major conjugated a: a C-ordered result
+    assert rel_err(d.cpu().numpy(), x.conj().T @ y) < tol
+    a = cplx(M, K)
+    d = matmul(torch.from_numpy(a).cuda().conj(), ty[:, :N])  # row-major conjugated: F-ordered result
+    assert d.stride() == (1, M) and rel_err(d.cpu().numpy(), a.conj() @ y) < tol
+    # CuPy, qualifiers: both operands conjugated, one of them column-major
+    for qa, qb, b_arr in (("a", None, y), ("a", "b", y), (None, "b", np.asfortranarray(y))):
+        q = _conjugating(*[n for n in (qa, qb) if n])
+        d = matmul(cp.asarray(np.asfortranarray(a)) if qa and qb is None else cp.asarray(a), cp.asarray(b_arr),
+                   qualifiers=q)
+        want = (a.conj() if qa else a) @ (y.conj() if qb else y)
+        assert rel_err(d.get(), want) < tol, (qa, qb)
+    # a qualifier on a tensor with the conjugate bit conjugates it back: the memory's values
+    d = matmul(tx.mH, ty, qualifiers=_conjugating("a"))
+    assert rel_err(d.cpu().numpy(), x.T @ y) < tol
+    # batched: 3 x (K, M) -> mH is (3, M, K) column-major matrices
+    xb, yb = cplx(3, K, M), cplx(3, K, N)
+    d = matmul(torch.from_numpy(xb).cuda().mH, torch.from_numpy(yb).cuda())
+    assert rel_err(d.cpu().numpy(), np.conj(xb).transpose(0, 2, 1) @ yb) < tol
+    # stateful: plan once, reset to new conjugated tensors of the same layout
+    with Matmul(tx.mH, ty) as mm:
+        mm.plan()
+        assert rel_err(mm.execute().cpu().numpy(), x.conj().T @ y) < tol
+        x2 = cplx(K, M)
+        mm.reset_operands(a=torch.from_numpy(x2).cuda().mH)
+        assert rel_err(mm.execute().cpu().numpy(), x2.conj().T @ y) < tol
+        with pytest.raises(ValueError, match=r"^a: .* does not match the planned .*\(conjugate bit set\)$"):
+            mm.reset_operands(a=torch.from_numpy(x2.conj().T.copy()).cuda())
+    c = torch.from_numpy(cplx(M, N)).cuda()
+    with pytest.raises(ValueError, match=r"^c: a torch tensor with the conjugate bit set .*\.resolve_conj\(\)"):
+        matmul(tx.mH, ty, c.conj())
     with pytest.raises(ValueError, match=r"^b: a torch tensor with the negative bit set .*\.resolve_neg\(\)"):
-        matmul(a.real.contiguous(), b.conj().imag)
-    d = matmul(a.conj().resolve_conj(), b)
-    want = a.cpu().numpy().conj() @ b.cpu().numpy()
-    assert rel_err(d.cpu().numpy(), want) < 1e-5
+        matmul(torch.from_numpy(a.real.copy()).cuda(), ty.conj().imag)
 
 
 def test_torch_bfloat16_and_streams():
