@@ -240,24 +240,31 @@ class _CuPy(Package):
         with self.cp.cuda.Device(device):
             return self.cp.full((1,), value, dtype=self.cp.float32)
 
-    def to_device(self, host: np.ndarray, device: int):
-        """A copy of ``host`` on ``device``: same shape and memory order (dense)."""
+    def to_device(self, host: np.ndarray, device: int, stream: int | None = None):
+        """A copy of ``host`` on ``device``: same shape and memory order (dense), made on
+        ``stream`` (None: the current one)."""
         flat, strides = memory_order_bytes(host)
         with self.cp.cuda.Device(device):
-            buf = self.cp.asarray(flat)
+            if stream is None:
+                buf = self.cp.asarray(flat)
+            else:
+                with self._stream_ctx(stream):
+                    buf = self.cp.asarray(flat)
         isz = host.itemsize
         return self.cp.ndarray(
             host.shape, host.dtype, memptr=buf.data, strides=tuple(s * isz for s in strides)
         )
 
-    def write(self, dev, host: np.ndarray) -> None:
-        """Copy ``host`` into ``dev``: a :meth:`to_device` copy of an array of ``host``'s layout.
+    def write(self, dev, host: np.ndarray, stream: int | None = None) -> None:
+        """Copy ``host`` into ``dev``: a :meth:`to_device` copy of an array of ``host``'s layout,
+        on ``stream`` (None: the current one).
 
         Bytes in memory order into the flat buffer under ``dev`` (CuPy's ``set`` would need
         ``dev`` to be C- or F-contiguous).
         """
         flat, _ = memory_order_bytes(host)
-        self.cp.ndarray(flat.shape, flat.dtype, memptr=dev.data).set(flat)
+        target = self.cp.ndarray(flat.shape, flat.dtype, memptr=dev.data)
+        target.set(flat, stream=None if stream is None else self._stream_ctx(stream))
 
 
 class _Torch(Package):

@@ -287,6 +287,8 @@ _PROTOTYPES = {
         ctypes.POINTER(HeuristicResult),
         ctypes.POINTER(ctypes.c_int),
     ],
+    # handle, compute type, scale type, A/B/C/D types, requested count, ids, returned count
+    "cublasLtMatmulAlgoGetIds": [_vp] + [ctypes.c_int] * 7 + [ctypes.POINTER(ctypes.c_int)] * 2,
     # A, B, C, D pointers, alpha/beta host pointers, stream: all void*.
     "cublasLtMatmul": [_vp] * 13 + [_vp, ctypes.c_size_t, _vp],
 }
@@ -458,3 +460,21 @@ def heuristic(handle, desc, a, b, c, d, pref, count: int) -> list[HeuristicResul
         ctypes.byref(returned),
     )
     return [results[i] for i in range(returned.value) if results[i].state == 0]
+
+
+def algo_ids(handle, compute_type: int, scale_type: int, types, count: int) -> list[int]:
+    """``cublasLtMatmulAlgoGetIds``: up to ``count`` algorithm ids applicable to a matmul of
+    these compute and scale types and A, B, C, D ``types`` (cuBLASLt's), in no order."""
+    ids = (ctypes.c_int * count)()
+    returned = ctypes.c_int()
+    _call(
+        "cublasLtMatmulAlgoGetIds",
+        handle.ptr,
+        compute_type,
+        scale_type,
+        *types,
+        count,
+        ids,
+        ctypes.byref(returned),
+    )
+    return list(ids[: returned.value])

@@ -14,6 +14,7 @@ from mathdx_operands import package, stream_handle
 
 from . import _gpu
 from ._options import (
+    Algorithm,
     MatmulOptions,
     MatmulPlanPreferences,
     as_dataclass,
@@ -229,6 +230,7 @@ def matmul(
     quantization_scales: dict | None = None,
     options: MatmulOptions | dict | None = None,
     preferences: MatmulPlanPreferences | dict | None = None,
+    algorithm: Algorithm | None = None,
     stream: Any = None,
 ):
     """Compute ``epilog(alpha * a @ b + beta * c)`` in one call.
@@ -267,6 +269,10 @@ def matmul(
         See :class:`MatmulOptions`.
     preferences : MatmulPlanPreferences or dict, optional
         See :class:`MatmulPlanPreferences`.
+    algorithm : Algorithm, optional
+        Run this algorithm (e.g. the first of an earlier :meth:`Matmul.autotune`, possibly
+        unpickled) instead of asking cuBLASLt's heuristic: valid only for the same problem
+        and cuBLASLt version.
     stream : stream, optional
         An int handle, an object with ``__cuda_stream__``, or a CuPy/torch/Numba stream;
         default: the operands' package's current stream.
@@ -283,6 +289,9 @@ def matmul(
     --------
     >>> d = matmul(a, b, epilog=MatmulEpilog.RELU_BIAS, epilog_inputs={"bias": bias})  # doctest: +SKIP
     """
+    if algorithm is not None and not isinstance(algorithm, Algorithm):
+        raise TypeError(f"algorithm: expected an nvmath_host.Algorithm or None; got {type(algorithm).__name__}")
+    algorithms = None if algorithm is None else [algorithm]
     oa, ob, oc, inputs = wrap_call(a, b, c, epilog_inputs)
     conj = check_qualifiers(qualifiers, oa, ob) if qualifiers is not None or oa.conj or ob.conj else _PLAIN
     qs = quantization_scales
@@ -300,7 +309,7 @@ def matmul(
             stream=stream,
             _stacklevel=3,
         ) as mm:
-            mm.plan(preferences, epilog=epilog, epilog_inputs=epilog_inputs)
+            mm.plan(preferences, algorithms, epilog=epilog, epilog_inputs=epilog_inputs)
             return mm.execute(stream=stream)
     if epilog is not None and type(epilog) is not MatmulEpilog:
         epilog = _as_epilog(epilog)
@@ -320,6 +329,8 @@ def matmul(
         raise
     try:
         key = plan_key(oa, ob, oc, epilog, inputs, options, alpha, beta, s, preferences, conj)
+        if algorithm is not None:
+            key += (algorithm.data,)
         mm, ticket = _plans.checkout(key)
     except TypeError:  # options that cannot be a key (unhashable or unsortable values)
         check_options(as_dataclass(options, MatmulOptions, "options"))  # names the field
@@ -329,7 +340,7 @@ def matmul(
     try:
         if mm is None:
             mm = Matmul(a, b, c, alpha=alpha, beta=beta, qualifiers=qualifiers, options=options, stream=s)
-            mm.plan(preferences, epilog=epilog, epilog_inputs=epilog_inputs)
+            mm.plan(preferences, algorithms, epilog=epilog, epilog_inputs=epilog_inputs)
         else:
             # same key: same shapes, strides, dtypes, device, alignment; only pointers change
             mm._swap_pointers(oa, ob, oc, inputs, alpha, beta)

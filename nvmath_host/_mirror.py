@@ -6,9 +6,10 @@ from __future__ import annotations
 from mathdx_operands import Operand, numpy_dtype
 
 
-def mirror(pkg, op: Operand, device: int) -> Operand:
-    """The device copy (CuPy) of the NumPy operand ``op``, in ``op``'s memory order."""
-    dev = pkg.to_device(op.obj.view(op.dtype.storage), device)
+def mirror(pkg, op: Operand, device: int, stream: int | None = None) -> Operand:
+    """The device copy (CuPy) of the NumPy operand ``op``, in ``op``'s memory order, made on
+    ``stream`` (None: the current one)."""
+    dev = pkg.to_device(op.obj.view(op.dtype.storage), device, stream)
     strides = tuple(s // dev.itemsize for s in dev.strides)
     return Operand(dev, "numpy", dev.data.ptr, op.shape, strides, op.dtype, device)
 
@@ -18,9 +19,14 @@ def mirror_all(pkg, ops: dict, device: int) -> dict:
     return {k: (mirror(pkg, op, device) if op is not None else None) for k, op in ops.items()}
 
 
-def refresh(pkg, mirrored: Operand, op: Operand) -> None:
-    """Write the host data of ``op`` into its mirror (same layout: checked by the caller)."""
-    pkg.write(mirrored.obj, op.obj)
+def refresh(pkg, mirrored: Operand, op: Operand, device: int, stream: int | None = None) -> Operand:
+    """``op``'s mirror with its host data: written into ``mirrored`` (same layout: checked by the
+    caller), or a new copy where ``mirrored`` was released (its array None); on ``stream``
+    (None: the current one). Returns the mirror."""
+    if mirrored.obj is None:
+        return mirror(pkg, op, device, stream)
+    pkg.write(mirrored.obj, op.obj, stream)
+    return mirrored
 
 
 def to_host(p, d, outs, stream: int, host_c: Operand | None):

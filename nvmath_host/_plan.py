@@ -136,6 +136,15 @@ def set_scales(desc, p, scales: dict, pkg, device: int, host: bool) -> dict[str,
     return arrays
 
 
+def reset_scales(g: GpuPlan, p, scales: dict, pkg, device: int, host: bool) -> None:
+    """Point plan ``g``'s descriptor at new values of some of its FP8 ``scales`` (names it was
+    planned with), kept alive with the plan."""
+    lt_name = {"a": "b", "b": "a"} if p.swap else {"a": "a", "b": "b"}
+    for k, v in scales.items():
+        g.scale_arrays[k] = arr = scale_array(v, k, pkg, device, host)
+        g.desc.set_pointer(_SCALE_ATTRS[lt_name.get(k, k)], arr.ptr)
+
+
 def scale_array(v, k: str, pkg, device: int, host: bool) -> Operand:
     """A quantization scale as a one-element float32 device array."""
     what = f"quantization_scales[{k!r}]"

@@ -14,9 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from mathdx_operands import Operand, package, stream_handle, wrap
+from mathdx_operands import UINT8, Operand, package, stream_handle, wrap
 
 from . import _cpu, _execute, _gpu, _mirror, _plan
+from . import _cublaslt as lt
 from ._cpu import CPUExecutionWarning
 from ._options import (
     Algorithm,
@@ -44,6 +45,11 @@ __all__ = [
 
 
 _LAZY = {False: "", True: " (conjugate bit set)"}  # an operand's torch conjugate bit, in errors
+
+
+def _released(op: Operand) -> Operand:
+    """``op``'s description without its array (what :meth:`Matmul.release_operands` keeps)."""
+    return Operand(None, op.package, 0, op.shape, op.strides, op.dtype, op.device, op.conj)
 
 
 class Matmul:
@@ -122,6 +128,9 @@ class Matmul:
         self._gpu: _plan.GpuPlan | None = None
         self._exec: _execute.Executor | None = None
         self._planned = False
+        self._released = False  # release_operands() until the next reset_operands()
+        self._ws_released = False  # execute(release_workspace=True) until the next launch
+        self._ops: dict = {}
         oa, ob = wrap(a, "a", conj=True), wrap(b, "b", conj=True)
         oc = wrap(c, "c") if c is not None else None
         for name, op in (("b", ob), ("c", oc)):
@@ -216,6 +225,7 @@ class Matmul:
         *,
         epilog: MatmulEpilog | None = None,
         epilog_inputs: dict | None = None,
+        stream: Any = None,
     ) -> list[Algorithm]:
         """Choose the epilog and ask cuBLASLt's heuristic for algorithms.
 
@@ -233,6 +243,9 @@ class Matmul:
             the operands' package. The bias has the result's dtype, except with FP8 operands
             (cuBLASLt's FP8 table): bfloat16 for a float32 result, and for an FP8 result
             float16 or bfloat16 (``c``'s dtype when ``c`` is given).
+        stream : stream, optional
+            The stream the workspace is allocated in the order of (and the first
+            :meth:`execute` orders after); default: the constructor's, else the current one.
 
         Returns
         -------
@@ -243,6 +256,8 @@ class Matmul:
         user_inputs = self._wrap_inputs(epilog_inputs)
         if self._problem is None:
             raise RuntimeError("this Matmul was freed")
+        self._check_not_released()
+        plan_stream = stream_handle(stream) if stream is not None else None
         problem = self._make_problem(epilog, user_inputs, self._user)  # validates
         if self._host and not self._cpu:
             device_inputs = _mirror.mirror_all(self._pkg, user_inputs, self.device)
@@ -263,9 +278,10 @@ class Matmul:
                 algorithms,
                 self.device,
                 self._pkg,
-                self._default_stream(),
+                plan_stream if plan_stream is not None else self._default_stream(),
                 self._host,
             )
+            self._ws_released = False
             self.algorithms = self._gpu.algorithms
             self._order = _gpu.StreamOrder(self._gpu.workspace_stream)
             self._exec = self._executor(0)
@@ -295,7 +311,13 @@ class Matmul:
         return self._stream if self._stream is not None else self._pkg.current_stream(self.device)
 
     # ------------------------------------------------------------------ autotune
-    def autotune(self, iterations: int = 10, prune: int | None = None) -> list[Algorithm]:
+    def autotune(
+        self,
+        iterations: int = 10,
+        prune: int | None = None,
+        release_workspace: bool = False,
+        stream: Any = None,
+    ) -> list[Algorithm]:
         """Time each planned algorithm and keep the fastest first.
 
         Runs each algorithm once to warm up, then ``iterations`` times round-robin on the
@@ -308,6 +330,10 @@ class Matmul:
             Runs per algorithm (median taken).
         prune : int, optional
             Keep only this many algorithms.
+        release_workspace : bool
+            Return the workspace to its pool afterwards (see :meth:`execute`).
+        stream : stream, optional
+            Where to time them; default: the constructor's, else the current one.
 
         Returns
         -------
@@ -315,12 +341,16 @@ class Matmul:
             Fastest first, with ``time_ms`` set.
         """
         self._check_planned()
+        self._check_not_released()
         if iterations < 1:
             raise ValueError(f"iterations: {iterations}; must be >= 1")
         if self._cpu:
             return []
         with _gpu.DeviceScope(self.device):
-            stream = self._default_stream()
+            stream = stream_handle(stream) if stream is not None else self._default_stream()
+            self._order.switch_to(stream)  # after the plan's earlier work on another stream
+            if self._ws_released:
+                self._acquire_workspace(stream)
             try:
                 _plan.autotune(
                     self._exec, self.algorithms, iterations, stream, self.device, self._pkg
@@ -331,7 +361,62 @@ class Matmul:
             if prune is not None:
                 del self.algorithms[max(1, prune) :]
             self._exec.args.use_algorithm(self.algorithms[0])
+            if release_workspace:
+                self._release_workspace()
         return list(self.algorithms)
+
+    def applicable_algorithm_ids(self, limit: int = 8) -> list[int]:
+        """cuBLASLt's ids of the algorithms applicable to this matmul's types
+        (``cublasLtMatmulAlgoGetIds``), in no particular order; empty on the CPU path.
+        nvmath-python's name.
+
+        Parameters
+        ----------
+        limit : int
+            At most this many.
+        """
+        if not isinstance(limit, (int, np.integer)) or isinstance(limit, (bool, np.bool_)):
+            raise TypeError(f"limit: expected an int; got {limit!r}")
+        if limit < 1:
+            raise ValueError(f"limit: {limit}; must be >= 1")
+        if self._problem is None:
+            raise RuntimeError("this Matmul was freed")
+        if self._cpu:
+            return []
+        p = self._problem
+        types = [int(x.dtype.cuda) for x in (p.layout_a, p.layout_b, p.layout_c, p.layout_d)]
+        with _gpu.DeviceScope(self.device):
+            return lt.algo_ids(_gpu.handle(self.device), int(p.compute_type), int(p.scale_type),
+                               types, int(limit))
+
+    def _release_workspace(self) -> None:
+        """Return the workspace to its package's pool in the order of the stream it was
+        allocated on, after the last stream's work (:class:`_gpu.StreamOrder`); the next launch
+        allocates it anew."""
+        g = self._gpu
+        if g is None or g.workspace is None:
+            return
+        with _gpu.DeviceScope(self.device):
+            self._order.switch_to(g.workspace_stream)
+        g.workspace = None
+        g.workspace_ptr = self._exec.args.workspace = 0
+        self._ws_released = True
+
+    def _acquire_workspace(self, stream: int) -> None:
+        """A new workspace of the plan's size, in ``stream``'s order (the plan's stream now)."""
+        g = self._gpu
+        ws = g.workspace_size
+        g.workspace = self._pkg.empty(UINT8, (ws,), (1,), ws, self.device, stream)
+        g.workspace_ptr = self._exec.args.workspace = self._pkg.ptr(g.workspace)
+        g.workspace_stream = stream
+        self._ws_released = False
+
+    def _check_not_released(self) -> None:
+        if self._released:
+            raise RuntimeError(
+                "the operands were released (release_operands()): give them again with "
+                "reset_operands() first"
+            )
 
     # ------------------------------------------------------------------ execute
     def _check_planned(self):
@@ -340,7 +425,8 @@ class Matmul:
                 raise RuntimeError("this Matmul was freed")
             self.plan()
 
-    def execute(self, stream: Any = None):
+    def execute(self, stream: Any = None, *, algorithm: Algorithm | None = None,
+                release_workspace: bool = False):
         """Run the planned matmul (plans with no epilog first if :meth:`plan` was not called).
 
         Parameters
@@ -348,6 +434,11 @@ class Matmul:
         stream : stream, optional
             Where to enqueue it; default: the constructor's ``stream``, else the operands'
             package's current stream. Nothing is synchronised for GPU operands.
+        algorithm : Algorithm, optional
+            One of :attr:`algorithms` to run this time (default: the first, the best).
+        release_workspace : bool
+            Return cuBLASLt's workspace to its package's pool once this launch is enqueued (in
+            stream order: no synchronisation); the next launch allocates it again.
 
         Returns
         -------
@@ -359,6 +450,13 @@ class Matmul:
         """
         if not self._planned:
             self._check_planned()
+        if self._released:
+            self._check_not_released()
+        if algorithm is not None and not any(algorithm is x for x in self.algorithms):
+            raise ValueError(
+                "algorithm: not one of this Matmul's algorithms (Matmul.algorithms"
+                + (", empty on the CPU path)" if self._cpu else ")")
+            )
         if self._cpu:
             u = self._user
             return _cpu.execute(
@@ -379,13 +477,25 @@ class Matmul:
         else:
             s = self._exec.current_stream(self.device)
             current = True
-        return self._run(s, current)
+        if algorithm is None and not release_workspace:
+            return self._run(s, current)
+        args = self._exec.args
+        if algorithm is not None:
+            args.use_algorithm(algorithm)
+        try:
+            return self._run(s, current)
+        finally:
+            args.use_algorithm(self.algorithms[0])
+            if release_workspace:
+                self._release_workspace()
 
     def _run(self, s: int, current: bool):
         """execute() on the planned GPU path, with the stream handle resolved (``current``: it
         is the package's current stream)."""
         if s != self._order.stream:
             self._order.switch_to(s)  # the workspace is never in use on two streams at once
+        if self._ws_released:
+            self._acquire_workspace(s)
         d, outs = self._exec.run(s, current)
         if d is None:  # in place: the result is c (its mirror for NumPy operands)
             d = (self._ops if self._host else self._user)["c"].obj
@@ -422,18 +532,28 @@ class Matmul:
         *,
         alpha: float | complex | None = None,
         beta: float | complex | None = None,
+        quantization_scales: dict | None = None,
         epilog_inputs: dict | None = None,
+        stream: Any = None,
     ) -> None:
-        """Swap in new operands of the same shape, strides, dtype, package and device.
+        """Swap in new operands of the same shape, strides, dtype, package and device (and
+        torch conjugate bit).
 
         Parameters
         ----------
         a, b, c : array, optional
-            Replacements (``None`` keeps the current one).
+            Replacements (``None`` keeps the current one; after :meth:`release_operands`,
+            every operand the object was made with must be given).
         alpha, beta : scalar, optional
             New scales.
+        quantization_scales : dict, optional
+            FP8: new values for some of the planned scales (``"a"``, ``"b"``, ``"d"``), as
+            for the constructor.
         epilog_inputs : dict, optional
-            Replacements for some of the planned epilog inputs.
+            Replacements for some of the planned epilog inputs (all of them after
+            :meth:`release_operands`).
+        stream : stream, optional
+            The stream NumPy operands are copied to the device on (default: the current one).
         """
         if self._problem is None:
             raise RuntimeError("this Matmul was freed")
@@ -465,6 +585,14 @@ class Matmul:
                 if op.signature() != old.signature():
                     raise ValueError(f"epilog_inputs[{k!r}]: does not match the planned input")
                 new_inputs[k] = op
+        if self._released:
+            missing = [n for n in ("a", "b", "c") if self._user[n] is not None and n not in new]
+            missing += [f"epilog_inputs[{k!r}]" for k in self._user_inputs if k not in new_inputs]
+            if missing:
+                raise ValueError(
+                    f"after release_operands(), reset_operands needs every operand again; missing "
+                    f"{', '.join(missing)}"
+                )
         sc = self._problem.scale_np
         if alpha is not None:
             alpha = scalar(alpha, "alpha", sc)
@@ -472,6 +600,94 @@ class Matmul:
             if self._user["c"] is None:
                 raise ValueError("beta: this Matmul has no c")
             beta = scalar(beta, "beta", sc)
+        scales = self._checked_scales(quantization_scales)
+        self._apply_reset(new, new_inputs, alpha, beta, scales, stream)
+
+    def reset_operands_unchecked(
+        self,
+        *,
+        a: Any = None,
+        b: Any = None,
+        c: Any = None,
+        alpha: float | complex | None = None,
+        beta: float | complex | None = None,
+        quantization_scales: dict | None = None,
+        epilog_inputs: dict | None = None,
+        stream: Any = None,
+    ) -> None:
+        """:meth:`reset_operands` without its checks, for a hot loop: the new GPU operands must
+        be of the planned package, device, shape, strides and dtype (and conjugate bit), which
+        is not verified; only their pointers are read (and their alignment checked against
+        the plan's, which cuBLASLt's algorithm depends on). Scales and FP8 quantization scales
+        are converted as usual. NumPy operands are checked as by :meth:`reset_operands` (their
+        copy to the device costs far more than the checks). nvmath-python's name and
+        arguments.
+
+        Parameters
+        ----------
+        a, b, c, alpha, beta, quantization_scales, epilog_inputs, stream
+            As for :meth:`reset_operands`.
+        """
+        if self._problem is None:
+            raise RuntimeError("this Matmul was freed")
+        if self._host or self._cpu:
+            return self.reset_operands(a, b, c, alpha=alpha, beta=beta, epilog_inputs=epilog_inputs,
+                                       quantization_scales=quantization_scales, stream=stream)
+        ptr = self._pkg.ptr
+        new = {}
+        for name, v in (("a", a), ("b", b), ("c", c)):
+            if v is not None:
+                old = self._user[name]
+                new[name] = Operand(v, old.package, ptr(v), old.shape, old.strides, old.dtype, old.device,
+                                    old.conj)
+        new_inputs = {}
+        for k, v in (epilog_inputs or {}).items():
+            old = self._user_inputs[k]
+            new_inputs[k] = Operand(v, old.package, ptr(v), old.shape, old.strides, old.dtype, old.device)
+        sc = self._problem.scale_np
+        self._apply_reset(
+            new,
+            new_inputs,
+            None if alpha is None else scalar(alpha, "alpha", sc),
+            None if beta is None else scalar(beta, "beta", sc),
+            self._checked_scales(quantization_scales),
+            stream,
+        )
+
+    def release_operands(self) -> None:
+        """Drop this object's references to the operands and epilog inputs (and, for NumPy
+        operands, their device copies), so that their memory can be freed while the plan is
+        kept. :meth:`execute` then refuses to run until :meth:`reset_operands` has given
+        every operand again. nvmath-python's name."""
+        if self._problem is None:
+            raise RuntimeError("this Matmul was freed")
+        p = self._problem
+        for d in (self._user, self._ops, self._user_inputs, p.inputs):
+            for k, op in d.items():
+                if op is not None:
+                    d[k] = _released(op)
+        if not self._cpu:
+            p.a, p.b, p.c = self._ops["a"], self._ops["b"], self._ops["c"]
+        self._released = True
+
+    def _checked_scales(self, scales) -> dict:
+        """New values of planned FP8 ``scales`` (a dict), checked by name (empty: none)."""
+        if scales is None:
+            return {}
+        if not isinstance(scales, dict):
+            raise TypeError(f"quantization_scales: expected a dict or None; got {type(scales).__name__}")
+        extra = [k for k in scales if k not in self._scales_in]
+        if extra:
+            raise ValueError(
+                f"quantization_scales: {extra} not planned; this Matmul has scales for "
+                f"{list(self._scales_in)} (they are part of the plan)"
+            )
+        if self._cpu:
+            return {k: _cpu.host_scale(v, k) for k, v in scales.items()}
+        return dict(scales)
+
+    def _apply_reset(self, new, new_inputs, alpha, beta, scales, stream) -> None:
+        """Install checked replacements: operands, epilog inputs, alpha/beta, FP8 scales."""
         if alpha is not None:
             self.alpha = alpha
         if beta is not None:
@@ -479,16 +695,23 @@ class Matmul:
         self._user.update(new)
         if new_inputs:
             self._user_inputs = {**self._user_inputs, **new_inputs}
-        if self._cpu:
-            return
         p = self._problem
+        if self._cpu:
+            self._cpu_scales.update(scales)
+            self._scales_in.update(scales)
+            self._released = False
+            return
         if self._host:
-            # new host data into the device mirrors; the signature check above (strides
-            # included) means each has its mirror's memory order and size
+            # new host data into the device mirrors (copies anew after release_operands); the
+            # signature check (strides included) means each has its mirror's memory order
+            s = stream_handle(stream) if stream is not None else None
             for name, op in new.items():
-                _mirror.refresh(self._pkg, self._ops[name], op)
+                self._ops[name] = _mirror.refresh(self._pkg, self._ops[name], op, self.device, s)
             for k, op in new_inputs.items():
-                _mirror.refresh(self._pkg, p.inputs[k], op)
+                was = p.inputs[k].ptr
+                p.inputs[k] = _mirror.refresh(self._pkg, p.inputs[k], op, self.device, s)
+                if self._planned and p.inputs[k].ptr != was:  # a new copy (after a release)
+                    self._gpu.desc.set_pointer(p.input_handlers[k].pointer_attr, p.inputs[k].ptr)
         else:
             for name, op in new.items():
                 self._check_alignment(name, op.ptr)
@@ -498,12 +721,17 @@ class Matmul:
                 p.inputs[k] = op
                 if self._planned:
                     self._gpu.desc.set_pointer(p.input_handlers[k].pointer_attr, op.ptr)
+        self._scales_in.update(scales)
+        if self._planned and scales:
+            with _gpu.DeviceScope(self.device):
+                _plan.reset_scales(self._gpu, p, scales, self._pkg, self.device, self._host)
+        self._released = False
+        p.a, p.b, p.c = self._ops["a"], self._ops["b"], self._ops["c"]
         if self._planned:
             if alpha is not None:
                 self._alpha_buf[0] = alpha
             if beta is not None:
                 self._beta_buf[0] = beta
-            p.a, p.b, p.c = self._ops["a"], self._ops["b"], self._ops["c"]
             self._exec.args.point_at(p, self._ops)
 
     def _check_alignment(self, name, ptr):

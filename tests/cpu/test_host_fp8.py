@@ -345,6 +345,33 @@ def test_cpu_fp8_operands_apply_scales_to_16_bit_results(ml):
     assert np.array_equal(d.astype(np.float64), x.astype(ml.bfloat16).astype(np.float64))
 
 
+def test_cpu_fp8_scales_reset_and_operands_released_and_given_again(ml):
+    """On the CPU path too: reset_operands(quantization_scales=) changes the scales of the next
+    execute (and is checked as the constructor's), and release_operands / reset_operands and the
+    unchecked reset keep their contracts; there are no algorithms to choose or list."""
+    f8 = np.dtype(ml.float8_e4m3fn)
+    a, b = _ints((M, K), -3, 4, f8), _ints((K, N), -3, 4, f8, order="F")
+    x = a.astype(np.float64) @ b.astype(np.float64)
+    mm = Matmul(a, b, quantization_scales={"a": 0.5, "b": 4.0})
+    assert np.array_equal(mm.execute().astype(np.float64), (2 * x).astype(ml.bfloat16).astype(np.float64))
+    mm.reset_operands(quantization_scales={"b": 0.25})
+    assert np.array_equal(mm.execute().astype(np.float64), (x / 8).astype(ml.bfloat16).astype(np.float64))
+    with pytest.raises(ValueError, match=r"^quantization_scales\['a'\]: expected a float"):
+        mm.reset_operands(quantization_scales={"a": "big"})
+    with pytest.raises(ValueError, match=r"^quantization_scales: \['d'\] not planned"):
+        mm.reset_operands_unchecked(quantization_scales={"d": 1.0})
+    mm.release_operands()
+    with pytest.raises(RuntimeError, match="were released"):
+        mm.execute()
+    a2 = _ints((M, K), -3, 4, f8)
+    mm.reset_operands_unchecked(a=a2, b=b)
+    x2 = a2.astype(np.float64) @ b.astype(np.float64)
+    assert np.array_equal(mm.execute().astype(np.float64), (x2 / 8).astype(ml.bfloat16).astype(np.float64))
+    assert mm.applicable_algorithm_ids() == []
+    with pytest.raises(ValueError, match=r"^algorithm: not one .*empty on the CPU path\)$"):
+        mm.execute(algorithm=Algorithm(bytes(64), 0))
+
+
 def test_cpu_scale_must_be_a_host_number(ml):
     f8 = np.dtype(ml.float8_e4m3fn)
     a, b = _ints((M, K), -3, 4, f8), _ints((K, N), -3, 4, f8, order="F")

@@ -185,8 +185,9 @@ class _FakeCupyArray:
         """The elements, read from the buffer with this shape and these strides."""
         return as_strided(self.data.buf.view(self.dtype), self.shape, self.strides)
 
-    def set(self, arr):
+    def set(self, arr, stream=None):
         # CuPy's rules: same shape and dtype, and a contiguous destination
+        _FakeStream.copies.append(None if stream is None else stream.ptr)
         if arr.shape != self.shape or arr.dtype != self.dtype:
             raise ValueError("shape or dtype mismatch")
         dst = self.host()
@@ -195,8 +196,26 @@ class _FakeCupyArray:
         dst[...] = arr
 
 
+class _FakeStream:
+    """``cupy.cuda.ExternalStream``: a context making it current; records each copy's stream
+    (``copies``: the handle, None for the current one)."""
+
+    current: int | None = None
+    copies: list = []
+
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+    def __enter__(self):
+        self.outer, _FakeStream.current = _FakeStream.current, self.ptr
+
+    def __exit__(self, *exc):
+        _FakeStream.current = self.outer
+
+
 def _fake_asarray(host):
     assert host.ndim == 1 and host.dtype == np.uint8  # the mirror uploads flat bytes
+    _FakeStream.copies.append(_FakeStream.current)
     return _FakeCupyArray(host.shape, host.dtype, _FakeMemoryPointer(host.copy()))
 
 
@@ -206,6 +225,7 @@ FAKE_CUPY = SimpleNamespace(
     cuda=SimpleNamespace(
         Device=lambda device: contextlib.nullcontext(),
         get_current_stream=lambda: SimpleNamespace(ptr=0),
+        ExternalStream=_FakeStream,
     ),
 )
 
@@ -217,7 +237,9 @@ class _PlanStandIn:
 
     def __init__(self, p, ops, *args):
         self.problem, self.ops = p, ops
-        self.handle = self.desc = SimpleNamespace(ptr=0)
+        self.handle = SimpleNamespace(ptr=0)
+        self.pointers = {}  # descriptor attribute -> pointer, as set after planning
+        self.desc = SimpleNamespace(ptr=0, set_pointer=self.pointers.__setitem__)
         self.layouts = [SimpleNamespace(ptr=0)] * 4
         self.algorithms = [Algorithm(bytes(64), 0)]
         self.workspace, self.workspace_ptr, self.workspace_size = None, 0, 0
@@ -323,3 +345,63 @@ def test_numpy_fp8_column_major_b_stays_column_major(fake_gpu):
         np.testing.assert_array_equal(_planned_ops()["b"].obj.host(), w2.T.view(np.uint8))
         with pytest.raises(ValueError, match=r"^b: numpy float8_e4m3fn shape \(8, 6\)"):
             mm.reset_operands(b=np.ascontiguousarray(w2.T))
+
+
+# ------------------------------------------- release_operands, reset on a stream, unchecked reset
+
+
+def test_released_operands_must_all_come_back_and_get_new_mirrors(fake_gpu):
+    """release_operands drops the user's arrays and their device copies; execute and plan then
+    refuse; reset_operands needs every operand and epilog input again, copies them anew on the
+    given stream and points the descriptor at the new bias copy."""
+    a, b, c = _numbered((4, 3), np.float32), _numbered((3, 5), np.float32), _numbered((4, 5), np.float32)
+    bias = _numbered((5,), np.float32)
+    with Matmul(a, b, c, options={"device_id": 0}) as mm:
+        mm.plan(epilog=MatmulEpilog.BIAS, epilog_inputs={"bias": bias})
+        plan = _PlanStandIn.last
+        mm.release_operands()
+        assert all(op.obj is None and op.ptr == 0 for op in plan.ops.values())
+        assert mm._user["a"].obj is None and plan.problem.inputs["bias"].obj is None
+        with pytest.raises(RuntimeError, match=r"^the operands were released \(release_operands\(\)\): give "
+                                               r"them again with reset_operands\(\) first"):
+            mm.execute()
+        with pytest.raises(RuntimeError, match="were released"):
+            mm.plan()
+        with pytest.raises(ValueError, match=r"^after release_operands\(\), reset_operands needs every "
+                                             r"operand again; missing c, epilog_inputs\['bias'\]$"):
+            mm.reset_operands(a, b)
+        with pytest.raises(ValueError, match=r"^a: numpy float64"):  # still checked against the plan
+            mm.reset_operands(a.astype(np.float64), b, c, epilog_inputs={"bias": bias})
+        _FakeStream.copies.clear()
+        a2, b2, c2, bias2 = -a, b + 1, c * 2, bias - 3
+        mm.reset_operands(a2, b2, c2, epilog_inputs={"bias": bias2}, stream=77)
+        assert _FakeStream.copies == [77] * 4  # four new device copies, made on stream 77
+        for name, arr in (("a", a2), ("b", b2), ("c", c2), ("bias", bias2)):
+            np.testing.assert_array_equal(_mirror_of(mm, name)[1], arr)
+        new_bias = plan.problem.inputs["bias"]
+        assert list(plan.pointers.values()) == [new_bias.ptr] and new_bias.ptr != 0
+        # the next reset writes into the copies it made, on the stream given (or the current one)
+        _FakeStream.copies.clear()
+        mm.reset_operands(a=a, stream=5)
+        mm.reset_operands(b=b)
+        assert _FakeStream.copies == [5, None]
+        np.testing.assert_array_equal(_mirror_of(mm, "a")[1], a)
+        # unchecked, NumPy operands are still checked (their copy costs more than the checks)
+        with pytest.raises(ValueError, match=r"^b: numpy float32 shape \(5, 3\)"):
+            mm.reset_operands_unchecked(b=np.ascontiguousarray(b.T))
+
+
+def test_execute_and_tuning_arguments_are_checked(fake_gpu):
+    with Matmul(_numbered((4, 3)), _numbered((3, 5)), options={"device_id": 0}) as mm:
+        mm.plan()
+        with pytest.raises(ValueError, match=r"^algorithm: not one of this Matmul's algorithms \(Matmul.algorithms\)$"):
+            mm.execute(algorithm=Algorithm(bytes(64), 0))  # equal, but not one of them
+        with pytest.raises(TypeError, match=r"^limit: expected an int; got 2.0"):
+            mm.applicable_algorithm_ids(2.0)
+        with pytest.raises(ValueError, match=r"^limit: 0; must be >= 1"):
+            mm.applicable_algorithm_ids(0)
+        with pytest.raises(ValueError, match=r"^quantization_scales: \['a'\] not planned; this Matmul has "
+                                             r"scales for \[\]"):
+            mm.reset_operands(quantization_scales={"a": 2.0})
+        with pytest.raises(TypeError, match=r"^quantization_scales: expected a dict or None; got float"):
+            mm.reset_operands(quantization_scales=2.0)

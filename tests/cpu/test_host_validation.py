@@ -283,6 +283,11 @@ CASES = [
         r"^b: BGRADB needs a row-major \(C-ordered\) b",
     ),
     (
+        lambda: matmul(f32(4, 3), f32(3, 2), algorithm="fastest"),
+        TypeError,
+        r"^algorithm: expected an nvmath_host.Algorithm or None; got str",
+    ),
+    (
         lambda: matmul(f32(4, 3), f32(3, 2), stream="s"),
         TypeError,
         r"^stream: expected an int handle",

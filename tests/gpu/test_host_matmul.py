@@ -369,6 +369,64 @@ def test_stateful_autotune_reset_stream_pickle():
         assert rel_err(d.get(), want_d) < 4e-3
 
 
+def test_nvmath_python_s_stateful_surface():
+    """nvmath-python 1.0's Matmul methods and arguments: applicable_algorithm_ids, plan on a
+    stream, execute with a chosen algorithm and with release_workspace (reallocated at the next
+    launch, on another stream too), autotune on a stream releasing the workspace,
+    release_operands + reset_operands, reset_operands_unchecked (CuPy and torch), matmul with
+    algorithm=; each result against NumPy."""
+    M, K, N = 384, 256, 320
+    a_h, b_h = RNG.standard_normal((M, K)), RNG.standard_normal((K, N))
+    a, b = cp.asarray(a_h.astype(np.float32)), cp.asarray(b_h.astype(np.float32))
+    want = a.get().astype(np.float64) @ b.get()
+    s1, s2 = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+    with Matmul(a, b) as mm:
+        ids = mm.applicable_algorithm_ids(limit=4)
+        assert 1 <= len(ids) <= 4 and all(isinstance(i, int) and i >= 0 for i in ids)
+        algos = mm.plan(preferences={"limit": 4}, stream=s1.ptr)
+        assert mm._gpu.workspace_stream == s1.ptr
+        for algo in algos:  # each planned algorithm, chosen for one call
+            d = mm.execute(stream=s1, algorithm=algo)
+            s1.synchronize()
+            assert rel_err(d.get(), want) < 1e-5
+        assert mm._exec.args.algorithm is algos[0]  # the default is back
+        if mm._gpu.workspace_size:
+            d = mm.execute(stream=s1, release_workspace=True)
+            assert mm._gpu.workspace is None and mm._exec.args.workspace == 0
+            d2 = mm.execute(stream=s2)  # a new workspace, in s2's order
+            s2.synchronize()
+            assert mm._gpu.workspace is not None and mm._gpu.workspace_stream == s2.ptr
+            assert rel_err(d.get(), want) < 1e-5 and rel_err(d2.get(), want) < 1e-5
+        tuned = mm.autotune(iterations=2, release_workspace=True, stream=s2.ptr)
+        assert [x.time_ms for x in tuned] == sorted(x.time_ms for x in tuned)
+        assert mm._gpu.workspace is None or not mm._gpu.workspace_size
+        # released operands: the plan stays; execute refuses until every operand is back
+        mm.release_operands()
+        with pytest.raises(RuntimeError, match="were released"):
+            mm.execute()
+        a2 = cp.asarray(RNG.standard_normal((M, K)).astype(np.float32))
+        mm.reset_operands(a=a2, b=b)
+        assert rel_err(mm.execute().get(), a2.get().astype(np.float64) @ b.get()) < 1e-5
+        # unchecked: the pointers only (the alignment is still checked)
+        a3 = cp.asarray(RNG.standard_normal((M, K)).astype(np.float32))
+        mm.reset_operands_unchecked(a=a3, alpha=2.0)
+        assert rel_err(mm.execute().get(), 2 * (a3.get().astype(np.float64) @ b.get())) < 1e-5
+        with pytest.raises(ValueError, match=r"^a: pointer .* is less aligned than the planned"):
+            mm.reset_operands_unchecked(a=cp.zeros(M * K + 1, np.float32)[1:].reshape(M, K))
+        best = mm.algorithms[0]
+    d = matmul(a, b, algorithm=best)  # no heuristic: the given algorithm
+    assert rel_err(d.get(), want) < 1e-5
+    torch = pytest.importorskip("torch")
+    ta, tb = torch.from_dlpack(a), torch.from_dlpack(b)
+    with Matmul(ta, tb) as mm:
+        mm.plan()
+        t2 = torch.randn(M, K, device="cuda")
+        mm.reset_operands_unchecked(a=t2)
+        got = mm.execute()
+        assert isinstance(got, torch.Tensor)
+        assert rel_err(got.cpu().numpy(), t2.double().cpu().numpy() @ b.get()) < 1e-5
+
+
 def test_plan_cache_avoids_replanning(monkeypatch):
     mm_mod.clear_plan_cache()
     calls = []
@@ -572,11 +630,18 @@ def test_fp8_scales(result_type):
     b = torch.randn(N, K, device="cuda").to(torch.float8_e4m3fn).T  # column-major (K, N)
     sa, sb = 0.5, 2.0
     opts = {"result_type": result_type} if result_type else None
-    d = Matmul(a, b, quantization_scales={"a": sa, "b": sb}, options=opts).execute()
+    mm = Matmul(a, b, quantization_scales={"a": sa, "b": sb}, options=opts)
+    d = mm.execute()
     assert str(d.dtype) == "torch." + (result_type or "bfloat16")
     x = (a.double() * sa) @ (b.double() * sb)
     err = ((d.double() - x).abs().max() / x.abs().max()).item()
     assert err < 1e-2, err
+    # new scales for the next execute: a float and a one-element device array
+    mm.reset_operands(quantization_scales={"a": 0.25, "b": torch.full((1,), 8.0, device="cuda")})
+    x = (a.double() * 0.25) @ (b.double() * 8.0)
+    err = ((mm.execute().double() - x).abs().max() / x.abs().max()).item()
+    assert err < 1e-2, err
+    mm.free()
 
 
 @pytest.mark.parametrize("amax", [False, True], ids=["no_amax", "amax"])
