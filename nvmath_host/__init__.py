@@ -13,8 +13,10 @@ from ._function import matmul  # the package's `matmul` is this function, not th
 from ._options import (
     Algorithm,
     MatmulComputeType,
+    MatmulNumericalImplFlags,
     MatmulOptions,
     MatmulPlanPreferences,
+    MatmulReductionScheme,
     matrix_qualifiers_dtype,
 )
 from .epilogs import MatmulEpilog
@@ -27,6 +29,8 @@ __all__ = [
     "MatmulComputeType",
     "MatmulOptions",
     "MatmulPlanPreferences",
+    "MatmulReductionScheme",
+    "MatmulNumericalImplFlags",
     "Algorithm",
     "matrix_qualifiers_dtype",
     "CublasLtError",

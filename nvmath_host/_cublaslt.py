@@ -148,6 +148,7 @@ class MatmulDescAttribute(enum.IntEnum):
     D_SCALE_POINTER = 20
     AMAX_D_POINTER = 21
     EPILOGUE_AUX_DATA_TYPE = 22
+    SM_COUNT_TARGET = 15
     FAST_ACCUM = 25
     BIAS_DATA_TYPE = 26
 
@@ -169,10 +170,13 @@ class PreferenceAttribute(enum.IntEnum):
 
     SEARCH_MODE = 0
     MAX_WORKSPACE_BYTES = 1
+    REDUCTION_SCHEME_MASK = 3
     MIN_ALIGNMENT_A_BYTES = 5
     MIN_ALIGNMENT_B_BYTES = 6
     MIN_ALIGNMENT_C_BYTES = 7
     MIN_ALIGNMENT_D_BYTES = 8
+    MAX_WAVES_COUNT = 9
+    IMPL_MASK = 12
 
 
 # C type of each attribute value (from the comments of cublasLt.h).
@@ -195,6 +199,7 @@ _DESC_ATTR_CTYPE = {
     MatmulDescAttribute.D_SCALE_POINTER: ctypes.c_void_p,
     MatmulDescAttribute.AMAX_D_POINTER: ctypes.c_void_p,
     MatmulDescAttribute.EPILOGUE_AUX_DATA_TYPE: ctypes.c_int32,
+    MatmulDescAttribute.SM_COUNT_TARGET: ctypes.c_int32,
     MatmulDescAttribute.FAST_ACCUM: ctypes.c_int8,
     MatmulDescAttribute.BIAS_DATA_TYPE: ctypes.c_int32,
 }
@@ -216,6 +221,9 @@ _PREF_ATTR_CTYPE = {
     PreferenceAttribute.MIN_ALIGNMENT_B_BYTES: ctypes.c_uint32,
     PreferenceAttribute.MIN_ALIGNMENT_C_BYTES: ctypes.c_uint32,
     PreferenceAttribute.MIN_ALIGNMENT_D_BYTES: ctypes.c_uint32,
+    PreferenceAttribute.REDUCTION_SCHEME_MASK: ctypes.c_uint32,
+    PreferenceAttribute.MAX_WAVES_COUNT: ctypes.c_float,
+    PreferenceAttribute.IMPL_MASK: ctypes.c_uint64,
 }
 
 
@@ -275,6 +283,13 @@ _PROTOTYPES = {
     "cublasLtMatmulPreferenceCreate": [ctypes.POINTER(_vp)],
     "cublasLtMatmulPreferenceDestroy": [_vp],
     "cublasLtMatmulPreferenceSetAttribute": [_vp, ctypes.c_int, _vp, ctypes.c_size_t],
+    "cublasLtMatmulPreferenceGetAttribute": [
+        _vp,
+        ctypes.c_int,
+        _vp,
+        ctypes.c_size_t,
+        ctypes.POINTER(ctypes.c_size_t),
+    ],
     "cublasLtMatmulAlgoGetHeuristic": [
         _vp,
         _vp,
@@ -434,7 +449,7 @@ class Preference(_Described):
 
     _attr_ctype = _PREF_ATTR_CTYPE
     _set_name = "cublasLtMatmulPreferenceSetAttribute"
-    _get_name = ""
+    _get_name = "cublasLtMatmulPreferenceGetAttribute"
     _destroy_name = "cublasLtMatmulPreferenceDestroy"
 
     def __init__(self):

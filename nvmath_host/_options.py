@@ -16,6 +16,8 @@ from . import _cublaslt as lt
 
 __all__ = [
     "MatmulComputeType",
+    "MatmulReductionScheme",
+    "MatmulNumericalImplFlags",
     "MatmulOptions",
     "MatmulPlanPreferences",
     "Algorithm",
@@ -46,6 +48,45 @@ class MatmulComputeType(int, enum.Enum):
     COMPUTE_32F_FAST_TF32 = lt.ComputeType.COMPUTE_32F_FAST_TF32
     COMPUTE_64F = lt.ComputeType.COMPUTE_64F
     COMPUTE_64F_PEDANTIC = lt.ComputeType.COMPUTE_64F_PEDANTIC
+
+
+class MatmulReductionScheme(enum.IntFlag):
+    """``cublasLtReductionScheme_t``: how a split-K algorithm reduces its partial results
+    (combine with ``|`` for :attr:`MatmulPlanPreferences.reduction_scheme_mask`)."""
+
+    NONE = 0
+    INPLACE = 1
+    COMPUTE_TYPE = 2
+    OUTPUT_TYPE = 4
+    MASK = 7
+
+
+class MatmulNumericalImplFlags(enum.IntFlag):
+    """``cublasLtNumericalImplFlags_t``: an algorithm's numerical implementation (combine with
+    ``|`` for :attr:`MatmulPlanPreferences.numerical_impl_mask`); nvmath-python's names."""
+
+    OP_TYPE_FMA = 0x01
+    OP_TYPE_TENSOR_HMMA = 0x02
+    OP_TYPE_TENSOR_IMMA = 0x04
+    OP_TYPE_TENSOR_DMMA = 0x08
+    OP_TYPE_TENSOR_MASK = 0xFE
+    OP_TYPE_MASK = 0xFF
+    ACCUMULATOR_16F = 0x01 << 8
+    ACCUMULATOR_32F = 0x02 << 8
+    ACCUMULATOR_64F = 0x04 << 8
+    ACCUMULATOR_32I = 0x08 << 8
+    ACCUMULATOR_TYPE_MASK = 0xFF << 8
+    INPUT_TYPE_16F = 0x01 << 16
+    INPUT_TYPE_16BF = 0x02 << 16
+    INPUT_TYPE_TF32 = 0x04 << 16
+    INPUT_TYPE_32F = 0x08 << 16
+    INPUT_TYPE_64F = 0x10 << 16
+    INPUT_TYPE_8I = 0x20 << 16
+    INPUT_TYPE_8F_E4M3 = 0x40 << 16
+    INPUT_TYPE_8F_E5M2 = 0x80 << 16
+    INPUT_TYPE_MASK = 0xFF << 16
+    GAUSSIAN = 0x01 << 32
+    ALL = (1 << 64) - 1
 
 
 @dataclass
@@ -79,6 +120,13 @@ class MatmulOptions:
         FP8 only: cuBLASLt's fast (less accurate) accumulation.
     device_id : int, optional
         The GPU that computes NumPy operands (default: the current device).
+    sm_count_target : int, optional
+        Plan for this many SMs (cuBLASLt's ``SM_COUNT_TARGET``), e.g. when another stream
+        keeps some busy; 0 or None: the device's count.
+    blocking : True or "auto", optional
+        True: :meth:`Matmul.execute` and :func:`matmul` wait for the result (the stream is
+        synchronised). "auto" (the default): they return once it is enqueued for GPU operands,
+        and wait for NumPy operands (whose result is copied back).
     """
 
     compute_type: MatmulComputeType | None = None
@@ -88,6 +136,8 @@ class MatmulOptions:
     result_amax: bool | None = None
     fast_accumulation: bool | None = None
     device_id: int | None = None
+    sm_count_target: int | None = None
+    blocking: bool | str | None = None
 
 
 @dataclass
@@ -100,10 +150,19 @@ class MatmulPlanPreferences:
         How many algorithms to ask cuBLASLt's heuristic for (default 8).
     max_workspace : int
         Workspace limit in bytes (default 32 MiB).
+    reduction_scheme_mask : MatmulReductionScheme
+        The split-K reductions allowed (default: all).
+    max_waves_count : float
+        Exclude algorithms whose device utilisation estimate (waves) is above this; 0: no limit.
+    numerical_impl_mask : MatmulNumericalImplFlags
+        The numerical implementations allowed (default: all).
     """
 
     limit: int = 8
     max_workspace: int = 32 * 1024 * 1024
+    reduction_scheme_mask: MatmulReductionScheme = MatmulReductionScheme.MASK
+    max_waves_count: float = 0.0
+    numerical_impl_mask: MatmulNumericalImplFlags = MatmulNumericalImplFlags.ALL
 
 
 class Algorithm:
@@ -218,6 +277,11 @@ def check_options(o: MatmulOptions) -> MatmulOptions:
         v = getattr(o, f)
         if v is not None and not isinstance(v, (bool, np.bool_)):
             raise TypeError(f"options.{f}: expected True, False or None; got {v!r}")
+    t = o.sm_count_target
+    if t is not None and (not isinstance(t, (int, np.integer)) or isinstance(t, (bool, np.bool_)) or t < 0):
+        raise ValueError(f"options.sm_count_target: {t!r}; expected an int >= 0 or None")
+    if o.blocking is not None and o.blocking is not True and o.blocking != "auto":
+        raise ValueError(f"options.blocking: {o.blocking!r}; allowed True, 'auto' or None")
     d = o.device_id
     if d is not None:
         if not isinstance(d, (int, np.integer)) or isinstance(d, (bool, np.bool_)):
@@ -235,6 +299,13 @@ def check_preferences(p: MatmulPlanPreferences) -> MatmulPlanPreferences:
             raise TypeError(f"preferences.{f}: expected an int; got {v!r}")
         if v < least:
             raise ValueError(f"preferences.{f}: {v}; must be >= {least}")
+    for f, top in (("reduction_scheme_mask", 7), ("numerical_impl_mask", (1 << 64) - 1)):
+        v = getattr(p, f)
+        if not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_)) or not 0 <= v <= top:
+            raise ValueError(f"preferences.{f}: {v!r}; expected a mask of {top:#x} or less (its flags combined with |)")
+    w = p.max_waves_count
+    if not isinstance(w, (int, float, np.integer, np.floating)) or isinstance(w, (bool, np.bool_)) or not w >= 0:
+        raise ValueError(f"preferences.max_waves_count: {w!r}; expected a number >= 0 (0: no limit)")
     return p
 
 

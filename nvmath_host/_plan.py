@@ -63,6 +63,8 @@ class GpuPlan:
         desc.set(_A.TRANSA, int(p.trans_a))
         desc.set(_A.TRANSB, int(p.trans_b))
         desc.set(_A.EPILOGUE, int(p.lt_epilog))
+        if p.options.sm_count_target:
+            desc.set(_A.SM_COUNT_TARGET, int(p.options.sm_count_target))
         self.layouts = [
             self._own(lt.MatrixLayout(int(L.dtype.cuda), L.rows, L.cols, L.ld, L.batch, L.stride))
             for L in (p.layout_a, p.layout_b, p.layout_c, p.layout_d)
@@ -73,8 +75,7 @@ class GpuPlan:
         for h in p.output_handlers:
             h.set_attributes(desc)
         self.scale_arrays = set_scales(desc, p, scales, pkg, device, host)
-        pref = self._own(lt.Preference())
-        pref.set(_P.MAX_WORKSPACE_BYTES, prefs.max_workspace)
+        pref = self._own(make_preference(prefs))
         self.align = alignments(p, ops)
         for attr, value in preference_alignments(p, ops, self.align).items():
             pref.set(attr, value)
@@ -101,6 +102,20 @@ class GpuPlan:
         for obj in reversed(self._owned):
             obj.destroy()
         self._owned = []
+
+
+def make_preference(prefs: MatmulPlanPreferences) -> lt.Preference:
+    """The heuristic's preference object for ``prefs`` (the alignments are set by the plan)."""
+    pref = lt.Preference()
+    try:
+        pref.set(_P.MAX_WORKSPACE_BYTES, prefs.max_workspace)
+        pref.set(_P.REDUCTION_SCHEME_MASK, int(prefs.reduction_scheme_mask))
+        pref.set(_P.MAX_WAVES_COUNT, float(prefs.max_waves_count))
+        pref.set(_P.IMPL_MASK, int(prefs.numerical_impl_mask))
+    except BaseException:
+        pref.destroy()
+        raise
+    return pref
 
 
 def check_fp8_device(device: int) -> None:

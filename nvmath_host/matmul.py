@@ -128,6 +128,7 @@ class Matmul:
         self._gpu: _plan.GpuPlan | None = None
         self._exec: _execute.Executor | None = None
         self._planned = False
+        self._blocking = self.options.blocking is True
         self._released = False  # release_operands() until the next reset_operands()
         self._ws_released = False  # execute(release_workspace=True) until the next launch
         self._ops: dict = {}
@@ -497,6 +498,8 @@ class Matmul:
         if self._ws_released:
             self._acquire_workspace(s)
         d, outs = self._exec.run(s, current)
+        if self._blocking:  # options.blocking=True: the result is ready on return
+            _gpu.check(self._exec.rt.cudaStreamSynchronize(s), "cudaStreamSynchronize")
         if d is None:  # in place: the result is c (its mirror for NumPy operands)
             d = (self._ops if self._host else self._user)["c"].obj
         if self._host:

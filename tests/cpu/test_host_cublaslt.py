@@ -9,8 +9,15 @@ import sys
 
 import pytest
 
-from nvmath_host import MatmulComputeType, MatmulEpilog
+from nvmath_host import (
+    MatmulComputeType,
+    MatmulEpilog,
+    MatmulNumericalImplFlags,
+    MatmulPlanPreferences,
+    MatmulReductionScheme,
+)
 from nvmath_host import _cublaslt as lt
+from nvmath_host._plan import make_preference
 
 
 def _include_dir():
@@ -71,6 +78,7 @@ def enums():
         (lt.MatmulDescAttribute, "cublasLtMatmulDescAttributes_t", "CUBLASLT_MATMUL_DESC_"),
         (lt.MatrixLayoutAttribute, "cublasLtMatrixLayoutAttribute_t", "CUBLASLT_MATRIX_LAYOUT_"),
         (lt.PreferenceAttribute, "cublasLtMatmulPreferenceAttributes_t", "CUBLASLT_MATMUL_PREF_"),
+        (MatmulReductionScheme, "cublasLtReductionScheme_t", "CUBLASLT_REDUCTION_SCHEME_"),
     ],
 )
 def test_enum_values_match_header(enums, ours, header_enum, prefix):
@@ -79,6 +87,56 @@ def test_enum_values_match_header(enums, ours, header_enum, prefix):
         cname = prefix + member.name
         assert cname in header, f"{cname} not in {header_enum}"
         assert int(member) == header[cname], f"{ours.__name__}.{member.name}"
+
+
+def test_numerical_impl_flags_match_the_header_s_defines():
+    """nvmath-python's names (OP_TYPE_FMA, INPUT_TYPE_16F, ...) for cublasLt.h's
+    CUBLASLT_NUMERICAL_IMPL_FLAGS_* (FMA, INPUT_16F, ...), every one of them."""
+    text = _strip_comments(open(os.path.join(_include_dir(), "cublasLt.h")).read())
+    defines = {k: eval(v.replace("ull", ""))  # noqa: S307 (hex literals and shifts, matched below)
+               for k, v in re.findall(r"#define CUBLASLT_NUMERICAL_IMPL_FLAGS_(\w+)\s+\(([0-9xa-fA-Ful <]+)\)", text)}
+    assert len(defines) >= 20
+
+    def cname(name):
+        for ours, theirs in (("OP_TYPE_TENSOR_MASK", "TENSOR_OP_MASK"), ("OP_TYPE_TENSOR_", ""), ("OP_TYPE_FMA", "FMA"),
+                             ("INPUT_TYPE_MASK", "OP_INPUT_TYPE_MASK"), ("INPUT_TYPE_", "INPUT_")):
+            if name.startswith(ours):
+                return theirs + name[len(ours):]
+        return name
+
+    members = MatmulNumericalImplFlags.__members__  # (iterating a flag class skips its masks)
+    named = {cname(k): int(m) for k, m in members.items() if k != "ALL"}
+    assert named == defines
+    assert MatmulNumericalImplFlags.ALL == (1 << 64) - 1  # cuBLASLt's default mask, uint64_t(-1)
+
+
+def test_preferences_and_sm_count_target_reach_cublaslt():
+    """The plan's preference object carries every field of MatmulPlanPreferences, the
+    descriptor the SM count target (read back from cuBLASLt, no GPU needed)."""
+    prefs = MatmulPlanPreferences(max_workspace=1 << 20, reduction_scheme_mask=MatmulReductionScheme.INPLACE
+                                  | MatmulReductionScheme.OUTPUT_TYPE, max_waves_count=1.5,
+                                  numerical_impl_mask=MatmulNumericalImplFlags.OP_TYPE_FMA)
+    P = lt.PreferenceAttribute
+    pref = make_preference(prefs)
+    try:
+        assert pref.get(P.MAX_WORKSPACE_BYTES) == 1 << 20
+        assert pref.get(P.REDUCTION_SCHEME_MASK) == 5
+        assert pref.get(P.MAX_WAVES_COUNT) == 1.5
+        assert pref.get(P.IMPL_MASK) == 1
+    finally:
+        pref.destroy()
+    pref = make_preference(MatmulPlanPreferences())
+    try:
+        assert pref.get(P.REDUCTION_SCHEME_MASK) == 7 and pref.get(P.IMPL_MASK) == (1 << 64) - 1
+        assert pref.get(P.MAX_WAVES_COUNT) == 0.0
+    finally:
+        pref.destroy()
+    desc = lt.MatmulDesc(lt.ComputeType.COMPUTE_32F, lt.DataType.R_32F)
+    try:
+        desc.set(lt.MatmulDescAttribute.SM_COUNT_TARGET, 66)
+        assert desc.get(lt.MatmulDescAttribute.SM_COUNT_TARGET) == 66
+    finally:
+        desc.destroy()
 
 
 def test_every_header_epilogue_is_exposed(enums):

@@ -283,6 +283,31 @@ CASES = [
         r"^b: BGRADB needs a row-major \(C-ordered\) b",
     ),
     (
+        lambda: Matmul(f32(4, 3), f32(3, 2), options={"sm_count_target": -1}),
+        ValueError,
+        r"^options.sm_count_target: -1; expected an int >= 0 or None",
+    ),
+    (
+        lambda: Matmul(f32(4, 3), f32(3, 2), options={"blocking": False}),
+        ValueError,
+        r"^options.blocking: False; allowed True, 'auto' or None",
+    ),
+    (
+        lambda: Matmul(f32(4, 3), f32(3, 2)).plan(preferences={"reduction_scheme_mask": 8}),
+        ValueError,
+        r"^preferences.reduction_scheme_mask: 8; expected a mask of 0x7 or less",
+    ),
+    (
+        lambda: Matmul(f32(4, 3), f32(3, 2)).plan(preferences={"numerical_impl_mask": -1}),
+        ValueError,
+        r"^preferences.numerical_impl_mask: -1; expected a mask of 0xffffffffffffffff or less",
+    ),
+    (
+        lambda: Matmul(f32(4, 3), f32(3, 2)).plan(preferences={"max_waves_count": float("nan")}),
+        ValueError,
+        r"^preferences.max_waves_count: nan; expected a number >= 0 \(0: no limit\)",
+    ),
+    (
         lambda: matmul(f32(4, 3), f32(3, 2), algorithm="fastest"),
         TypeError,
         r"^algorithm: expected an nvmath_host.Algorithm or None; got str",

@@ -19,7 +19,9 @@ from nvmath_host import (
     Matmul,
     MatmulComputeType,
     MatmulEpilog,
+    MatmulNumericalImplFlags,
     MatmulOptions,
+    MatmulReductionScheme,
     matmul,
     matrix_qualifiers_dtype,
 )
@@ -416,6 +418,14 @@ def test_nvmath_python_s_stateful_surface():
         best = mm.algorithms[0]
     d = matmul(a, b, algorithm=best)  # no heuristic: the given algorithm
     assert rel_err(d.get(), want) < 1e-5
+    # blocking, an SM count target and the heuristic's filters
+    prefs = {"max_waves_count": 8.0, "reduction_scheme_mask": MatmulReductionScheme.MASK,
+             "numerical_impl_mask": MatmulNumericalImplFlags.ALL}
+    with Matmul(a, b, options={"blocking": True, "sm_count_target": 32}) as mm:
+        mm.plan(preferences=prefs)
+        assert all(x.waves_count <= 8.0 for x in mm.algorithms)
+        d = mm.execute(stream=s1)
+        assert s1.done and rel_err(d.get(), want) < 1e-5
     torch = pytest.importorskip("torch")
     ta, tb = torch.from_dlpack(a), torch.from_dlpack(b)
     with Matmul(ta, tb) as mm:
