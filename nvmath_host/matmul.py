@@ -589,13 +589,7 @@ class Matmul:
                     raise ValueError(f"epilog_inputs[{k!r}]: does not match the planned input")
                 new_inputs[k] = op
         if self._released:
-            missing = [n for n in ("a", "b", "c") if self._user[n] is not None and n not in new]
-            missing += [f"epilog_inputs[{k!r}]" for k in self._user_inputs if k not in new_inputs]
-            if missing:
-                raise ValueError(
-                    f"after release_operands(), reset_operands needs every operand again; missing "
-                    f"{', '.join(missing)}"
-                )
+            self._check_complete(new, new_inputs)
         sc = self._problem.scale_np
         if alpha is not None:
             alpha = scalar(alpha, "alpha", sc)
@@ -641,12 +635,18 @@ class Matmul:
         for name, v in (("a", a), ("b", b), ("c", c)):
             if v is not None:
                 old = self._user[name]
+                if old is None:
+                    raise ValueError(f"{name}: this Matmul was created without {name}")
                 new[name] = Operand(v, old.package, ptr(v), old.shape, old.strides, old.dtype, old.device,
                                     old.conj)
         new_inputs = {}
         for k, v in (epilog_inputs or {}).items():
-            old = self._user_inputs[k]
+            old = self._user_inputs.get(k)
+            if old is None:
+                raise ValueError(f"epilog_inputs[{k!r}]: not an input of the planned epilog")
             new_inputs[k] = Operand(v, old.package, ptr(v), old.shape, old.strides, old.dtype, old.device)
+        if self._released:  # a null pointer would reach cuBLASLt
+            self._check_complete(new, new_inputs)
         sc = self._problem.scale_np
         self._apply_reset(
             new,
@@ -672,6 +672,17 @@ class Matmul:
         if not self._cpu:
             p.a, p.b, p.c = self._ops["a"], self._ops["b"], self._ops["c"]
         self._released = True
+
+    def _check_complete(self, new, new_inputs) -> None:
+        """After :meth:`release_operands`: ValueError unless ``new`` and ``new_inputs`` give
+        every operand and epilog input again."""
+        missing = [n for n in ("a", "b", "c") if self._user[n] is not None and n not in new]
+        missing += [f"epilog_inputs[{k!r}]" for k in self._user_inputs if k not in new_inputs]
+        if missing:
+            raise ValueError(
+                f"after release_operands(), reset_operands needs every operand again; missing "
+                f"{', '.join(missing)}"
+            )
 
     def _checked_scales(self, scales) -> dict:
         """New values of planned FP8 ``scales`` (a dict), checked by name (empty: none)."""

@@ -407,6 +407,8 @@ def test_nvmath_python_s_stateful_surface():
         with pytest.raises(RuntimeError, match="were released"):
             mm.execute()
         a2 = cp.asarray(RNG.standard_normal((M, K)).astype(np.float32))
+        with pytest.raises(ValueError, match=r"^after release_operands\(\), .*; missing b$"):
+            mm.reset_operands_unchecked(a=a2)  # unchecked too: a null b would reach cuBLASLt
         mm.reset_operands(a=a2, b=b)
         assert rel_err(mm.execute().get(), a2.get().astype(np.float64) @ b.get()) < 1e-5
         # unchecked: the pointers only (the alignment is still checked)
