@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import enum
+import logging
 from dataclasses import dataclass
 
 import numpy as np
@@ -127,6 +128,10 @@ class MatmulOptions:
         True: :meth:`Matmul.execute` and :func:`matmul` wait for the result (the stream is
         synchronised). "auto" (the default): they return once it is enqueued for GPU operands,
         and wait for NumPy operands (whose result is copied back).
+    logger : logging.Logger, optional
+        Where :class:`Matmul` reports the problem it made, each plan (epilog, algorithms,
+        workspace) and each autotuning (every algorithm's time), at INFO level; default: the
+        root logger. Executions are not logged (they are the hot path).
     """
 
     compute_type: MatmulComputeType | None = None
@@ -138,6 +143,7 @@ class MatmulOptions:
     device_id: int | None = None
     sm_count_target: int | None = None
     blocking: bool | str | None = None
+    logger: logging.Logger | None = None
 
 
 @dataclass
@@ -280,6 +286,8 @@ def check_options(o: MatmulOptions) -> MatmulOptions:
     t = o.sm_count_target
     if t is not None and (not isinstance(t, (int, np.integer)) or isinstance(t, (bool, np.bool_)) or t < 0):
         raise ValueError(f"options.sm_count_target: {t!r}; expected an int >= 0 or None")
+    if o.logger is not None and not isinstance(o.logger, logging.Logger):
+        raise TypeError(f"options.logger: expected a logging.Logger or None; got {type(o.logger).__name__}")
     if o.blocking is not None and o.blocking is not True and o.blocking != "auto":
         raise ValueError(f"options.blocking: {o.blocking!r}; allowed True, 'auto' or None")
     d = o.device_id

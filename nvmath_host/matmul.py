@@ -9,6 +9,7 @@ with and without a GPU). The function form :func:`nvmath_host.matmul` is in ``_f
 
 from __future__ import annotations
 
+import logging
 import warnings
 from typing import Any
 
@@ -163,6 +164,16 @@ class Matmul:
         self._problem: Problem | None = Problem(
             oa, ob, oc, self.options, None, {}, dict.fromkeys(self._scales_in), self._conj
         )
+        self.logger = self.options.logger or logging.getLogger()
+        if self.logger.isEnabledFor(logging.INFO):  # (its arguments cost more than the check)
+            pr = self._problem
+            self.logger.info(
+                "nvmath_host.Matmul: %s %s x %s (%s, batch %s, M=%d N=%d K=%d), compute %s, %s "
+                "result of %s%s", oa.package, oa.dtype.name, ob.dtype.name,
+                "c given" if oc is not None else "no c", pr.batch_shape or "none", pr.M, pr.N, pr.K,
+                pr.compute_type.name, pr.order, pr.d_dtype.name,
+                "".join(f", {n} conjugated" for n, f in zip("ab", self._conj) if f),
+            )
         sc = self._problem.scale_np
         self.alpha = 1.0 if alpha is None else scalar(alpha, "alpha", sc)
         self.beta = (0.0 if c is None else 1.0) if beta is None else scalar(beta, "beta", sc)
@@ -269,6 +280,8 @@ class Matmul:
         if self._cpu:
             self._planned = True
             self.algorithms = []
+            self.logger.info("nvmath_host.Matmul: planned epilog %s on the CPU (NumPy, no GPU)",
+                             problem.epilog.name)
             return []
         with _gpu.DeviceScope(self.device):
             self._gpu = _plan.GpuPlan(
@@ -287,6 +300,11 @@ class Matmul:
             self._order = _gpu.StreamOrder(self._gpu.workspace_stream)
             self._exec = self._executor(0)
         self._planned = True
+        self.logger.info(
+            "nvmath_host.Matmul: planned epilog %s on device %s: %d algorithm(s) %s, workspace "
+            "%d bytes", problem.epilog.name, self.device, len(self.algorithms),
+            "given" if algorithms is not None else "from cuBLASLt's heuristic", self._gpu.workspace_size,
+        )
         return list(self.algorithms)
 
     def _executor(self, index: int) -> _execute.Executor:
@@ -364,6 +382,10 @@ class Matmul:
             self._exec.args.use_algorithm(self.algorithms[0])
             if release_workspace:
                 self._release_workspace()
+        self.logger.info(
+            "nvmath_host.Matmul: autotuned (%d runs each): %s", iterations,
+            ", ".join(f"{x.time_ms:.4f} ms" for x in self.algorithms),
+        )
         return list(self.algorithms)
 
     def applicable_algorithm_ids(self, limit: int = 8) -> list[int]:

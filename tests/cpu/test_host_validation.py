@@ -521,6 +521,25 @@ def test_reset_operands_checks_shape_dtype_package():
         mm.execute()
 
 
+def test_the_logger_hears_of_creation_planning_and_conjugation(caplog):
+    """options.logger (else the root logger) gets one INFO line at creation and one per plan."""
+    import logging
+
+    lg = logging.getLogger("nvmath_host_test_user")
+    a = np.ones((5, 3), np.complex64)
+    with caplog.at_level(logging.INFO, logger="nvmath_host_test_user"):
+        with Matmul(a, np.ones((3, 2), np.complex64), qualifiers=_conjugating("a"), options={"logger": lg}) as mm:
+            mm.plan()
+    lines = [r.getMessage() for r in caplog.records if r.name == "nvmath_host_test_user"]
+    assert lines == [
+        "nvmath_host.Matmul: numpy complex64 x complex64 (no c, batch none, M=5 N=2 K=3), compute "
+        "COMPUTE_32F, F result of complex64, a conjugated",
+        "nvmath_host.Matmul: planned epilog DEFAULT on the CPU (NumPy, no GPU)",
+    ]
+    with pytest.raises(TypeError, match=r"^options.logger: expected a logging.Logger or None; got str"):
+        Matmul(a, np.ones((3, 2), np.complex64), options={"logger": "stdout"})
+
+
 def test_plan_preferences_validated():
     with Matmul(f32(4, 3), f32(3, 2)) as mm:
         with pytest.raises(ValueError, match=r"^preferences.limit"):
