@@ -252,8 +252,23 @@ def _compute_type(ct) -> MatmulComputeType:
     )
 
 
+# cudaDataType_t names (nvmath-python's nvmath.CudaDataType members: CUDA_R_8F_E4M3, ...) of the
+# result types, as dtype names
+_CUDA_TYPE_NAMES = {
+    "R_16F": "float16",
+    "R_16BF": "bfloat16",
+    "R_32F": "float32",
+    "R_64F": "float64",
+    "C_32F": "complex64",
+    "C_64F": "complex128",
+    "R_8F_E4M3": "float8_e4m3fn",
+    "R_8F_E5M2": "float8_e5m2",
+}
+
+
 def _result_type_name(rt) -> str:
-    """A result type given as a dtype (or anything with a ``name``) as its name."""
+    """A result type given as a dtype, a ``cudaDataType`` enum member (``CUDA_R_16BF``: as
+    nvmath-python's ``nvmath.CudaDataType``) or anything with a dtype's ``name``, as its name."""
     try:
         return np.dtype(rt).name
     except Exception:
@@ -263,7 +278,7 @@ def _result_type_name(rt) -> str:
                 f"options.result_type: expected a dtype name (str), a NumPy dtype or None; "
                 f"got {type(rt).__qualname__}; supported: {', '.join(DTYPES)}"
             ) from None
-        return name
+        return _CUDA_TYPE_NAMES.get(name.removeprefix("CUDA_"), name)
 
 
 def check_options(o: MatmulOptions) -> MatmulOptions:

@@ -17,6 +17,7 @@ import mathdx_operands
 from nvmath_host import Algorithm, Matmul, MatmulEpilog, MatmulOptions, _gpu
 from nvmath_host._cublaslt import MatmulDescAttribute
 from nvmath_host._execute import LaunchArgs
+from nvmath_host._options import check_options
 from nvmath_host._problem import Problem
 from tests.cpu.test_host_validation import FakeTorch  # a CUDA torch.Tensor look-alike
 
@@ -370,6 +371,18 @@ def test_cpu_fp8_scales_reset_and_operands_released_and_given_again(ml):
     assert mm.applicable_algorithm_ids() == []
     with pytest.raises(ValueError, match=r"^algorithm: not one .*empty on the CPU path\)$"):
         mm.execute(algorithm=Algorithm(bytes(64), 0))
+
+
+def test_result_type_given_as_a_cuda_data_type_member():
+    """nvmath-python's examples name FP8 result types by nvmath.CudaDataType members
+    (CUDA_R_8F_E4M3, ...): an enum member with such a name means the same dtype."""
+    import enum
+
+    CudaDataType = enum.IntEnum("CudaDataType", {"CUDA_R_8F_E4M3": 28, "CUDA_R_16BF": 14, "CUDA_R_32F": 0})
+    assert check_options(MatmulOptions(result_type=CudaDataType.CUDA_R_8F_E4M3)).result_type == "float8_e4m3fn"
+    assert check_options(MatmulOptions(result_type=CudaDataType.CUDA_R_16BF)).result_type == "bfloat16"
+    assert check_options(MatmulOptions(result_type=CudaDataType.CUDA_R_32F)).result_type == "float32"
+    assert check_options(MatmulOptions(result_type=np.float16)).result_type == "float16"
 
 
 def test_cpu_scale_must_be_a_host_number(ml):
