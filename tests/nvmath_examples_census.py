@@ -168,14 +168,17 @@ CAUSES = (
 )
 
 
-def classify(name: str, result: str) -> str:
-    """The cause of a failed example (see :data:`CAUSES`); "" for one that ran."""
+def first_cause(name: str, result: str, causes, rest: str) -> str:
+    """The first of ``causes`` (``(test(name, result), cause)`` pairs) that a failed example's
+    ``result`` matches, else ``rest``; "" for one that ran."""
     if result == "ok":
         return ""
-    for test, cause in CAUSES:
-        if test(name, result):
-            return cause
-    return "compat (vector types / common_cuda / simulator patches)"
+    return next((cause for test, cause in causes if test(name, result)), rest)
+
+
+def classify(name: str, result: str) -> str:
+    """The cause of a failed example (see :data:`CAUSES`); "" for one that ran."""
+    return first_cause(name, result, CAUSES, "compat (vector types / common_cuda / simulator patches)")
 
 
 def _cell(text: str, width: int = 160) -> str:
@@ -226,16 +229,26 @@ def main(argv=None) -> int:
     lines.append(f"{len(rows)} examples: {ok} ran ok {'on the GPU' if args.gpu else 'under the simulator'}, "
                  f"{len(rows) - ok} failed; "
                  f"{linked_all} with every recorded kernel linked for sm_90")
+    lines += cause_counts([(n, r) for n, r, _, _ in rows], classify)
+    write_table(lines, args.out)
+    return 0
+
+
+def cause_counts(rows, classify) -> list[str]:
+    """``- failed, <cause>: <count>`` lines for the failed ``(name, result)`` rows, most first."""
     causes: dict = {}
-    for n, r, _, _ in rows:
+    for n, r in rows:
         if r != "ok":
             causes[classify(n, r)] = causes.get(classify(n, r), 0) + 1
-    lines += [f"- failed, {cause}: {count}" for cause, count in sorted(causes.items(), key=lambda c: -c[1])]
+    return [f"- failed, {cause}: {count}" for cause, count in sorted(causes.items(), key=lambda c: -c[1])]
+
+
+def write_table(lines, out) -> None:
+    """Print the table's ``lines``, and write them to ``out`` (a path) unless it is None."""
     table = "\n".join(lines)
     print("\n" + table)
-    if args.out:
-        Path(args.out).write_text(table + "\n")
-    return 0
+    if out:
+        Path(out).write_text(table + "\n")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.nvmath_examples_census import _cell, _clean_env, _first_error
+from tests.nvmath_examples_census import (
+    _cell,
+    _clean_env,
+    _first_error,
+    cause_counts,
+    first_cause,
+    write_table,
+)
 
 # Run one example in the child with ``nvmath.linalg.advanced`` aliased to nvmath_host.
 BOOTSTRAP = """\
@@ -57,12 +64,7 @@ CAUSES = (
 
 def classify(name: str, result: str) -> str:
     """The cause of a failed example (see :data:`CAUSES`); "" for one that ran."""
-    if result == "ok":
-        return ""
-    for test, cause in CAUSES:
-        if test(name, result):
-            return cause
-    return "nvmath_host compat"
+    return first_cause(name, result, CAUSES, "nvmath_host compat")
 
 
 def run_example(folder: Path, name: str, timeout: float) -> tuple[str, float]:
@@ -109,15 +111,8 @@ def main(argv=None) -> int:
     lines = ["| example | result | cause |", "|---|---|---|"]
     lines += [f"| {n} | {_cell(r)} | {classify(n, r)} |" for n, r in rows]
     lines += ["", f"{len(rows)} examples: {ok} ran to their end, {len(rows) - ok} failed"]
-    causes: dict = {}
-    for n, r in rows:
-        if r != "ok":
-            causes[classify(n, r)] = causes.get(classify(n, r), 0) + 1
-    lines += [f"- failed, {cause}: {count}" for cause, count in sorted(causes.items(), key=lambda c: -c[1])]
-    table = "\n".join(lines)
-    print("\n" + table)
-    if args.out:
-        Path(args.out).write_text(table + "\n")
+    lines += cause_counts(rows, classify)
+    write_table(lines, args.out)
     return 0
 
 

@@ -411,11 +411,12 @@ class _CupyArray:
                 "strides": None if self.strides == c else self.strides}
 
 
-def _cupy_plan(monkeypatch):
+def _copy_plan(monkeypatch, x):
+    """The plan of a call on ``x`` (at 0x1000, 4 x 1 x 64 float32, a package's array) that
+    launched one kernel copying it into a fresh result; the plan and its launcher."""
     monkeypatch.setattr(_plan, "current_context", lambda: 42)
     monkeypatch.setattr(_plan, "simulator", lambda: False)
     monkeypatch.setattr(_plan, "Output", FakeOutput)
-    x = _CupyArray(0x1000, (4, 1, 64))
     like = SimpleNamespace(package="numba", obj=x)
     out = FakeOutput((4, 1, 64), np.float32, like, None, ptr=0x9000)
     k = FakeLauncher((types.Array(types.float32, 3, "C"), types.Array(types.float32, 3, "C")))
@@ -423,6 +424,10 @@ def _cupy_plan(monkeypatch):
     rec.outputs = [out]
     rec.launches = [(k, (1, 1, 1), (64, 1, 1), 5, 0, (DevArray(0x1000, (4, 1, 64), np.float32, x), out.dev))]
     return _built(rec, x, out.obj), k
+
+
+def _cupy_plan(monkeypatch):
+    return _copy_plan(monkeypatch, _CupyArray(0x1000, (4, 1, 64)))
 
 
 def test_a_cupy_array_laid_out_as_planned_is_checked_by_its_attributes(monkeypatch):
@@ -493,18 +498,8 @@ class _Tensor:
 
 
 def _torch_plan(monkeypatch):
-    monkeypatch.setattr(_plan, "current_context", lambda: 42)
-    monkeypatch.setattr(_plan, "simulator", lambda: False)
-    monkeypatch.setattr(_plan, "Output", FakeOutput)
     monkeypatch.setattr(_plan, "_device", lambda obj: obj.get_device())
-    x = _Tensor(0x1000, (4, 1, 64))
-    like = SimpleNamespace(package="numba", obj=x)
-    out = FakeOutput((4, 1, 64), np.float32, like, None, ptr=0x9000)
-    k = FakeLauncher((types.Array(types.float32, 3, "C"), types.Array(types.float32, 3, "C")))
-    rec = _plan._Recording()
-    rec.outputs = [out]
-    rec.launches = [(k, (1, 1, 1), (64, 1, 1), 5, 0, (DevArray(0x1000, (4, 1, 64), np.float32, x), out.dev))]
-    return _built(rec, x, out.obj), k
+    return _copy_plan(monkeypatch, _Tensor(0x1000, (4, 1, 64)))
 
 
 def test_a_torch_tensor_laid_out_as_planned_is_checked_by_its_attributes(monkeypatch):
