@@ -209,6 +209,11 @@ class Algorithm:
         return f"Algorithm(workspace_size={self.workspace_size}, waves_count={self.waves_count:.2f}{t})"
 
 
+def is_int(v) -> bool:
+    """Whether ``v`` is a Python or NumPy integer (not a bool, which Python counts as one)."""
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
 def as_dataclass(value, cls, what):
     """``value`` (an instance of ``cls``, a dict of its fields or None) as a ``cls``."""
     if value is None:
@@ -239,7 +244,7 @@ def _compute_type(ct) -> MatmulComputeType:
                 f"options.compute_type: unknown name {ct!r}; allowed (case-insensitive): {allowed}"
             )
         return new
-    if isinstance(ct, (int, np.integer)) and not isinstance(ct, (bool, np.bool_)):
+    if is_int(ct):
         try:
             return MatmulComputeType(int(ct))
         except ValueError:
@@ -299,7 +304,7 @@ def check_options(o: MatmulOptions) -> MatmulOptions:
         if v is not None and not isinstance(v, (bool, np.bool_)):
             raise TypeError(f"options.{f}: expected True, False or None; got {v!r}")
     t = o.sm_count_target
-    if t is not None and (not isinstance(t, (int, np.integer)) or isinstance(t, (bool, np.bool_)) or t < 0):
+    if t is not None and (not is_int(t) or t < 0):
         raise ValueError(f"options.sm_count_target: {t!r}; expected an int >= 0 or None")
     if o.logger is not None and not isinstance(o.logger, logging.Logger):
         raise TypeError(f"options.logger: expected a logging.Logger or None; got {type(o.logger).__name__}")
@@ -307,7 +312,7 @@ def check_options(o: MatmulOptions) -> MatmulOptions:
         raise ValueError(f"options.blocking: {o.blocking!r}; allowed True, 'auto' or None")
     d = o.device_id
     if d is not None:
-        if not isinstance(d, (int, np.integer)) or isinstance(d, (bool, np.bool_)):
+        if not is_int(d):
             raise TypeError(f"options.device_id: expected a device ordinal (int); got {d!r}")
         if d < 0:
             raise ValueError(f"options.device_id: {d}; must be >= 0")
@@ -318,13 +323,13 @@ def check_preferences(p: MatmulPlanPreferences) -> MatmulPlanPreferences:
     """``p`` with its fields checked (TypeError/ValueError naming the field)."""
     for f, least in (("limit", 1), ("max_workspace", 0)):
         v = getattr(p, f)
-        if not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_)):
+        if not is_int(v):
             raise TypeError(f"preferences.{f}: expected an int; got {v!r}")
         if v < least:
             raise ValueError(f"preferences.{f}: {v}; must be >= {least}")
     for f, top in (("reduction_scheme_mask", 7), ("numerical_impl_mask", (1 << 64) - 1)):
         v = getattr(p, f)
-        if not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_)) or not 0 <= v <= top:
+        if not is_int(v) or not 0 <= v <= top:
             raise ValueError(f"preferences.{f}: {v!r}; expected a mask of {top:#x} or less (its flags combined with |)")
     w = p.max_waves_count
     if not isinstance(w, (int, float, np.integer, np.floating)) or isinstance(w, (bool, np.bool_)) or not w >= 0:

@@ -29,6 +29,7 @@ from ._options import (
     check_options,
     check_preferences,
     check_qualifiers,
+    is_int,
 )
 from ._problem import Problem
 from ._rules import NUMBER, scalar
@@ -398,7 +399,7 @@ class Matmul:
         limit : int
             At most this many.
         """
-        if not isinstance(limit, (int, np.integer)) or isinstance(limit, (bool, np.bool_)):
+        if not is_int(limit):
             raise TypeError(f"limit: expected an int; got {limit!r}")
         if limit < 1:
             raise ValueError(f"limit: {limit}; must be >= 1")
@@ -419,10 +420,13 @@ class Matmul:
         g = self._gpu
         if g is None or g.workspace is None:
             return
-        with _gpu.DeviceScope(self.device):
-            self._order.switch_to(g.workspace_stream)
+        if self._order is not None:
+            with _gpu.DeviceScope(self.device):
+                self._order.switch_to(g.workspace_stream)
         g.workspace = None
-        g.workspace_ptr = self._exec.args.workspace = 0
+        g.workspace_ptr = 0
+        if self._exec is not None:
+            self._exec.args.workspace = 0
         self._ws_released = True
 
     def _acquire_workspace(self, stream: int) -> None:
@@ -778,20 +782,20 @@ class Matmul:
             )
 
     def _release_gpu(self):
-        g, self._gpu, self._exec = self._gpu, None, None
         self._planned = False
+        g = self._gpu
         if g is None:
+            self._exec = None
             return
-        g.destroy()
-        order, self._order = self._order, None
-        if g.workspace is not None and order is not None:
-            # The workspace goes back to its package's pool in the order of the stream it was
-            # allocated on: that stream first waits for the last one the plan ran on.
-            with _gpu.DeviceScope(self.device):
-                order.switch_to(g.workspace_stream)
-        if order is not None:
-            order.destroy()
-        g.workspace = None
+        try:
+            self._release_workspace()  # back to its pool after the last stream's work
+        finally:
+            self._gpu, self._exec = None, None
+            g.destroy()
+            order, self._order = self._order, None
+            if order is not None:
+                order.destroy()
+            g.workspace = None
 
     def free(self) -> None:
         """Release the cuBLASLt descriptors and the workspace (the object is unusable after).
