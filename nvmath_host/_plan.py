@@ -142,22 +142,19 @@ def set_scales(desc, p, scales: dict, pkg, device: int, host: bool) -> dict[str,
     arrays: dict[str, Operand] = {}
     if not p.fp8:
         return arrays
-    lt_name = {"a": "b", "b": "a"} if p.swap else {"a": "a", "b": "b"}
-    for k, v in scales.items():
-        arrays[k] = arr = scale_array(v, k, pkg, device, host)
-        desc.set_pointer(_SCALE_ATTRS[lt_name.get(k, k)], arr.ptr)
+    point_scales(desc, arrays, p, scales, pkg, device, host)
     if p.options.fast_accumulation:
         desc.set(_A.FAST_ACCUM, 1)
     return arrays
 
 
-def reset_scales(g: GpuPlan, p, scales: dict, pkg, device: int, host: bool) -> None:
-    """Point plan ``g``'s descriptor at new values of some of its FP8 ``scales`` (names it was
-    planned with), kept alive with the plan."""
+def point_scales(desc, arrays: dict, p, scales: dict, pkg, device: int, host: bool) -> None:
+    """Point ``desc`` at the FP8 ``scales`` of problem ``p`` (cuBLASLt's A is our b when
+    ``p.swap``), each a one-element device array put in ``arrays`` (which keeps it alive)."""
     lt_name = {"a": "b", "b": "a"} if p.swap else {"a": "a", "b": "b"}
     for k, v in scales.items():
-        g.scale_arrays[k] = arr = scale_array(v, k, pkg, device, host)
-        g.desc.set_pointer(_SCALE_ATTRS[lt_name.get(k, k)], arr.ptr)
+        arrays[k] = arr = scale_array(v, k, pkg, device, host)
+        desc.set_pointer(_SCALE_ATTRS[lt_name.get(k, k)], arr.ptr)
 
 
 def scale_array(v, k: str, pkg, device: int, host: bool) -> Operand:

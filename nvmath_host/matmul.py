@@ -764,7 +764,8 @@ class Matmul:
         self._scales_in.update(scales)
         if self._planned and scales:
             with _gpu.DeviceScope(self.device):
-                _plan.reset_scales(self._gpu, p, scales, self._pkg, self.device, self._host)
+                g = self._gpu
+                _plan.point_scales(g.desc, g.scale_arrays, p, scales, self._pkg, self.device, self._host)
         self._released = False
         p.a, p.b, p.c = self._ops["a"], self._ops["b"], self._ops["c"]
         if self._planned:
