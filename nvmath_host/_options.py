@@ -101,8 +101,9 @@ class MatmulOptions:
         float64 and complex128.
     result_type : str, optional
         dtype name of the result. Only FP8 operands accept another type than theirs:
-        bfloat16 (their default, or ``c``'s type when ``c`` is given), float16, float32,
-        float8_e4m3fn, or float8_e5m2 (this one needs a float8_e5m2 operand). An FP8 result
+        bfloat16, float16, float32, float8_e4m3fn, or float8_e5m2 (this one needs a
+        float8_e5m2 operand). Their default, as in nvmath-python, is ``c``'s type when ``c``
+        is given, else ``a``'s (an FP8 result, which needs a ``"d"`` scale). An FP8 result
         needs ``quantization_scales["d"]``; its ``c``, if any, must be float16 or bfloat16
         (cuBLASLt's FP8 type table); it is rounded to nearest and saturated to the FP8 range.
         Epilogs whose auxiliary data would be FP8 (GELU_AUX*, DGELU*, the BGRAD ones) are

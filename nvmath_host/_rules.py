@@ -67,7 +67,8 @@ def result_dtype(at: DType, bt: DType, c_dtype: DType | None, result_type) -> DT
     if result_type is None:
         if not fp8:
             return at
-        rt = c_dtype if c_dtype is not None else DTYPES["bfloat16"]
+        # nvmath-python's default: c's dtype when c is given, else a's (an FP8 result)
+        rt = c_dtype if c_dtype is not None else at
     else:
         rt = dtype_of_name(str(getattr(result_type, "name", result_type)), "options.result_type")
         if not fp8 and rt.name != at.name:
@@ -206,22 +207,11 @@ def check_fp8_layout(trans_a, trans_b, a_strides, b_strides) -> None:
 
 def check_scales(scales, fp8: bool, d: DType) -> None:
     """The keys of ``quantization_scales`` against the operand and result types."""
-    if fp8:
-        need = ["a", "b"] + (["d"] if d.kind == "f8" else [])
-        missing = [k for k in need if k not in scales]
-        if missing:
-            raise ValueError(
-                f"quantization_scales: FP8 operands need scales for {need}; missing {missing}"
-            )
     bad = [k for k in scales if k not in ("a", "b", "c", "d")]
     if bad:
         raise ValueError(
             f"quantization_scales: unknown keys {bad}; allowed a, b and, for an FP8 result, d"
         )
-    if "d" in scales and d.kind != "f8":
-        raise ValueError(f"quantization_scales: 'd' scales an FP8 result; the result is {d.name}")
-    if scales and not fp8:
-        raise ValueError("quantization_scales: only for FP8 operands")
     if "c" in scales:
         # cuBLASLt accepts C_SCALE_POINTER only for an FP8 C, and its FP8 table has no FP8 C
         # (C is float16, bfloat16 or float32); nvmath-python and XLA refuse it likewise.
@@ -230,6 +220,25 @@ def check_scales(scales, fp8: bool, d: DType) -> None:
             "FP8 C matrix, and its FP8 table has none (C is float16, bfloat16 or float32); "
             "scale c through beta instead"
         )
+    if scales and not fp8:
+        raise ValueError("quantization_scales: only for FP8 operands")
+    if "d" in scales and d.kind != "f8":
+        raise ValueError(f"quantization_scales: 'd' scales an FP8 result; the result is {d.name}")
+    if fp8:
+        need = ["a", "b"] + (["d"] if d.kind == "f8" else [])
+        missing = [k for k in need if k not in scales]
+        if missing:
+            why = (
+                f" (the result is {d.name}, and an FP8 result needs 'd'; without c or "
+                "options.result_type the result has a's dtype, as in nvmath-python; "
+                "options.result_type='bfloat16', 'float16' or 'float32' needs no 'd')"
+                if "d" in missing
+                else ""
+            )
+            raise ValueError(
+                f"quantization_scales: FP8 operands need scales for {need}; missing "
+                f"{missing}{why}"
+            )
 
 
 NUMBER = (int, float, complex, np.number)

@@ -84,7 +84,8 @@ class Matmul:
         an F-ordered result, and one that cannot have its order (``c``, a bias, another
         conjugated operand or ``options.result_order`` fix it otherwise) is refused, named.
     quantization_scales : dict, optional
-        FP8 only: ``{"a": ..., "b": ...}``, plus ``"d"`` for an FP8 result, each a float or a
+        FP8 only: ``{"a": ..., "b": ...}``, plus ``"d"`` for an FP8 result (the default
+        without ``c`` or ``options.result_type``: ``a``'s dtype), each a float or a
         one-element float32 device array of the operands' package (a NumPy array on the CPU
         path): the dequantisation scales of ``a``/``b`` and the quantisation scale of the
         result, ``D = scale_d * epilog(alpha * (scale_a a) @ (scale_b b) + beta * c)``.

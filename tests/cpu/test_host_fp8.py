@@ -97,10 +97,25 @@ def test_16_32_bit_result_keeps_c_as_d(rtype):
     assert p.layout_c.dtype.name == rtype and p.c_ptr_from == "d"
 
 
-def test_default_fp8_operand_result_is_bfloat16_and_c_type_follows_c():
-    assert problem(scales=("a", "b")).d_dtype.name == "bfloat16"
+def test_default_fp8_result_is_a_dtype_and_c_type_follows_c():
+    # nvmath-python's rule: without result_type the result has c's dtype, else a's
+    assert problem().d_dtype.name == "float8_e4m3fn"
+    p = problem(fp8_a("float8_e5m2"), fp8_b("float8_e4m3fn"))
+    assert p.d_dtype.name == "float8_e5m2" and p.layout_c.dtype.name == "bfloat16"
+    assert problem(fp8_a("float8_e4m3fn"), fp8_b("float8_e5m2")).d_dtype.name == "float8_e4m3fn"
     c = FakeTorch((M, N), "float16", ptr=C_PTR)
     assert problem(c=c, scales=("a", "b")).d_dtype.name == "float16"
+
+
+def test_default_fp8_result_without_d_scale_is_refused_naming_result_type():
+    with pytest.raises(
+        ValueError,
+        match=r"^quantization_scales: FP8 operands need scales for \['a', 'b', 'd'\]; missing "
+        r"\['d'\] \(the result is float8_e4m3fn, .* as in nvmath-python; "
+        r"options.result_type='bfloat16'",
+    ):
+        problem(scales=("a", "b"))
+    assert problem(scales=("a", "b"), result_type="bfloat16").d_dtype.name == "bfloat16"
 
 
 def test_mixed_fp8_operands_allow_e5m2_result():
@@ -340,10 +355,19 @@ def test_cpu_fp8_result_with_c_bias_and_relu(ml):
 def test_cpu_fp8_operands_apply_scales_to_16_bit_results(ml):
     f8 = np.dtype(ml.float8_e4m3fn)
     a, b = _ints((M, K), -3, 4, f8), _ints((K, N), -3, 4, f8, order="F")
-    d = Matmul(a, b, quantization_scales={"a": 0.5, "b": 4.0}).execute()
+    d = Matmul(a, b, quantization_scales={"a": 0.5, "b": 4.0}, options={"result_type": "bfloat16"}).execute()
     x = (a.astype(np.float64) * 0.5) @ (b.astype(np.float64) * 4.0)
     assert d.dtype == np.dtype(ml.bfloat16)
     assert np.array_equal(d.astype(np.float64), x.astype(ml.bfloat16).astype(np.float64))
+
+
+def test_cpu_fp8_default_result_is_a_dtype_scaled_by_d(ml):
+    f8 = np.dtype(ml.float8_e4m3fn)
+    a, b = _ints((M, K), -3, 4, f8), _ints((K, N), -3, 4, f8, order="F")
+    d = Matmul(a, b, quantization_scales={"a": 0.5, "b": 4.0, "d": 0.125}).execute()
+    x = (a.astype(np.float64) * 0.5) @ (b.astype(np.float64) * 4.0)
+    assert d.dtype == f8
+    assert np.array_equal(d.view(np.uint8), _quantize(ml, x * 0.125, f8).view(np.uint8))
 
 
 def test_cpu_fp8_scales_reset_and_operands_released_and_given_again(ml):
@@ -353,7 +377,7 @@ def test_cpu_fp8_scales_reset_and_operands_released_and_given_again(ml):
     f8 = np.dtype(ml.float8_e4m3fn)
     a, b = _ints((M, K), -3, 4, f8), _ints((K, N), -3, 4, f8, order="F")
     x = a.astype(np.float64) @ b.astype(np.float64)
-    mm = Matmul(a, b, quantization_scales={"a": 0.5, "b": 4.0})
+    mm = Matmul(a, b, quantization_scales={"a": 0.5, "b": 4.0}, options={"result_type": "bfloat16"})
     assert np.array_equal(mm.execute().astype(np.float64), (2 * x).astype(ml.bfloat16).astype(np.float64))
     mm.reset_operands(quantization_scales={"b": 0.25})
     assert np.array_equal(mm.execute().astype(np.float64), (x / 8).astype(ml.bfloat16).astype(np.float64))
@@ -389,6 +413,6 @@ def test_cpu_scale_must_be_a_host_number(ml):
     f8 = np.dtype(ml.float8_e4m3fn)
     a, b = _ints((M, K), -3, 4, f8), _ints((K, N), -3, 4, f8, order="F")
     with pytest.raises(ValueError, match=r"^quantization_scales\['a'\]: expected a float"):
-        Matmul(a, b, quantization_scales={"a": [1.0], "b": 1.0})
+        Matmul(a, b, quantization_scales={"a": [1.0], "b": 1.0, "d": 1.0})
     with pytest.raises(ValueError, match=r"^quantization_scales\['b'\]: expected a float"):
-        Matmul(a, b, quantization_scales={"a": 1.0, "b": np.ones(2, np.float32)})
+        Matmul(a, b, quantization_scales={"a": 1.0, "b": np.ones(2, np.float32), "d": 1.0})

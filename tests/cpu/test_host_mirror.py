@@ -333,7 +333,7 @@ def test_numpy_fp8_column_major_b_stays_column_major(fake_gpu):
     a = (_numbered((4, 8)) / 8).astype(f8)
     w = (_numbered((6, 8)) / 16).astype(f8)
     b = w.T  # (8, 6) column-major
-    with Matmul(a, b, quantization_scales={"a": 1.0, "b": 1.0}, options={"device_id": 0}) as mm:
+    with Matmul(a, b, quantization_scales={"a": 1.0, "b": 1.0, "d": 1.0}, options={"device_id": 0}) as mm:
         mm.plan()  # validates the FP8 layouts of the device mirrors
         assert _planned_ops()["b"].strides == (1, 8)
         assert _PlanStandIn.last.problem.mem == {"a": "row", "b": "col"}

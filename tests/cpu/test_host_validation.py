@@ -333,9 +333,9 @@ CASES = [
     ),
     # FP8 (torch stand-ins): scales, layouts, pairs
     (
-        lambda: Matmul(FakeTorch((4, 16)), fp8_b(16, 8)),
+        lambda: Matmul(FakeTorch((4, 16)), fp8_b(16, 8), options={"result_type": "float16"}),
         ValueError,
-        r"^quantization_scales: FP8 operands need scales for \['a', 'b'\]; missing",
+        r"^quantization_scales: FP8 operands need scales for \['a', 'b'\]; missing \['a', 'b'\]$",
     ),
     (  # an FP8 result with its "d" scale is valid (next step needs torch itself)
         lambda: Matmul(
@@ -410,7 +410,10 @@ CASES = [
     ),
     (
         lambda: Matmul(
-            FakeTorch((4, 16)), fp8_b(16, 8), quantization_scales={"a": 1, "b": 1, "d": 1}
+            FakeTorch((4, 16)),
+            fp8_b(16, 8),
+            quantization_scales={"a": 1, "b": 1, "d": 1},
+            options={"result_type": "bfloat16"},
         ),
         ValueError,
         r"^quantization_scales: 'd' scales an FP8 result; the result is bfloat16",
@@ -420,7 +423,7 @@ CASES = [
             FakeTorch((4, 16)),
             fp8_b(16, 8),
             quantization_scales={"a": 1, "b": 1},
-            options={"result_amax": True},
+            options={"result_amax": True, "result_type": "bfloat16"},
         ),
         ValueError,
         r"^options.result_amax: cuBLASLt computes amax only for FP8 results \(float8_e4m3fn, "

@@ -633,7 +633,7 @@ FP8_RESULT_CASES = [  # (a, b, result): the combinations cuBLASLt's FP8 table al
 ]
 
 
-@pytest.mark.parametrize("result_type", [None, "bfloat16", "float16", "float32"])
+@pytest.mark.parametrize("result_type", ["bfloat16", "float16", "float32"])
 def test_fp8_scales(result_type):
     """FP8 e4m3 operands with per-tensor scales (verified on the H200: bf16/fp16/fp32 results)."""
     torch = _fp8_torch()
@@ -641,10 +641,9 @@ def test_fp8_scales(result_type):
     a = torch.randn(M, K, device="cuda").to(torch.float8_e4m3fn)
     b = torch.randn(N, K, device="cuda").to(torch.float8_e4m3fn).T  # column-major (K, N)
     sa, sb = 0.5, 2.0
-    opts = {"result_type": result_type} if result_type else None
-    mm = Matmul(a, b, quantization_scales={"a": sa, "b": sb}, options=opts)
+    mm = Matmul(a, b, quantization_scales={"a": sa, "b": sb}, options={"result_type": result_type})
     d = mm.execute()
-    assert str(d.dtype) == "torch." + (result_type or "bfloat16")
+    assert str(d.dtype) == "torch." + result_type
     x = (a.double() * sa) @ (b.double() * sb)
     err = ((d.double() - x).abs().max() / x.abs().max()).item()
     assert err < 1e-2, err
@@ -654,6 +653,23 @@ def test_fp8_scales(result_type):
     err = ((mm.execute().double() - x).abs().max() / x.abs().max()).item()
     assert err < 1e-2, err
     mm.free()
+
+
+@pytest.mark.parametrize("atype, btype", [("float8_e4m3fn", "float8_e4m3fn"), ("float8_e5m2", "float8_e4m3fn")])
+def test_fp8_default_result_is_a_dtype(atype, btype):
+    """Without c or result_type an FP8 product has a's dtype (nvmath-python's default): the
+    same bytes as the result_type=a's-dtype call."""
+    torch = _fp8_torch()
+    M, K, N = 64, 128, 96
+    a = torch.randn(M, K, device="cuda").to(getattr(torch, atype))
+    b = torch.randn(N, K, device="cuda").to(getattr(torch, btype)).T
+    scales = {"a": 0.5, "b": 2.0, "d": 0.25}
+    d = matmul(a, b, quantization_scales=scales)
+    assert str(d.dtype) == "torch." + atype
+    want = matmul(a, b, quantization_scales=scales, options={"result_type": atype})
+    assert torch.equal(d.view(torch.uint8), want.view(torch.uint8))
+    with pytest.raises(ValueError, match=r"missing \['d'\] \(the result is " + atype):
+        matmul(a, b, quantization_scales={"a": 0.5, "b": 2.0})
 
 
 @pytest.mark.parametrize("amax", [False, True], ids=["no_amax", "amax"])
@@ -771,7 +787,7 @@ def test_fp8_numpy_operands_keep_their_layout(order):
     b = w.T if order == "w.T" else np.asfortranarray(w.T)
     assert b.flags.f_contiguous and not b.flags.c_contiguous
     sa, sb = 0.5, 2.0
-    d = matmul(a, b, quantization_scales={"a": sa, "b": sb})
+    d = matmul(a, b, quantization_scales={"a": sa, "b": sb}, options={"result_type": "bfloat16"})
     assert isinstance(d, np.ndarray) and d.dtype.name == "bfloat16" and d.shape == (M, N)
     x = (a.astype(np.float64) * sa) @ (b.astype(np.float64) * sb)
     err = float(np.abs(d.astype(np.float64) - x).max() / np.abs(x).max())
