@@ -157,12 +157,25 @@ def _choose_order(M: int, N: int, c: Operand | None, inputs, requested, conj_ord
     handlers = [(io.input_handler(k), k, op) for k, op in inputs.items()]
     bound = [(k, op, h.order(k, op, M, N)) for h, k, op in handlers if h.binds_order]
     c_order = None
+    column = c is not None and is_broadcast_column(c, M, N)
     if c is not None:
-        if c.ndim < 2 or c.shape[-2:] != (M, N):
-            raise ValueError(f"c: shape {c.shape}; expected (..., M, N) = (..., {M}, {N})")
-        c_order = "C" if matrix_memory(M, N, *c.strides[-2:], "c")[0] == "row" else "F"
-        if M == 1 or N == 1:
-            c_order = None  # a vector fits either order
+        if c.ndim < 2 or (c.shape[-2:] != (M, N) and not column):
+            raise ValueError(
+                f"c: shape {c.shape}; expected (..., M, N) = (..., {M}, {N}), or (..., M, 1) "
+                "broadcast along N"
+            )
+        if column:
+            # cuBLASLt broadcasts it as a column-major M x N matrix of leading dimension 0
+            if M > 1 and c.strides[-2] != 1:
+                raise ValueError(
+                    f"c: a ({M}, 1) column broadcast along N needs its {M} elements adjacent "
+                    f"(stride 1); got strides {c.strides[-2:]} (in elements): pass a copy"
+                )
+            c_order = "F"
+        else:
+            c_order = "C" if matrix_memory(M, N, *c.strides[-2:], "c")[0] == "row" else "F"
+            if M == 1 or N == 1:
+                c_order = None  # a vector fits either order
     hints = [h.order(k, op, M, N) for h, k, op in handlers if not h.binds_order]
     bound_order = bound[0][2] if bound else None
     conj_order = conj_orders[0][2] if conj_orders else None
@@ -175,10 +188,16 @@ def _choose_order(M: int, N: int, c: Operand | None, inputs, requested, conj_ord
                 f"but the result is {order}-ordered (options.result_order)"
             )
     if c_order and c_order != order:
+        set_by = " (set by the bias shape)" if bound else " (options.result_order)"
+        if column:
+            raise ValueError(
+                f"c: shape {c.shape} is broadcast along N, which cuBLASLt does only for an "
+                f"F-ordered result (as a column-major matrix of leading dimension 0), but the "
+                f"result is C-ordered{set_by}; pass c of the full shape (..., {M}, {N})"
+            )
         raise ValueError(
-            f"c: it is {c_order}-ordered but the result is {order}-ordered"
-            + (" (set by the bias shape)" if bound else " (options.result_order)")
-            + "; cuBLASLt cannot transpose c: pass c in the result's order"
+            f"c: it is {c_order}-ordered but the result is {order}-ordered{set_by}; "
+            "cuBLASLt cannot transpose c: pass c in the result's order"
         )
     for name, kind, need in conj_orders:
         if need != order:
@@ -222,7 +241,7 @@ def _result_layout(p: Problem) -> tuple[Layout, OutSpec | None]:
     d_rows, d_cols = (N, M) if p.swap else (M, N)
     c = p.c
     if p.inplace:
-        if c.shape[:-2] != batch_shape:
+        if c.shape[:-2] != batch_shape or c.shape[-2:] != (M, N):
             raise ValueError(
                 f"c: in-place needs c of the result's full shape {batch_shape + (M, N)}; "
                 f"got {c.shape} (broadcast c cannot be written in place)"
@@ -245,10 +264,19 @@ def _c_layout(p: Problem) -> Layout:
     cb = c.shape[:-2]
     if cb and cb != p.batch_shape:
         raise ValueError(f"c: batch shape {cb} does not match the result's {p.batch_shape}")
-    _, ld = matrix_memory(p.M, p.N, *c.strides[-2:], "c")
+    if is_broadcast_column(c, p.M, p.N):
+        ld = 0  # every column of C is c's one column (the result is F-ordered: no swap)
+    else:
+        _, ld = matrix_memory(p.M, p.N, *c.strides[-2:], "c")
     bs = batch_stride(cb, c.strides[:-2], "c", _host(c)) if cb else 0
     d = p.layout_d
     return Layout(c.dtype, d.rows, d.cols, ld, p.batch, bs)
+
+
+def is_broadcast_column(c: Operand, M: int, N: int) -> bool:
+    """Whether ``c`` is an ``(..., M, 1)`` column added to each of the result's N > 1 columns
+    (nvmath-python's broadcast ``c``)."""
+    return N > 1 and c.ndim >= 2 and c.shape[-2:] == (M, 1)
 
 
 def _c_pointer_source(p: Problem) -> str:

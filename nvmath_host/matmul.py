@@ -70,7 +70,9 @@ class Matmul:
         have none: it is broadcast).
     c : array, optional
         ``(M, N)`` or ``(..., M, N)``, added as ``beta * c``; broadcast over the batch unless
-        ``options.inplace``. Of the result's dtype, except with an FP8 result: then float16
+        ``options.inplace``. An ``(M, 1)`` or ``(..., M, 1)`` column (its M elements adjacent)
+        is added to each of the N columns, as in nvmath-python; the result is then
+        F-ordered (cuBLASLt reads the column as a matrix of leading dimension 0). Of the result's dtype, except with an FP8 result: then float16
         or bfloat16 (cuBLASLt never takes an FP8 ``c``), and not in place.
     alpha, beta : scalar, optional
         Default ``1`` and, when ``c`` is given, ``1`` (else ``0``).

@@ -796,6 +796,57 @@ def test_batched_strides_and_broadcast():
     np.testing.assert_allclose(matmul(ha[::-1], hb), ha[::-1] @ hb, rtol=1e-6)
 
 
+def test_a_column_c_is_broadcast_along_n_with_leading_dimension_0():
+    """nvmath-python's (..., M, 1) ``c``: added to each of the N columns, handed to cuBLASLt
+    as a column-major M x N matrix of leading dimension 0, so the result is F-ordered."""
+    M, K, N = 6, 4, 10
+    a, b = np.zeros((M, K), np.float32), np.zeros((K, N), np.float32)
+    p = _problem(a, b, c=np.zeros((M, 1), np.float32))
+    assert p.order == "F" and not p.swap and p.c_ptr_from == "c"
+    lc, ld = p.layout_c, p.layout_d
+    assert (lc.rows, lc.cols, lc.ld, lc.stride) == (M, N, 0, 0)
+    assert (ld.rows, ld.cols, ld.ld) == (M, N, M)
+    # batched: one column per batch matrix, M elements apart
+    p = _problem(np.zeros((3, M, K), np.float32), b, c=np.zeros((3, M, 1), np.float32))
+    assert (p.layout_c.ld, p.layout_c.stride, p.layout_c.batch) == (0, M, 3)
+    # a column bias keeps the F order; N == 1 is the plain (M, N) case
+    p = _problem(a, b, c=np.zeros((M, 1), np.float32), epilog=E.BIAS, inputs={"bias": np.zeros((M, 1), np.float32)})
+    assert p.order == "F" and p.layout_c.ld == 0
+    p = _problem(a, b[:, :1].copy(), c=np.zeros((M, 1), np.float32))
+    assert p.layout_c.ld == p.layout_d.ld > 0
+
+
+def test_a_column_c_in_a_c_ordered_result_or_in_place_is_refused_by_name():
+    M, K, N = 6, 4, 10
+    a, b, col = np.zeros((M, K), np.float32), np.zeros((K, N), np.float32), np.zeros((M, 1), np.float32)
+    with pytest.raises(ValueError, match=r"^c: shape \(6, 1\) is broadcast along N, which cuBLASLt does only "
+                       r"for an F-ordered result .*C-ordered \(options.result_order\); pass c of the full "
+                       r"shape \(\.\.\., 6, 10\)$"):
+        _problem(a, b, c=col, result_order="C")
+    with pytest.raises(ValueError, match=r"^c: shape \(6, 1\) is broadcast .*C-ordered \(set by the bias shape\)"):
+        _problem(a, b, c=col, epilog=E.BIAS, inputs={"bias": np.zeros(N, np.float32)})
+    with pytest.raises(ValueError, match=r"^c: a \(6, 1\) column broadcast along N needs its 6 elements "
+                       r"adjacent \(stride 1\); got strides \(2, 1\)"):
+        _problem(a, b, c=np.zeros((M, 2), np.float32)[:, :1])
+    with pytest.raises(ValueError, match=r"^c: in-place needs c of the result's full shape \(6, 10\); "
+                       r"got \(6, 1\)"):
+        _problem(a, b, c=col, inplace=True)
+    with pytest.raises(ValueError, match=r"^c: shape \(6, 2\); expected \(\.\.\., M, N\) = \(\.\.\., 6, 10\), "
+                       r"or \(\.\.\., M, 1\) broadcast along N$"):
+        _problem(a, b, c=np.zeros((M, 2), np.float32))
+    with pytest.raises(ValueError, match=r"^c: shape \(1, 10\); expected"):  # rows are never broadcast
+        _problem(a, b, c=np.zeros((1, N), np.float32))
+
+
+def test_a_column_c_on_the_cpu_path_is_added_to_every_column():
+    a, b = _numbered_f32((2, 5, 3)), _numbered_f32((3, 4))
+    col = _numbered_f32((2, 5, 1))
+    d = matmul(a, b, col, beta=0.5)
+    assert d.flags.f_contiguous or d[0].flags.f_contiguous
+    np.testing.assert_allclose(d, a @ b + 0.5 * col, rtol=1e-6)
+    np.testing.assert_allclose(matmul(a, b, col[0], beta=2.0), a @ b + 2.0 * col[0], rtol=1e-6)
+
+
 def test_algorithm_pickles():
     alg = Algorithm(bytes(range(64)), 1024, 0.5, version=130102)
     alg.time_ms = 1.0

@@ -311,6 +311,36 @@ def test_batched_c_broadcast_and_inplace():
     assert rel_err(cf.get(), 0.5 * (a.astype(np.float64) @ b) - c0) < 1e-5
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64"])
+def test_column_c_broadcast_along_n(dtype):
+    """nvmath-python's (..., M, 1) c (its example08): cuBLASLt reads it as a column-major
+    M x N matrix of leading dimension 0; with a column bias too, batched or broadcast over
+    the batch, on CuPy and torch, stateful with a reset."""
+    M, K, N, B = 40, 24, 48, 3
+    rnd = lambda *s: (RNG.standard_normal(s) + (1j * RNG.standard_normal(s) if dtype[0] == "c" else 0)).astype(dtype)  # noqa: E731
+    a, b, col, bcol, bias = rnd(B, M, K), rnd(K, N), rnd(M, 1), rnd(B, M, 1), rnd(M, 1)
+    want = a.astype(np.complex128) @ b
+    poison()
+    d = matmul(cp.asarray(a), cp.asarray(b), cp.asarray(col), beta=1.5)
+    assert d.shape == (B, M, N) and d[0].flags.f_contiguous
+    assert rel_err(d.get(), want + 1.5 * col) < TOL[dtype]
+    d = matmul(cp.asarray(a), cp.asarray(b), cp.asarray(bcol), beta=-1.0)
+    assert rel_err(d.get(), want - bcol) < TOL[dtype]
+    if dtype == "float32":  # a column bias (also F-ordered)
+        d = matmul(cp.asarray(a), cp.asarray(b), cp.asarray(col), epilog=E.BIAS, epilog_inputs={"bias": cp.asarray(bias)})
+        assert rel_err(d.get(), want + col + bias) < TOL[dtype]
+    with pytest.raises(ValueError, match=r"^c: shape \(40, 1\) is broadcast along N"):
+        matmul(cp.asarray(a), cp.asarray(b), cp.asarray(col), options={"result_order": "C"})
+    torch = pytest.importorskip("torch")
+    ta, tb = torch.from_numpy(a[0]).cuda(), torch.from_numpy(b).cuda()
+    with Matmul(ta, tb, torch.from_numpy(col).cuda(), beta=2.0) as mm:
+        mm.plan()
+        assert rel_err(host(mm.execute()), want[0] + 2.0 * col) < TOL[dtype]
+        col2 = rnd(M, 1)
+        mm.reset_operands(c=torch.from_numpy(col2).cuda())
+        assert rel_err(host(mm.execute()), want[0] + 2.0 * col2) < TOL[dtype]
+
+
 def test_stateful_autotune_reset_stream_pickle():
     M, K, N = 256, 128, 192
     host_a = [RNG.standard_normal((M, K)).astype(np.float16) for _ in range(3)]
