@@ -12,6 +12,7 @@ from ._cublaslt import CublasLtError
 from ._function import matmul  # the package's `matmul` is this function, not the module
 from ._options import (
     Algorithm,
+    CudaDataType,
     MatmulComputeType,
     MatmulNumericalImplFlags,
     MatmulOptions,
@@ -32,6 +33,7 @@ __all__ = [
     "MatmulReductionScheme",
     "MatmulNumericalImplFlags",
     "Algorithm",
+    "CudaDataType",
     "matrix_qualifiers_dtype",
     "CublasLtError",
     "CPUExecutionWarning",

@@ -258,8 +258,54 @@ def _compute_type(ct) -> MatmulComputeType:
     )
 
 
-# cudaDataType_t names (nvmath-python's nvmath.CudaDataType members: CUDA_R_8F_E4M3, ...) of the
-# result types, as dtype names
+class CudaDataType(enum.IntEnum):
+    """``cudaDataType_t`` (CUDA's ``library_types.h``), as nvmath-python's ``nvmath.CudaDataType``.
+
+    ``options.result_type`` takes a member for the dtype of that name (``CUDA_R_8F_E4M3`` is
+    float8_e4m3fn); the types nvmath_host computes with are float16, bfloat16, float32,
+    float64, complex64, complex128 and the two FP8 types, the others are refused by name.
+    """
+
+    CUDA_R_16F = 2
+    CUDA_C_16F = 6
+    CUDA_R_16BF = 14
+    CUDA_C_16BF = 15
+    CUDA_R_32F = 0
+    CUDA_C_32F = 4
+    CUDA_R_64F = 1
+    CUDA_C_64F = 5
+    CUDA_R_4I = 16
+    CUDA_C_4I = 17
+    CUDA_R_4U = 18
+    CUDA_C_4U = 19
+    CUDA_R_8I = 3
+    CUDA_C_8I = 7
+    CUDA_R_8U = 8
+    CUDA_C_8U = 9
+    CUDA_R_16I = 20
+    CUDA_C_16I = 21
+    CUDA_R_16U = 22
+    CUDA_C_16U = 23
+    CUDA_R_32I = 10
+    CUDA_C_32I = 11
+    CUDA_R_32U = 12
+    CUDA_C_32U = 13
+    CUDA_R_64I = 24
+    CUDA_C_64I = 25
+    CUDA_R_64U = 26
+    CUDA_C_64U = 27
+    CUDA_R_8F_E4M3 = 28
+    CUDA_R_8F_UE4M3 = 28  # an alias of CUDA_R_8F_E4M3, as in library_types.h
+    CUDA_R_8F_E5M2 = 29
+    CUDA_R_8F_UE8M0 = 30
+    CUDA_R_6F_E2M3 = 31
+    CUDA_R_6F_E3M2 = 32
+    CUDA_R_4F_E2M1 = 33
+    CUDA_R_8F_UE5M3 = 34
+
+
+# cudaDataType_t names (CudaDataType members without "CUDA_": R_8F_E4M3, ...) of the result
+# types, as dtype names
 _CUDA_TYPE_NAMES = {
     "R_16F": "float16",
     "R_16BF": "bfloat16",

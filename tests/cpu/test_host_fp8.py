@@ -398,15 +398,51 @@ def test_cpu_fp8_scales_reset_and_operands_released_and_given_again(ml):
 
 
 def test_result_type_given_as_a_cuda_data_type_member():
-    """nvmath-python's examples name FP8 result types by nvmath.CudaDataType members
-    (CUDA_R_8F_E4M3, ...): an enum member with such a name means the same dtype."""
+    """nvmath-python's examples name result types by nvmath.CudaDataType members
+    (CUDA_R_8F_E4M3, ...): nvmath_host.CudaDataType is that enum, and a member of any enum
+    with such a name means the same dtype; a type nvmath_host does not compute with is refused."""
     import enum
 
-    CudaDataType = enum.IntEnum("CudaDataType", {"CUDA_R_8F_E4M3": 28, "CUDA_R_16BF": 14, "CUDA_R_32F": 0})
-    assert check_options(MatmulOptions(result_type=CudaDataType.CUDA_R_8F_E4M3)).result_type == "float8_e4m3fn"
-    assert check_options(MatmulOptions(result_type=CudaDataType.CUDA_R_16BF)).result_type == "bfloat16"
-    assert check_options(MatmulOptions(result_type=CudaDataType.CUDA_R_32F)).result_type == "float32"
-    assert check_options(MatmulOptions(result_type=np.float16)).result_type == "float16"
+    from nvmath_host import CudaDataType as T
+
+    def rt(x):
+        return check_options(MatmulOptions(result_type=x)).result_type
+
+    assert (rt(T.CUDA_R_8F_E4M3), rt(T.CUDA_R_8F_E5M2)) == ("float8_e4m3fn", "float8_e5m2")
+    assert (rt(T.CUDA_R_16BF), rt(T.CUDA_R_16F), rt(T.CUDA_R_32F)) == ("bfloat16", "float16", "float32")
+    assert (rt(T.CUDA_R_64F), rt(T.CUDA_C_32F), rt(T.CUDA_C_64F)) == ("float64", "complex64", "complex128")
+    assert T.CUDA_R_8F_UE4M3 is T.CUDA_R_8F_E4M3  # an alias, as in library_types.h
+    other = enum.IntEnum("CudaDataType", {"CUDA_R_8F_E4M3": 28, "CUDA_R_16BF": 14})
+    assert rt(other.CUDA_R_8F_E4M3) == "float8_e4m3fn" and rt(other.CUDA_R_16BF) == "bfloat16"
+    assert rt(np.float16) == "float16"
+    a, b = np.ones((4, 3), np.float32), np.ones((3, 2), np.float32)
+    with pytest.raises(ValueError, match=r"^options.result_type: .*CUDA_R_8I"):
+        Matmul(a, b, options={"result_type": T.CUDA_R_8I})
+
+
+def test_cuda_data_type_matches_library_types_h():
+    """Every cudaDataType_t enumerator of the CUDA headers the environment ships (nvidia's cu13
+    include directory), with its value, is a CudaDataType member, and nothing else is."""
+    import pathlib
+    import re
+
+    import nvidia
+
+    from nvmath_host import CudaDataType
+
+    heads = [p / "cu13" / "include" / "library_types.h" for p in map(pathlib.Path, nvidia.__path__)]
+    head = next((h for h in heads if h.is_file()), None)
+    if head is None:
+        pytest.skip(f"no library_types.h under {heads}")
+    text = head.read_text()
+    body = text[text.index("typedef enum cudaDataType_t") :]
+    body = body[: body.index("}")]
+    values, want = {}, {}
+    for name, value in re.findall(r"^\s*(CUDA_[RC]_\w+)\s*=\s*(\w+)", body, re.M):
+        values[name] = int(value) if value.isdigit() else values[value]
+        want[name] = values[name]
+    got = {n: int(m) for n, m in CudaDataType.__members__.items()}
+    assert got == want
 
 
 def test_cpu_scale_must_be_a_host_number(ml):
