@@ -58,7 +58,8 @@ CAUSES = (
      "block-scaled FP8/FP4 (MXFP8, NVFP4: Blackwell) and their helpers"),
     (lambda n, r: "No module named" in r, "a package the example needs is not installed"),
     (lambda n, r: "torch tensor on cpu" in r, "torch CPU tensors (nvmath_host takes NumPy on the host)"),
-    (lambda n, r: "CUDA" in r or "cuda" in r or "driver" in r, "needs a GPU"),
+    (lambda n, r: any(x in r.lower() for x in ("driver", "no cuda-capable device", "cudaerrornodevice")),
+     "needs a GPU"),
 )
 
 

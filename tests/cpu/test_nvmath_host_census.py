@@ -15,6 +15,9 @@ def test_causes():
     assert "not installed" in census.classify("e.py", "ModuleNotFoundError: No module named 'torch'")
     assert "GPU" in census.classify("e.py", "CUDARuntimeError: cudaErrorInsufficientDriver: CUDA driver version")
     assert census.classify("e.py", "TypeError: plan() got an unexpected keyword argument 'x'") == "nvmath_host compat"
+    # an error that names CUDA tensors is not a missing GPU
+    msg = "TypeError: epilog_inputs['x']: unsupported operand of type builtins.float; supported: torch.Tensor (CUDA)"
+    assert census.classify("e.py", msg) == "nvmath_host compat"
 
 
 def test_census_of_three_examples(tmp_path, capsys):
