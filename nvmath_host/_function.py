@@ -21,6 +21,7 @@ from ._options import (
     check_options,
     check_qualifiers,
 )
+from ._torch_cpu import is_torch_cpu
 from ._wrap import wrap_call
 from .epilogs import MatmulEpilog, _as_epilog
 from .matmul import Matmul
@@ -292,10 +293,12 @@ def matmul(
     if algorithm is not None and not isinstance(algorithm, Algorithm):
         raise TypeError(f"algorithm: expected an nvmath_host.Algorithm or None; got {type(algorithm).__name__}")
     algorithms = None if algorithm is None else [algorithm]
-    oa, ob, oc, inputs = wrap_call(a, b, c, epilog_inputs)
-    conj = check_qualifiers(qualifiers, oa, ob) if qualifiers is not None or oa.conj or ob.conj else _PLAIN
+    host = is_torch_cpu(a)  # torch CPU tensors: read as NumPy views by Matmul
+    if not host:
+        oa, ob, oc, inputs = wrap_call(a, b, c, epilog_inputs)
+        host = oa.package == "numpy"
     qs = quantization_scales
-    if oa.package == "numpy" or (qs is not None and (type(qs) is not dict or qs)):
+    if host or (qs is not None and (type(qs) is not dict or qs)):
         # host operands / FP8 scales: no cache (Matmul checks the type of the scales)
         with Matmul(
             a,
@@ -311,6 +314,7 @@ def matmul(
         ) as mm:
             mm.plan(preferences, algorithms, epilog=epilog, epilog_inputs=epilog_inputs)
             return mm.execute(stream=stream)
+    conj = check_qualifiers(qualifiers, oa, ob) if qualifiers is not None or oa.conj or ob.conj else _PLAIN
     if epilog is not None and type(epilog) is not MatmulEpilog:
         epilog = _as_epilog(epilog)
     # The stream is part of the key: a plan is reused only on the stream it ran on, in whose

@@ -4,7 +4,7 @@
 It orchestrates the private modules: ``_options`` (the user's choices), ``_problem`` (the
 validated problem and its cuBLASLt layouts, with ``_rules`` and ``_epilog_io``), ``_plan``
 (the cuBLASLt objects), ``_execute`` (the launches), ``_mirror`` and ``_cpu`` (NumPy operands
-with and without a GPU). The function form :func:`nvmath_host.matmul` is in ``_function``.
+with and without a GPU), ``_torch_cpu`` (torch CPU tensors as NumPy views). The function form :func:`nvmath_host.matmul` is in ``_function``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 
 from mathdx_operands import UINT8, Operand, package, stream_handle, wrap
 
-from . import _cpu, _execute, _gpu, _mirror, _plan
+from . import _cpu, _execute, _gpu, _mirror, _plan, _torch_cpu
 from . import _cublaslt as lt
 from ._cpu import CPUExecutionWarning
 from ._options import (
@@ -33,7 +33,7 @@ from ._options import (
 )
 from ._problem import Problem
 from ._rules import NUMBER, scalar
-from ._wrap import wrap_inputs
+from ._wrap import input_what, wrap_inputs
 from .epilogs import MatmulEpilog
 
 __all__ = [
@@ -64,10 +64,12 @@ class Matmul:
     Parameters
     ----------
     a, b : array
-        ``(..., M, K)`` and ``(..., K, N)`` NumPy, CuPy, PyTorch (CUDA) or Numba device
-        arrays, all of one package and device. Any C/F order or transposed view with a unit
-        stride in one of the two last axes; leading axes are a strided batch (one operand may
-        have none: it is broadcast).
+        ``(..., M, K)`` and ``(..., K, N)`` NumPy, CuPy, PyTorch or Numba device arrays, all
+        of one package and device. Any C/F order or transposed view with a unit stride in
+        one of the two last axes; leading axes are a strided batch (one operand may have
+        none: it is broadcast). Host operands (NumPy arrays, torch CPU tensors) are copied to
+        the device (``options.device_id``) and the result comes back as their kind, blocking;
+        without a GPU NumPy computes it.
     c : array, optional
         ``(M, N)`` or ``(..., M, N)``, added as ``beta * c``; broadcast over the batch unless
         ``options.inplace``. An ``(M, 1)`` or ``(..., M, 1)`` column (its M elements adjacent)
@@ -137,6 +139,12 @@ class Matmul:
         self._released = False  # release_operands() until the next reset_operands()
         self._ws_released = False  # execute(release_workspace=True) until the next launch
         self._ops: dict = {}
+        # torch CPU tensors: NumPy views of their memory, the results torch CPU tensors again
+        self._torch_cpu = _torch_cpu.operands_on_cpu(a, b, c)
+        self._torch_c = c if self._torch_cpu and self.options.inplace else None
+        if self._torch_cpu:
+            a, b = _torch_cpu.to_numpy(a, "a", conj=True), _torch_cpu.to_numpy(b, "b", conj=True)
+            c = _torch_cpu.to_numpy(c, "c") if c is not None else None
         oa, ob = wrap(a, "a", conj=True), wrap(b, "b", conj=True)
         oc = wrap(c, "c") if c is not None else None
         for name, op in (("b", ob), ("c", oc)):
@@ -220,6 +228,8 @@ class Matmul:
         return Problem(ops["a"], ops["b"], ops["c"], self.options, epilog, inputs, scales, self._conj)
 
     def _wrap_inputs(self, epilog_inputs) -> dict[str, Operand]:
+        if self._torch_cpu and isinstance(epilog_inputs, dict):
+            epilog_inputs = {k: _torch_cpu.to_numpy(v, input_what(k)) for k, v in epilog_inputs.items()}
         out = wrap_inputs(epilog_inputs)
         for k, op in out.items():
             if op.package != self.package_name:
@@ -489,7 +499,7 @@ class Matmul:
             )
         if self._cpu:
             u = self._user
-            return _cpu.execute(
+            return self._host_result(_cpu.execute(
                 self._problem,
                 u["a"].obj,
                 u["b"].obj,
@@ -498,7 +508,7 @@ class Matmul:
                 self.alpha,
                 self.beta,
                 self._cpu_scales,
-            )
+            ))
         current = False
         if stream is not None:
             s = stream_handle(stream)
@@ -532,8 +542,15 @@ class Matmul:
         if d is None:  # in place: the result is c (its mirror for NumPy operands)
             d = (self._ops if self._host else self._user)["c"].obj
         if self._host:
-            return _mirror.to_host(self._problem, d, outs, s, self._user["c"])
+            return self._host_result(_mirror.to_host(self._problem, d, outs, s, self._user["c"]))
         return (d, outs) if self._exec.outputs else d
+
+    def _host_result(self, out):
+        """A NumPy result (and outputs) as the caller's kind: torch CPU tensors for them."""
+        if not self._torch_cpu:
+            return out
+        c = self._user["c"]
+        return _torch_cpu.results(out, self._torch_c, c.obj if c is not None else None)
 
     # ------------------------------------------------------------------ reset / free
     def _swap_pointers(self, oa, ob, oc, inputs, alpha, beta):
@@ -596,6 +613,8 @@ class Matmul:
             old = self._user[name]
             if old is None:
                 raise ValueError(f"{name}: this Matmul was created without {name}")
+            if self._torch_cpu:
+                v = _torch_cpu.to_numpy(v, name, conj=name != "c")
             op = wrap(v, name, conj=name != "c")
             if op.signature() != old.signature():
                 raise ValueError(
@@ -628,6 +647,8 @@ class Matmul:
             beta = scalar(beta, "beta", sc)
         scales = self._checked_scales(quantization_scales)
         self._apply_reset(new, new_inputs, alpha, beta, scales, stream)
+        if self._torch_c is not None and c is not None:
+            self._torch_c = c  # in place: the tensor the result is written into
 
     def reset_operands_unchecked(
         self,

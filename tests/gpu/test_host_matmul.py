@@ -5,6 +5,7 @@ Outputs are poisoned first: the memory pool is filled with NaN bytes (0xFF) and 
 before every execute, so an element cuBLASLt does not write shows up as NaN.
 """
 
+import contextlib
 import importlib
 import pickle
 import time
@@ -16,6 +17,7 @@ import pytest
 from mathdx_operands import stream_handle
 from nvmath_host import (
     Algorithm,
+    CPUExecutionWarning,
     Matmul,
     MatmulComputeType,
     MatmulEpilog,
@@ -577,6 +579,53 @@ def test_conjugated_operands_qualifiers_and_torch_conjugate_bit(dtype):
         matmul(tx.mH, ty, c.conj())
     with pytest.raises(ValueError, match=r"^b: a torch tensor with the negative bit set .*\.resolve_neg\(\)"):
         matmul(torch.from_numpy(a.real.copy()).cuda(), ty.conj().imag)
+
+
+@pytest.mark.filterwarnings("ignore::nvmath_host.CPUExecutionWarning")
+@pytest.mark.parametrize("path", ["gpu", "cpu"])
+def test_torch_cpu_tensors(path, monkeypatch):
+    """torch CPU tensors (nvmath-python's example01_torch / example04_stateful_torch_cpu):
+    computed on the GPU from device copies (or on the CPU without one), returned as torch CPU
+    tensors; in place into the user's tensor; bfloat16, a conjugate-bit operand, an epilog."""
+    torch = pytest.importorskip("torch")
+    if path == "cpu":
+        from nvmath_host import _gpu
+
+        monkeypatch.setattr(_gpu, "available", lambda: False)
+    warn = pytest.warns(CPUExecutionWarning) if path == "cpu" else contextlib.nullcontext()
+    M, K, N = 33, 20, 17
+    a, b = torch.randn(M, K, dtype=torch.float64), torch.randn(K, N, dtype=torch.float64)
+    with warn:
+        d = matmul(a, b)
+    assert isinstance(d, torch.Tensor) and d.device.type == "cpu" and d.dtype == torch.float64
+    assert rel_err(d.numpy(), a.numpy() @ b.numpy()) < 1e-12
+    bias = torch.randn(N, dtype=torch.float64)
+    d, aux = matmul(a, b, epilog=E.RELU_AUX_BIAS, epilog_inputs={"bias": bias})
+    assert aux["relu_aux"].device.type == "cpu"
+    assert rel_err(d.numpy(), np.maximum(a.numpy() @ b.numpy() + bias.numpy(), 0)) < 1e-12
+    ab, bb = a.to(torch.bfloat16), b.to(torch.bfloat16)
+    d = matmul(ab, bb)
+    assert d.dtype == torch.bfloat16 and d.device.type == "cpu"
+    assert rel_err(d.float().numpy(), ab.double().numpy() @ bb.double().numpy()) < TOL["bfloat16"]
+    x = torch.randn(K, M, dtype=torch.complex64)
+    y = torch.randn(K, N, dtype=torch.complex64)
+    d = matmul(x.mH, y)  # a conjugate-bit operand: its conjugated values
+    assert rel_err(d.numpy(), x.numpy().conj().T @ y.numpy()) < TOL["complex64"]
+    c = torch.randn(M, N, dtype=torch.float64)
+    c0 = c.clone()
+    with Matmul(a, b, c, beta=0.5, options={"inplace": True}) as mm:
+        mm.plan()
+        assert mm.execute() is c
+        assert rel_err(c.numpy(), a.numpy() @ b.numpy() + 0.5 * c0.numpy()) < 1e-12
+        a2 = torch.randn(M, K, dtype=torch.float64)
+        c2 = torch.randn(M, N, dtype=torch.float64)
+        c20 = c2.clone()
+        mm.reset_operands(a=a2, c=c2)
+        assert mm.execute() is c2
+        assert rel_err(c2.numpy(), a2.numpy() @ b.numpy() + 0.5 * c20.numpy()) < 1e-12
+    if path == "gpu":
+        with pytest.raises(TypeError, match=r"^b: a torch tensor on cuda:0; a is a torch tensor on cpu"):
+            matmul(a, b.cuda())
 
 
 def test_torch_bfloat16_and_streams():
