@@ -7,11 +7,11 @@ synchronisation. Importing this package loads no CUDA library and imports neithe
 torch.
 """
 
+from ._algorithm import Algorithm, AlgorithmCapabilities
 from ._cpu import CPUExecutionWarning
 from ._cublaslt import CublasLtError
 from ._function import matmul  # the package's `matmul` is this function, not the module
 from ._options import (
-    Algorithm,
     CudaDataType,
     MatmulComputeType,
     MatmulNumericalImplFlags,
@@ -33,6 +33,7 @@ __all__ = [
     "MatmulReductionScheme",
     "MatmulNumericalImplFlags",
     "Algorithm",
+    "AlgorithmCapabilities",
     "CudaDataType",
     "matrix_qualifiers_dtype",
     "CublasLtError",

@@ -179,6 +179,46 @@ class PreferenceAttribute(enum.IntEnum):
     IMPL_MASK = 12
 
 
+class AlgoCapAttribute(enum.IntEnum):
+    """``cublasLtMatmulAlgoCapAttributes_t`` (cublasLt.h of cuBLASLt 13)."""
+
+    SPLITK_SUPPORT = 0
+    REDUCTION_SCHEME_MASK = 1
+    CTA_SWIZZLING_SUPPORT = 2
+    STRIDED_BATCH_SUPPORT = 3
+    OUT_OF_PLACE_RESULT_SUPPORT = 4
+    UPLO_SUPPORT = 5
+    TILE_IDS = 6
+    CUSTOM_OPTION_MAX = 7
+    CUSTOM_MEMORY_ORDER = 10
+    POINTER_MODE_MASK = 11
+    EPILOGUE_MASK = 12
+    STAGES_IDS = 13
+    LD_NEGATIVE = 14
+    NUMERICAL_IMPL_FLAGS = 15
+    MIN_ALIGNMENT_A_BYTES = 16
+    MIN_ALIGNMENT_B_BYTES = 17
+    MIN_ALIGNMENT_C_BYTES = 18
+    MIN_ALIGNMENT_D_BYTES = 19
+    POINTER_ARRAY_BATCH_SUPPORT = 21
+    FLOATING_POINT_EMULATION_SUPPORT = 22
+    POINTER_ARRAY_GROUPED_SUPPORT = 23
+
+
+class AlgoConfigAttribute(enum.IntEnum):
+    """``cublasLtMatmulAlgoConfigAttributes_t`` (cublasLt.h)."""
+
+    ID = 0
+    TILE_ID = 1
+    SPLITK_NUM = 2
+    REDUCTION_SCHEME = 3
+    CTA_SWIZZLING = 4
+    CUSTOM_OPTION = 5
+    STAGES_ID = 6
+    INNER_SHAPE_ID = 7
+    CLUSTER_SHAPE_ID = 8
+
+
 # C type of each attribute value (from the comments of cublasLt.h).
 _DESC_ATTR_CTYPE = {
     MatmulDescAttribute.COMPUTE_TYPE: ctypes.c_int32,
@@ -226,6 +266,20 @@ _PREF_ATTR_CTYPE = {
     PreferenceAttribute.IMPL_MASK: ctypes.c_uint64,
 }
 
+
+_A = AlgoCapAttribute
+# the two array-valued capabilities (uint32 arrays) are absent: algo_cap reads them by size
+_CAP_CTYPE = {a: ctypes.c_int32 for a in _A if a not in (_A.TILE_IDS, _A.STAGES_IDS)}
+for _a in (_A.REDUCTION_SCHEME_MASK, _A.CTA_SWIZZLING_SUPPORT, _A.POINTER_MODE_MASK, _A.EPILOGUE_MASK,
+           _A.MIN_ALIGNMENT_A_BYTES, _A.MIN_ALIGNMENT_B_BYTES, _A.MIN_ALIGNMENT_C_BYTES,
+           _A.MIN_ALIGNMENT_D_BYTES):
+    _CAP_CTYPE[_a] = ctypes.c_uint32
+_CAP_CTYPE[_A.NUMERICAL_IMPL_FLAGS] = ctypes.c_uint64
+
+_C = AlgoConfigAttribute
+_CONFIG_CTYPE = {a: ctypes.c_uint32 for a in _C}
+_CONFIG_CTYPE.update({_C.ID: ctypes.c_int32, _C.SPLITK_NUM: ctypes.c_int32,
+                      _C.INNER_SHAPE_ID: ctypes.c_uint16, _C.CLUSTER_SHAPE_ID: ctypes.c_uint16})
 
 # ----------------------------------------------------------------------------------- structs
 
@@ -304,6 +358,9 @@ _PROTOTYPES = {
     ],
     # handle, compute type, scale type, A/B/C/D types, requested count, ids, returned count
     "cublasLtMatmulAlgoGetIds": [_vp] + [ctypes.c_int] * 7 + [ctypes.POINTER(ctypes.c_int)] * 2,
+    "cublasLtMatmulAlgoCapGetAttribute": [_vp, ctypes.c_int, _vp, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)],
+    "cublasLtMatmulAlgoConfigSetAttribute": [_vp, ctypes.c_int, _vp, ctypes.c_size_t],
+    "cublasLtMatmulAlgoConfigGetAttribute": [_vp, ctypes.c_int, _vp, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)],
     # A, B, C, D pointers, alpha/beta host pointers, stream: all void*.
     "cublasLtMatmul": [_vp] * 13 + [_vp, ctypes.c_size_t, _vp],
 }
@@ -493,3 +550,40 @@ def algo_ids(handle, compute_type: int, scale_type: int, types, count: int) -> l
         ctypes.byref(returned),
     )
     return list(ids[: returned.value])
+
+
+# ----------------------------------------------------------------------------------- algorithms
+
+
+def algo_cap(algo: MatmulAlgo, attr: AlgoCapAttribute) -> int | list[int]:
+    """``cublasLtMatmulAlgoCapGetAttribute``: one capability of an initialised ``algo`` (a
+    list for TILE_IDS and STAGES_IDS); CublasLtError for an algo cuBLASLt does not know."""
+    written = ctypes.c_size_t()
+    ref = ctypes.byref(algo)
+    if attr in (AlgoCapAttribute.TILE_IDS, AlgoCapAttribute.STAGES_IDS):
+        _call("cublasLtMatmulAlgoCapGetAttribute", ref, int(attr), None, 0, ctypes.byref(written))
+        n = written.value // ctypes.sizeof(ctypes.c_uint32)
+        arr = (ctypes.c_uint32 * max(n, 1))()
+        _call("cublasLtMatmulAlgoCapGetAttribute", ref, int(attr), arr, ctypes.sizeof(arr),
+              ctypes.byref(written))
+        return list(arr[:n])
+    v = _CAP_CTYPE[attr]()
+    _call("cublasLtMatmulAlgoCapGetAttribute", ref, int(attr), ctypes.byref(v), ctypes.sizeof(v),
+          ctypes.byref(written))
+    return int(v.value)
+
+
+def algo_config(algo: MatmulAlgo, attr: AlgoConfigAttribute) -> int:
+    """``cublasLtMatmulAlgoConfigGetAttribute``: one field of ``algo``'s configuration."""
+    v = _CONFIG_CTYPE[attr]()
+    written = ctypes.c_size_t()
+    _call("cublasLtMatmulAlgoConfigGetAttribute", ctypes.byref(algo), int(attr), ctypes.byref(v),
+          ctypes.sizeof(v), ctypes.byref(written))
+    return int(v.value)
+
+
+def set_algo_config(algo: MatmulAlgo, attr: AlgoConfigAttribute, value: int) -> None:
+    """``cublasLtMatmulAlgoConfigSetAttribute``: set one field of ``algo``'s configuration."""
+    v = _CONFIG_CTYPE[attr](value)
+    _call("cublasLtMatmulAlgoConfigSetAttribute", ctypes.byref(algo), int(attr), ctypes.byref(v),
+          ctypes.sizeof(v))

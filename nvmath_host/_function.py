@@ -13,8 +13,8 @@ import numpy as np
 from mathdx_operands import package, stream_handle
 
 from . import _gpu
+from ._algorithm import Algorithm
 from ._options import (
-    Algorithm,
     MatmulOptions,
     MatmulPlanPreferences,
     as_dataclass,

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import enum
 import logging
@@ -21,7 +20,6 @@ __all__ = [
     "MatmulNumericalImplFlags",
     "MatmulOptions",
     "MatmulPlanPreferences",
-    "Algorithm",
     "matrix_qualifiers_dtype",
 ]
 
@@ -170,44 +168,6 @@ class MatmulPlanPreferences:
     reduction_scheme_mask: MatmulReductionScheme = MatmulReductionScheme.MASK
     max_waves_count: float = 0.0
     numerical_impl_mask: MatmulNumericalImplFlags = MatmulNumericalImplFlags.ALL
-
-
-class Algorithm:
-    """One cuBLASLt algorithm (``cublasLtMatmulAlgo_t``) for a planned matmul; picklable.
-
-    Pass a list of them to :meth:`Matmul.plan` (``algorithms=``) to skip the heuristic; they
-    are only valid for the same problem and the same cuBLASLt version.
-
-    Attributes
-    ----------
-    workspace_size : int
-        Workspace bytes the algorithm needs.
-    waves_count : float
-        cuBLASLt's device-utilisation estimate.
-    time_ms : float or None
-        The median time :meth:`Matmul.autotune` took for it.
-    """
-
-    def __init__(self, data: bytes, workspace_size: int, waves_count: float = 0.0, version=None):
-        if len(data) != ctypes.sizeof(lt.MatmulAlgo):
-            raise ValueError("data: a cublasLtMatmulAlgo_t is 64 bytes")
-        self.data = bytes(data)
-        self.workspace_size = int(workspace_size)
-        self.waves_count = float(waves_count)
-        self.version = version
-        self.time_ms: float | None = None
-        self._algo = lt.MatmulAlgo.from_buffer_copy(self.data)
-
-    @classmethod
-    def _from_result(cls, r: lt.HeuristicResult, version: int) -> Algorithm:
-        return cls(bytes(r.algo), r.workspaceSize, r.wavesCount, version)
-
-    def __reduce__(self):
-        return (Algorithm, (self.data, self.workspace_size, self.waves_count, self.version))
-
-    def __repr__(self):
-        t = f", time_ms={self.time_ms:.4f}" if self.time_ms is not None else ""
-        return f"Algorithm(workspace_size={self.workspace_size}, waves_count={self.waves_count:.2f}{t})"
 
 
 def is_int(v) -> bool:

@@ -11,7 +11,8 @@ from mathdx_operands import DTYPES, UINT8, Operand, wrap
 
 from . import _cublaslt as lt
 from . import _gpu
-from ._options import Algorithm, MatmulPlanPreferences
+from ._algorithm import Algorithm
+from ._options import MatmulPlanPreferences
 
 _A = lt.MatmulDescAttribute
 _P = lt.PreferenceAttribute

@@ -19,9 +19,9 @@ from mathdx_operands import UINT8, Operand, package, stream_handle, wrap
 
 from . import _cpu, _execute, _gpu, _mirror, _plan, _torch_cpu
 from . import _cublaslt as lt
+from ._algorithm import Algorithm
 from ._cpu import CPUExecutionWarning
 from ._options import (
-    Algorithm,
     MatmulComputeType,
     MatmulOptions,
     MatmulPlanPreferences,

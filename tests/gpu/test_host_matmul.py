@@ -17,6 +17,7 @@ import pytest
 from mathdx_operands import stream_handle
 from nvmath_host import (
     Algorithm,
+    AlgorithmCapabilities,
     CPUExecutionWarning,
     Matmul,
     MatmulComputeType,
@@ -401,6 +402,37 @@ def test_stateful_autotune_reset_stream_pickle():
             compute_dtype=np.float64,
         )
         assert rel_err(d.get(), want_d) < 4e-3
+
+
+def test_algorithm_capabilities_and_configuration():
+    """nvmath-python's example15: the planned algorithms' capabilities, read from cuBLASLt, and
+    their configuration set back (the same tile and stages, as the example does; another
+    allowed custom option) before execute; the result stays right."""
+    M, K, N = 256, 192, 320
+    a, b = cp.asarray(RNG.standard_normal((M, K))), cp.asarray(RNG.standard_normal((K, N)))
+    want = a.get() @ b.get()
+    with Matmul(a, b) as mm:
+        algos = mm.plan(preferences={"limit": 4})
+        ids = set(mm.applicable_algorithm_ids(limit=64))
+        for best in algos:
+            caps = best.capabilities
+            assert isinstance(caps, AlgorithmCapabilities) and "tile_ids" in str(caps)
+            assert best.algorithm_id in ids
+            assert caps.min_alignment_a_bytes >= 1 and caps.strided_batch_support in (0, 1)
+            assert not caps.tile_ids or best.tile in caps.tile_ids, (best.tile, caps.tile_ids)
+            assert not caps.stages_ids or best.stages in caps.stages_ids
+            assert best.split_k >= 1 and 0 <= best.custom_option <= max(caps.custom_option_max, 0)
+        best = algos[0]
+        before = best.data
+        best.tile = best.tile
+        best.stages = best.stages
+        best.cluster_shape = best.cluster_shape
+        assert best.data == before
+        assert rel_err(mm.execute().get(), want) < 1e-12
+        if best.capabilities.custom_option_max > 0:
+            best.custom_option = (best.custom_option + 1) % (best.capabilities.custom_option_max + 1)
+            assert best.data != before
+            assert rel_err(mm.execute().get(), want) < 1e-12
 
 
 def test_nvmath_python_s_stateful_surface():
