@@ -190,11 +190,15 @@ class Algorithm:
 
     @tile.setter
     def tile(self, value) -> None:
-        v = _shape_id(value, _TILE_ID, "tile")
-        allowed = self.capabilities.tile_ids
-        if allowed and _TILE[v] not in allowed:
-            raise ValueError(f"Algorithm.tile: {value!r} is not one of this algorithm's tiles {allowed}")
-        self._set(_CFG.TILE_ID, v)
+        self._set_listed(value, _TILE_ID, _TILE, self.capabilities.tile_ids, "tile", "tiles", _CFG.TILE_ID)
+
+    def _set_listed(self, value, ids, shapes, allowed, what, plural, attr) -> None:
+        """Set a shape-valued field (tile, stages) to ``value``: a cuBLASLt enumerator that is
+        in ``allowed`` (this algorithm's capability list; an empty list allows any)."""
+        v = _shape_id(value, ids, what)
+        if allowed and shapes[v] not in allowed:
+            raise ValueError(f"Algorithm.{what}: {value!r} is not one of this algorithm's {plural} {allowed}")
+        self._set(attr, v)
 
     @property
     def stages(self):
@@ -203,11 +207,8 @@ class Algorithm:
 
     @stages.setter
     def stages(self, value) -> None:
-        v = _shape_id(value, _STAGE_ID, "stages")
-        allowed = self.capabilities.stages_ids
-        if allowed and _STAGE[v] not in allowed:
-            raise ValueError(f"Algorithm.stages: {value!r} is not one of this algorithm's stages {allowed}")
-        self._set(_CFG.STAGES_ID, v)
+        self._set_listed(value, _STAGE_ID, _STAGE, self.capabilities.stages_ids, "stages", "stages",
+                         _CFG.STAGES_ID)
 
     @property
     def split_k(self) -> int:
