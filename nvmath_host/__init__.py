@@ -14,6 +14,7 @@ from ._function import matmul  # the package's `matmul` is this function, not th
 from ._options import (
     CudaDataType,
     MatmulComputeType,
+    MatmulEpilogPreferences,
     MatmulNumericalImplFlags,
     MatmulOptions,
     MatmulPlanPreferences,
@@ -30,6 +31,7 @@ __all__ = [
     "MatmulComputeType",
     "MatmulOptions",
     "MatmulPlanPreferences",
+    "MatmulEpilogPreferences",
     "MatmulReductionScheme",
     "MatmulNumericalImplFlags",
     "Algorithm",

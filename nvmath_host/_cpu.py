@@ -7,6 +7,7 @@ import numpy as np
 
 from mathdx_operands import host_array, numpy_dtype
 
+from ._rules import AUX_SCALE, scale_what
 from .epilogs import reference
 
 
@@ -21,7 +22,7 @@ def host_scale(v, k) -> float:
     if isinstance(v, np.ndarray) and v.dtype == np.float32 and v.shape in ((1,), ()):
         return float(v.reshape(-1)[0])
     raise ValueError(
-        f"quantization_scales[{k!r}]: expected a float or a one-element float32 NumPy array "
+        f"{scale_what(k)}: expected a float or a one-element float32 NumPy array "
         f"(NumPy operands on the CPU); got {type(v).__module__}.{type(v).__qualname__}"
     )
 
@@ -65,9 +66,14 @@ def execute(p, a, b, c, inputs: dict, alpha, beta, scales: dict):
     )
     if p.spec.aux_output == "gelu_aux":  # in the padded layout cuBLASLt writes
         o = next(x for x in p.outputs if x.name == "gelu_aux")
+        aux = outs["gelu_aux"]
+        if o.dtype.kind == "f8":  # amax before the aux scale (as EPILOGUE_AUX_AMAX), then quantised
+            if p.aux_amax:
+                outs["gelu_aux_amax"] = np.array([np.abs(aux).max()], np.float32)
+            aux = quantize_fp8(aux.astype(np.float32) * np.float32(scales.get(AUX_SCALE, 1.0)), o.dtype.name)
         arr = host_array(o.dtype, o.shape, o.strides, o.nelems)
         arr = arr.view(numpy_dtype(o.dtype)) if arr.dtype != numpy_dtype(o.dtype) else arr
-        arr[...] = outs["gelu_aux"]
+        arr[...] = aux
         outs["gelu_aux"] = arr
     if fp8_result:
         # amax of the result before the D scale (as cuBLASLt's AMAX_D), then D quantised

@@ -148,6 +148,8 @@ class MatmulDescAttribute(enum.IntEnum):
     D_SCALE_POINTER = 20
     AMAX_D_POINTER = 21
     EPILOGUE_AUX_DATA_TYPE = 22
+    EPILOGUE_AUX_SCALE_POINTER = 23
+    EPILOGUE_AUX_AMAX_POINTER = 24
     SM_COUNT_TARGET = 15
     FAST_ACCUM = 25
     BIAS_DATA_TYPE = 26
@@ -239,6 +241,8 @@ _DESC_ATTR_CTYPE = {
     MatmulDescAttribute.D_SCALE_POINTER: ctypes.c_void_p,
     MatmulDescAttribute.AMAX_D_POINTER: ctypes.c_void_p,
     MatmulDescAttribute.EPILOGUE_AUX_DATA_TYPE: ctypes.c_int32,
+    MatmulDescAttribute.EPILOGUE_AUX_SCALE_POINTER: ctypes.c_void_p,
+    MatmulDescAttribute.EPILOGUE_AUX_AMAX_POINTER: ctypes.c_void_p,
     MatmulDescAttribute.SM_COUNT_TARGET: ctypes.c_int32,
     MatmulDescAttribute.FAST_ACCUM: ctypes.c_int8,
     MatmulDescAttribute.BIAS_DATA_TYPE: ctypes.c_int32,

@@ -14,11 +14,14 @@ output     vector    :class:`VectorOut`  BIAS_POINTER (each launch), BIAS_BATCH_
 output     matrix    :class:`MatrixOut`  EPILOGUE_AUX_POINTER (each launch), _LD, _BATCH_STRIDE
 =========  ========  ================  ===========================================
 
-plus :class:`AmaxOut` for ``options.result_amax`` (AMAX_D_POINTER). A handler reads the
+plus :class:`AmaxOut` for ``options.result_amax`` (AMAX_D_POINTER) and
+``preferences.epilog.aux_amax`` (EPILOGUE_AUX_AMAX_POINTER). A handler reads the
 problem's shape, order and types (duck-typed: any object with those attributes).
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from mathdx_operands import DTYPES, UINT8, Operand
 
@@ -191,7 +194,10 @@ class MatrixOut(_Handler):
         self.name = name
         data = DATA[name]
         M, N, order = p.M, p.N, p.order
-        dtype = _STORED[data.dtype] if data.dtype else p.d_dtype
+        own = name == "gelu_aux" and p.aux_dtype is not None  # preferences.epilog.aux_type
+        dtype = _STORED[data.dtype] if data.dtype else (p.aux_dtype if own else p.d_dtype)
+        if dtype.itemsize == 1 and data.bits == 1:  # an FP8 gelu_aux: 16-byte rows, as the rest
+            data = dataclasses.replace(data, align=16)
         shape = data.matrix_shape(M, N, order)
         ld = data.stored(N if order == "C" else M)
         strides = (ld, 1) if order == "C" else (1, ld)
@@ -200,6 +206,8 @@ class MatrixOut(_Handler):
             int(_A.EPILOGUE_AUX_LD): ld * data.bits,
             int(_A.EPILOGUE_AUX_BATCH_STRIDE): mat * data.bits,
         }
+        if own and p.aux_type_given:
+            self.attrs[int(_A.EPILOGUE_AUX_DATA_TYPE)] = dtype.cuda
         self.out = dense_batch(name, dtype, p.batch_shape, shape, strides, mat, self.pointer_attr)
 
 
@@ -237,14 +245,14 @@ class VectorOut(_Handler):
 
 
 class AmaxOut(_Handler):
-    """``options.result_amax``: one float32, ``max |D|`` (not an epilog's; no batch)."""
+    """One float32 amax, no batch: ``options.result_amax`` (``max |D|``, AMAX_D_POINTER) or
+    ``preferences.epilog.aux_amax`` (``max |gelu_aux|``, EPILOGUE_AUX_AMAX_POINTER)."""
 
-    pointer_attr = int(_A.AMAX_D_POINTER)
     attrs: dict = {}
 
-    def __init__(self, p):
-        self.name = "result_amax"
-        self.out = dense_batch(self.name, DTYPES["float32"], (), (1,), (1,), 1, self.pointer_attr)
+    def __init__(self, name: str, pointer_attr: int):
+        self.name, self.pointer_attr = name, int(pointer_attr)
+        self.out = dense_batch(name, DTYPES["float32"], (), (1,), (1,), 1, self.pointer_attr)
 
 
 INPUTS = {"vector": VectorIn, "matrix": MatrixIn}
@@ -269,6 +277,8 @@ def bind(p) -> tuple[dict[str, _Handler], tuple[_Handler, ...]]:
     each validates its part of ``p`` as it is made."""
     inputs = {n: input_handler(n)(n, p.inputs[n], p) for n in p.spec.inputs}
     outputs = tuple(OUTPUTS[DATA[n].kind](n, p) for n in p.spec.outputs)
+    if p.aux_amax:
+        outputs += (AmaxOut("gelu_aux_amax", _A.EPILOGUE_AUX_AMAX_POINTER),)
     if p.options.result_amax:
-        outputs += (AmaxOut(p),)
+        outputs += (AmaxOut("result_amax", _A.AMAX_D_POINTER),)
     return inputs, outputs

@@ -7,6 +7,7 @@ import dataclasses
 import enum
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -20,6 +21,7 @@ __all__ = [
     "MatmulNumericalImplFlags",
     "MatmulOptions",
     "MatmulPlanPreferences",
+    "MatmulEpilogPreferences",
     "matrix_qualifiers_dtype",
 ]
 
@@ -146,6 +148,28 @@ class MatmulOptions:
 
 
 @dataclass
+class MatmulEpilogPreferences:
+    """The epilog's auxiliary output, as nvmath-python's ``MatmulEpilogPreferences`` (the
+    ``epilog`` field of :class:`MatmulPlanPreferences`).
+
+    Attributes
+    ----------
+    aux_type : str, CudaDataType or None
+        The dtype of the ``gelu_aux`` output of GELU_AUX and GELU_AUX_BIAS (default: the
+        result's). cuBLASLt takes another type only with a float8_e4m3fn result:
+        float8_e4m3fn or float16. An FP8 ``aux_type`` needs the epilog input
+        ``"aux_quantization_scale"`` (a float or a one-element float32 device array), which
+        scales the stored values as ``"d"`` scales the result.
+    aux_amax : bool
+        Also return ``"gelu_aux_amax"``, the largest ``|gelu_aux|`` before its scale (a
+        one-element float32 array); FP8 ``gelu_aux`` only.
+    """
+
+    aux_type: Any = None
+    aux_amax: bool = False
+
+
+@dataclass
 class MatmulPlanPreferences:
     """Preferences for :meth:`Matmul.plan`.
 
@@ -161,6 +185,8 @@ class MatmulPlanPreferences:
         Exclude algorithms whose device utilisation estimate (waves) is above this; 0: no limit.
     numerical_impl_mask : MatmulNumericalImplFlags
         The numerical implementations allowed (default: all).
+    epilog : MatmulEpilogPreferences or dict, optional
+        The type and amax of the epilog's auxiliary output.
     """
 
     limit: int = 8
@@ -168,6 +194,7 @@ class MatmulPlanPreferences:
     reduction_scheme_mask: MatmulReductionScheme = MatmulReductionScheme.MASK
     max_waves_count: float = 0.0
     numerical_impl_mask: MatmulNumericalImplFlags = MatmulNumericalImplFlags.ALL
+    epilog: MatmulEpilogPreferences | dict | None = None
 
 
 def is_int(v) -> bool:
@@ -278,8 +305,8 @@ _CUDA_TYPE_NAMES = {
 }
 
 
-def _result_type_name(rt) -> str:
-    """A result type given as a dtype, a ``cudaDataType`` enum member (``CUDA_R_16BF``: as
+def _dtype_name(rt, what: str = "options.result_type") -> str:
+    """A type given as a dtype, a ``cudaDataType`` enum member (``CUDA_R_16BF``: as
     nvmath-python's ``nvmath.CudaDataType``) or anything with a dtype's ``name``, as its name."""
     try:
         return np.dtype(rt).name
@@ -287,7 +314,7 @@ def _result_type_name(rt) -> str:
         name = getattr(rt, "name", None)
         if not isinstance(name, str):
             raise TypeError(
-                f"options.result_type: expected a dtype name (str), a NumPy dtype or None; "
+                f"{what}: expected a dtype name (str), a NumPy dtype or None; "
                 f"got {type(rt).__qualname__}; supported: {', '.join(DTYPES)}"
             ) from None
         return _CUDA_TYPE_NAMES.get(name.removeprefix("CUDA_"), name)
@@ -301,7 +328,7 @@ def check_options(o: MatmulOptions) -> MatmulOptions:
         o = dataclasses.replace(o, compute_type=_compute_type(ct))
     rt = o.result_type
     if rt is not None and not isinstance(rt, str):
-        o = dataclasses.replace(o, result_type=_result_type_name(rt))
+        o = dataclasses.replace(o, result_type=_dtype_name(rt))
     if o.result_order is not None and (
         not isinstance(o.result_order, str) or o.result_order not in ("C", "F")
     ):
@@ -341,7 +368,12 @@ def check_preferences(p: MatmulPlanPreferences) -> MatmulPlanPreferences:
     w = p.max_waves_count
     if not isinstance(w, (int, float, np.integer, np.floating)) or isinstance(w, (bool, np.bool_)) or not w >= 0:
         raise ValueError(f"preferences.max_waves_count: {w!r}; expected a number >= 0 (0: no limit)")
-    return p
+    e = as_dataclass(p.epilog, MatmulEpilogPreferences, "preferences.epilog")
+    if e.aux_type is not None and not isinstance(e.aux_type, str):
+        e = dataclasses.replace(e, aux_type=_dtype_name(e.aux_type, "preferences.epilog.aux_type"))
+    if not isinstance(e.aux_amax, (bool, np.bool_)):
+        raise TypeError(f"preferences.epilog.aux_amax: expected a bool; got {e.aux_amax!r}")
+    return p if e is p.epilog else dataclasses.replace(p, epilog=e)
 
 
 def check_qualifiers(qualifiers, a, b) -> tuple[bool, bool]:

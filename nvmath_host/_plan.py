@@ -11,6 +11,7 @@ from mathdx_operands import DTYPES, UINT8, Operand, wrap
 
 from . import _cublaslt as lt
 from . import _gpu
+from . import _rules as rules
 from ._algorithm import Algorithm
 from ._options import MatmulPlanPreferences
 
@@ -134,6 +135,7 @@ _SCALE_ATTRS = {
     "b": _A.B_SCALE_POINTER,
     "c": _A.C_SCALE_POINTER,
     "d": _A.D_SCALE_POINTER,
+    rules.AUX_SCALE: _A.EPILOGUE_AUX_SCALE_POINTER,  # epilog_inputs["aux_quantization_scale"]
 }
 
 
@@ -160,7 +162,7 @@ def point_scales(desc, arrays: dict, p, scales: dict, pkg, device: int, host: bo
 
 def scale_array(v, k: str, pkg, device: int, host: bool) -> Operand:
     """A quantization scale as a one-element float32 device array."""
-    what = f"quantization_scales[{k!r}]"
+    what = rules.scale_what(k)
     if isinstance(v, (int, float, np.floating)):
         arr = pkg.scalar_array(float(v), device)
         if host:  # a NumPy operand's scales live in its device mirror's package (CuPy)

@@ -28,9 +28,10 @@ from .epilogs import EPILOGS, _as_epilog
 class Problem:
     """Everything about a matmul that does not depend on pointers, validated.
 
-    Built in the order the checks report errors: shapes, types, epilog and options, the
-    result's order, the operands' and the result's layouts, the epilog's inputs and outputs,
-    the FP8 scales.
+    Built in the order the checks report errors: shapes, types, epilog (and its auxiliary
+    output's type, ``epilog_prefs``: a checked :class:`MatmulEpilogPreferences` or None) and
+    options, the result's order, the operands' and the result's layouts, the epilog's inputs
+    and outputs, the FP8 scales.
     """
 
     def __init__(
@@ -43,6 +44,7 @@ class Problem:
         inputs: dict[str, Operand],
         scales: dict,
         conj: tuple[bool, bool] = (False, False),
+        epilog_prefs=None,
     ):
         self.options = options
         self.conj_a, self.conj_b = conj
@@ -65,6 +67,10 @@ class Problem:
         self.epilog = _as_epilog(epilog)
         self.spec = EPILOGS[self.epilog]
         rules.check_epilog(self.epilog, a.dtype, self.d_dtype)
+        # the gelu_aux output's type and amax (preferences.epilog: a MatmulEpilogPreferences)
+        self.aux_type_given = epilog_prefs is not None and epilog_prefs.aux_type is not None
+        self.aux_amax = bool(epilog_prefs is not None and epilog_prefs.aux_amax)
+        self.aux_dtype = rules.aux_dtype(self.epilog, self.spec, self.d_dtype, epilog_prefs)
         _check_input_names(self.epilog, self.spec, inputs)
         self.inputs = inputs
         self.inplace = bool(options.inplace)
@@ -88,6 +94,7 @@ class Problem:
         # ---- FP8 scales
         self.scales = scales
         rules.check_scales(scales, self.fp8, self.d_dtype)
+        rules.check_aux_scale(scales, self.aux_dtype, self.aux_type_given)
 
 
 def _dims(a: Operand, b: Operand) -> tuple[int, int, int]:

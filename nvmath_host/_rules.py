@@ -33,8 +33,9 @@ FP8_RESULTS = ("float16", "bfloat16", "float32", "float8_e4m3fn", "float8_e5m2")
 # (e4m3 x e4m3 gives e4m3, bf16, fp16 or fp32 only); e5m2 x e5m2 is not supported at all.
 FP8_C_TYPES = ("float16", "bfloat16")
 #: epilogs allowed with an FP8 result: those whose auxiliary data does not take D's (FP8)
-#: type. GELU_AUX*/DGELU* (gelu_aux) and the BGRAD ones (bgrad) would be FP8 and need
-#: cuBLASLt's auxiliary scale/amax, which nvmath_host does not pass.
+#: type, and GELU_AUX* (whose gelu_aux takes its own type, scale and amax: cuBLASLt's
+#: EPILOGUE_AUX_DATA_TYPE/_SCALE_POINTER/_AMAX_POINTER). DGELU* (an FP8 gelu_aux input) and
+#: the BGRAD ones (an FP8 bgrad output) are refused.
 FP8_RESULT_EPILOGS = (
     "DEFAULT",
     "RELU",
@@ -45,7 +46,57 @@ FP8_RESULT_EPILOGS = (
     "DRELU",
     "GELU",
     "GELU_BIAS",
+    "GELU_AUX",
+    "GELU_AUX_BIAS",
 )
+#: the gelu_aux types cuBLASLt takes other than the result's, with a float8_e4m3fn result
+#: (cublasLt.h, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE)
+FP8_AUX_TYPES = ("float8_e4m3fn", "float16")
+#: the epilog input that scales an FP8 gelu_aux: a scale, kept with the FP8 scales under
+#: this key (which is also how errors name it)
+AUX_SCALE_INPUT = "aux_quantization_scale"
+AUX_SCALE = f"epilog_inputs[{AUX_SCALE_INPUT!r}]"
+
+
+def scale_what(k: str) -> str:
+    """How errors name the scale ``k``: ``quantization_scales[k]`` or the epilog input."""
+    return k if k == AUX_SCALE else f"quantization_scales[{k!r}]"
+
+
+def split_aux_scale(epilog_inputs):
+    """``(aux_quantization_scale or None, the other epilog inputs)`` of a call's
+    ``epilog_inputs`` (left as they are when not a dict: wrapping them reports that)."""
+    if not isinstance(epilog_inputs, dict) or AUX_SCALE_INPUT not in epilog_inputs:
+        return None, epilog_inputs
+    rest = dict(epilog_inputs)
+    return rest.pop(AUX_SCALE_INPUT), rest
+
+
+def aux_dtype(epilog, spec, d: DType, prefs) -> DType | None:
+    """The dtype of the epilog's ``gelu_aux`` output (None without one), from
+    ``preferences.epilog`` (a checked :class:`MatmulEpilogPreferences`) and the result's ``d``."""
+    aux_type = prefs.aux_type if prefs is not None else None
+    amax = bool(prefs.aux_amax) if prefs is not None else False
+    if spec.aux_output != "gelu_aux":
+        for name, given in (("aux_type", aux_type is not None), ("aux_amax", amax)):
+            if given:
+                raise ValueError(
+                    f"preferences.epilog.{name}: only for the epilogs with a gelu_aux output "
+                    f"(GELU_AUX, GELU_AUX_BIAS); the epilog is {epilog.name}"
+                )
+        return None
+    aux = d if aux_type is None else dtype_of_name(aux_type, "preferences.epilog.aux_type")
+    if aux.name != d.name and not (d.name == "float8_e4m3fn" and aux.name in FP8_AUX_TYPES):
+        raise ValueError(
+            f"preferences.epilog.aux_type: {aux.name}; cuBLASLt stores gelu_aux in the result's "
+            f"type ({d.name}), or, for a float8_e4m3fn result, in {' or '.join(FP8_AUX_TYPES)}"
+        )
+    if amax and aux.kind != "f8":
+        raise ValueError(
+            f"preferences.epilog.aux_amax: cuBLASLt computes the amax of an FP8 gelu_aux only; "
+            f"gelu_aux is {aux.name} (set preferences.epilog.aux_type to float8_e4m3fn)"
+        )
+    return aux
 
 
 def fp8_operands(at: DType, bt: DType) -> bool:
@@ -151,9 +202,8 @@ def check_epilog(epilog: MatmulEpilog, at: DType, d: DType) -> None:
         what = "bgrad output" if spec.bgrad else "gelu_aux"
         raise ValueError(
             f"epilog: {epilog.name} is not supported with an FP8 result ({d.name}): its "
-            f"{what} would be FP8, which needs cuBLASLt's auxiliary scale that nvmath_host "
-            f"does not pass; allowed with FP8 results: {list(FP8_RESULT_EPILOGS)} (or use a "
-            "16/32-bit options.result_type)"
+            f"{what} would be FP8, which cuBLASLt does not offer for it; allowed with FP8 "
+            f"results: {list(FP8_RESULT_EPILOGS)} (or use a 16/32-bit options.result_type)"
         )
 
 
@@ -205,8 +255,26 @@ def check_fp8_layout(trans_a, trans_b, a_strides, b_strides) -> None:
         )
 
 
+def check_aux_scale(scales, aux: DType | None, aux_type_given: bool) -> None:
+    """The epilog input ``"aux_quantization_scale"`` (``scales["aux"]``) against the
+    ``gelu_aux`` type: allowed for an FP8 one, required when ``aux_type`` made it FP8 (as
+    nvmath-python; the default FP8 gelu_aux of an FP8 result is otherwise scaled by 1)."""
+    what = scale_what(AUX_SCALE)
+    if AUX_SCALE in scales and (aux is None or aux.kind != "f8"):
+        raise ValueError(
+            f"{what}: scales an FP8 gelu_aux output; "
+            + (f"gelu_aux is {aux.name}" if aux is not None else "this epilog has no gelu_aux output")
+        )
+    if aux is not None and aux.kind == "f8" and aux_type_given and AUX_SCALE not in scales:
+        raise ValueError(
+            f"{what}: required with preferences.epilog.aux_type {aux.name} (the scale of the "
+            "stored gelu_aux)"
+        )
+
+
 def check_scales(scales, fp8: bool, d: DType) -> None:
     """The keys of ``quantization_scales`` against the operand and result types."""
+    scales = {k: v for k, v in scales.items() if k != AUX_SCALE}  # check_aux_scale's
     bad = [k for k in scales if k not in ("a", "b", "c", "d")]
     if bad:
         raise ValueError(

@@ -30,6 +30,8 @@ def wrap_inputs(epilog_inputs) -> dict[str, Operand]:
         raise TypeError(f"epilog_inputs: expected a dict; got {type(epilog_inputs).__name__}")
     out = {}
     for k, v in epilog_inputs.items():
+        if k == "aux_quantization_scale":  # a scale (Matmul.plan takes it), not an array
+            continue
         what = _INPUT_WHAT.get(k) or input_what(k)
         out[k] = wrap_aux(v, what) if k == "relu_aux" else wrap(v, what)
     return out

@@ -32,7 +32,7 @@ from ._options import (
     is_int,
 )
 from ._problem import Problem
-from ._rules import NUMBER, scalar
+from ._rules import AUX_SCALE, NUMBER, scalar, split_aux_scale
 from ._wrap import input_what, wrap_inputs
 from .epilogs import MatmulEpilog
 
@@ -223,9 +223,11 @@ class Matmul:
             )
 
     # ------------------------------------------------------------------ plan
-    def _make_problem(self, epilog, inputs, ops) -> Problem:
-        scales = dict.fromkeys(self._scales_in)
-        return Problem(ops["a"], ops["b"], ops["c"], self.options, epilog, inputs, scales, self._conj)
+    def _make_problem(self, epilog, inputs, ops, scales, epilog_prefs) -> Problem:
+        return Problem(
+            ops["a"], ops["b"], ops["c"], self.options, epilog, inputs, dict.fromkeys(scales),
+            self._conj, epilog_prefs,
+        )
 
     def _wrap_inputs(self, epilog_inputs) -> dict[str, Operand]:
         if self._torch_cpu and isinstance(epilog_inputs, dict):
@@ -279,18 +281,24 @@ class Matmul:
             Best first (empty on the CPU path).
         """
         prefs = check_preferences(as_dataclass(preferences, MatmulPlanPreferences, "preferences"))
+        aux_scale, epilog_inputs = split_aux_scale(epilog_inputs)
         user_inputs = self._wrap_inputs(epilog_inputs)
         if self._problem is None:
             raise RuntimeError("this Matmul was freed")
         self._check_not_released()
         plan_stream = stream_handle(stream) if stream is not None else None
-        problem = self._make_problem(epilog, user_inputs, self._user)  # validates
+        scales = {k: v for k, v in self._scales_in.items() if k != AUX_SCALE}
+        if aux_scale is not None:  # the FP8 gelu_aux's scale: one more scale of the plan
+            scales[AUX_SCALE] = aux_scale
+        problem = self._make_problem(epilog, user_inputs, self._user, scales, prefs.epilog)  # validates
+        cpu_scales = {k: _cpu.host_scale(v, k) for k, v in scales.items()} if self._cpu else {}
         if self._host and not self._cpu:
             device_inputs = _mirror.mirror_all(self._pkg, user_inputs, self.device)
-            problem = self._make_problem(epilog, device_inputs, self._ops)
+            problem = self._make_problem(epilog, device_inputs, self._ops, scales, prefs.epilog)
         self._release_gpu()
         self._problem = problem
         self._user_inputs = user_inputs
+        self._scales_in, self._cpu_scales = scales, cpu_scales
         if self._cpu:
             self._planned = True
             self.algorithms = []
@@ -606,6 +614,7 @@ class Matmul:
         """
         if self._problem is None:
             raise RuntimeError("this Matmul was freed")
+        epilog_inputs, quantization_scales = _with_aux_scale(epilog_inputs, quantization_scales)
         new = {}
         for name, v in (("a", a), ("b", b), ("c", c)):
             if v is None:
@@ -680,6 +689,7 @@ class Matmul:
         if self._host or self._cpu:
             return self.reset_operands(a, b, c, alpha=alpha, beta=beta, epilog_inputs=epilog_inputs,
                                        quantization_scales=quantization_scales, stream=stream)
+        epilog_inputs, quantization_scales = _with_aux_scale(epilog_inputs, quantization_scales)
         ptr = self._pkg.ptr
         new = {}
         for name, v in (("a", a), ("b", b), ("c", c)):
@@ -741,6 +751,8 @@ class Matmul:
         if not isinstance(scales, dict):
             raise TypeError(f"quantization_scales: expected a dict or None; got {type(scales).__name__}")
         extra = [k for k in scales if k not in self._scales_in]
+        if AUX_SCALE in extra:
+            raise ValueError(f"{AUX_SCALE}: the plan has no FP8 gelu_aux scale (plan one with it first)")
         if extra:
             raise ValueError(
                 f"quantization_scales: {extra} not planned; this Matmul has scales for "
@@ -844,3 +856,14 @@ class Matmul:
             self._release_gpu()
         except Exception:
             pass
+
+
+def _with_aux_scale(epilog_inputs, quantization_scales):
+    """A reset's ``epilog_inputs`` without ``"aux_quantization_scale"``, and its
+    ``quantization_scales`` with it (a scale of the plan, re-pointed as the FP8 ones are)."""
+    aux, epilog_inputs = split_aux_scale(epilog_inputs)
+    if aux is None:
+        return epilog_inputs, quantization_scales
+    if quantization_scales is not None and not isinstance(quantization_scales, dict):
+        return epilog_inputs, quantization_scales  # _checked_scales names the type
+    return epilog_inputs, {**(quantization_scales or {}), AUX_SCALE: aux}

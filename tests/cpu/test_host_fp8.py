@@ -10,6 +10,8 @@ validation errors that need an epilog (raised by ``_problem.Problem``), and the 
 (``ml_dtypes`` FP8 arrays).
 """
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -140,7 +142,7 @@ def test_result_amax_is_a_float32_output():
 
 @pytest.mark.parametrize(
     "epilog",
-    [E.GELU_AUX, E.GELU_AUX_BIAS, E.DGELU, E.DGELU_BGRAD, E.DRELU_BGRAD, E.BGRADA, E.BGRADB],
+    [E.DGELU, E.DGELU_BGRAD, E.DRELU_BGRAD, E.BGRADA, E.BGRADB],
     ids=lambda e: e.name,
 )
 def test_epilogs_with_fp8_aux_data_are_refused_for_fp8_results(epilog):
@@ -452,3 +454,119 @@ def test_cpu_scale_must_be_a_host_number(ml):
         Matmul(a, b, quantization_scales={"a": [1.0], "b": 1.0, "d": 1.0})
     with pytest.raises(ValueError, match=r"^quantization_scales\['b'\]: expected a float"):
         Matmul(a, b, quantization_scales={"a": 1.0, "b": np.ones(2, np.float32), "d": 1.0})
+
+
+# ------------------------------------------------ FP8 gelu_aux: preferences.epilog, its scale, amax
+
+AUX_PREFS = {"aux_type": "float8_e4m3fn", "aux_amax": True}
+
+
+def _aux_problem(epilog=E.GELU_AUX, prefs=None, scales=("a", "b", "d", "aux"), **opts):
+    """A problem as Matmul.plan makes it: the checked preferences.epilog, and the epilog
+    input "aux_quantization_scale" kept with the FP8 scales."""
+    from nvmath_host import MatmulPlanPreferences
+    from nvmath_host._options import check_preferences
+    from nvmath_host._rules import AUX_SCALE
+
+    e = check_preferences(MatmulPlanPreferences(epilog=prefs)).epilog
+    w = mathdx_operands.wrap
+    keys = [AUX_SCALE if k == "aux" else k for k in scales]
+    return Problem(w(fp8_a(), "a"), w(fp8_b(), "b"), None, MatmulOptions(**opts), epilog, {},
+                   dict.fromkeys(keys), (False, False), e)
+
+
+def test_fp8_gelu_aux_takes_its_own_type_scale_and_amax():
+    from nvmath_host import CudaDataType
+
+    p = _aux_problem(prefs={"aux_type": CudaDataType.CUDA_R_8F_E4M3, "aux_amax": True})
+    assert p.d_dtype.name == "float8_e4m3fn" and p.aux_dtype.name == "float8_e4m3fn"
+    aux, amax = p.outputs
+    assert (aux.name, aux.dtype.name, amax.name, amax.dtype.name) == ("gelu_aux", "float8_e4m3fn", "gelu_aux_amax", "float32")
+    assert amax.attr == int(MatmulDescAttribute.EPILOGUE_AUX_AMAX_POINTER) and amax.shape == (1,)
+    attrs = p.output_handlers[0].attrs
+    assert attrs[int(MatmulDescAttribute.EPILOGUE_AUX_DATA_TYPE)] == 28  # CUDA_R_8F_E4M3
+    assert attrs[int(MatmulDescAttribute.EPILOGUE_AUX_LD)] % 16 == 0  # 16-byte rows of FP8
+    # float16 gelu_aux next to an e4m3 result, with a float16 bias
+    bias = FakeTorch((N,), "float16", ptr=BIAS_PTR)
+    w = mathdx_operands.wrap
+    from nvmath_host import MatmulPlanPreferences
+    from nvmath_host._options import check_preferences
+
+    e = check_preferences(MatmulPlanPreferences(epilog={"aux_type": "float16"})).epilog
+    p = Problem(w(fp8_a(), "a"), w(fp8_b(), "b"), None, MatmulOptions(), E.GELU_AUX_BIAS,
+                {"bias": w(bias, "bias")}, dict.fromkeys("abd"), (False, False), e)
+    assert p.outputs[0].dtype.name == "float16" and [o.name for o in p.outputs] == ["gelu_aux"]
+    assert p.output_handlers[0].attrs[int(MatmulDescAttribute.EPILOGUE_AUX_DATA_TYPE)] == 2  # R_16F
+    # no aux_type: gelu_aux has the result's FP8 type, cuBLASLt's default (no type attribute)
+    p = _aux_problem(scales=("a", "b", "d"))
+    assert p.outputs[0].dtype.name == "float8_e4m3fn"
+    assert int(MatmulDescAttribute.EPILOGUE_AUX_DATA_TYPE) not in p.output_handlers[0].attrs
+
+
+@pytest.mark.parametrize(
+    "kw, msg",
+    [
+        (dict(epilog=E.RELU, prefs={"aux_type": "float16"}, scales="abd"),
+         r"^preferences.epilog.aux_type: only for the epilogs with a gelu_aux output .*the epilog is RELU$"),
+        (dict(epilog=E.GELU, prefs={"aux_amax": True}, scales="abd"),
+         r"^preferences.epilog.aux_amax: only for the epilogs with a gelu_aux output"),
+        (dict(prefs={"aux_type": "bfloat16"}, scales="abd"),
+         r"^preferences.epilog.aux_type: bfloat16; cuBLASLt stores gelu_aux in the result's type "
+         r"\(float8_e4m3fn\), or, for a float8_e4m3fn result, in float8_e4m3fn or float16$"),
+        (dict(prefs={"aux_type": "float8_e4m3fn"}, scales="ab", result_type="bfloat16"),
+         r"^preferences.epilog.aux_type: float8_e4m3fn; .*result's type \(bfloat16\)"),
+        (dict(prefs={"aux_type": "float16", "aux_amax": True}, scales="abd"),
+         r"^preferences.epilog.aux_amax: cuBLASLt computes the amax of an FP8 gelu_aux only; "
+         r"gelu_aux is float16"),
+        (dict(prefs={"aux_type": "float8_e4m3fn"}, scales="abd"),
+         r"^epilog_inputs\['aux_quantization_scale'\]: required with preferences.epilog.aux_type "
+         r"float8_e4m3fn"),
+        (dict(prefs={"aux_type": "float16"}, scales=("a", "b", "d", "aux")),
+         r"^epilog_inputs\['aux_quantization_scale'\]: scales an FP8 gelu_aux output; gelu_aux is float16$"),
+        (dict(epilog=E.GELU, scales=("a", "b", "d", "aux")),
+         r"^epilog_inputs\['aux_quantization_scale'\]: .*this epilog has no gelu_aux output$"),
+        (dict(prefs={"aux_type": 3.5}, scales="abd"),
+         r"^preferences.epilog.aux_type: expected a dtype name"),
+    ],
+)
+def test_fp8_gelu_aux_refusals_name_the_preference_or_input(kw, msg):
+    exc = TypeError if "expected a dtype name" in msg else ValueError
+    with pytest.raises(exc, match=msg):
+        _aux_problem(**kw)
+
+
+def test_the_aux_scale_points_cuBLASLt_s_epilogue_aux_scale_pointer():
+    from nvmath_host._plan import point_scales
+    from nvmath_host._rules import AUX_SCALE
+
+    calls = []
+    desc = SimpleNamespace(set_pointer=lambda attr, ptr: calls.append((attr, ptr)))
+    arr = SimpleNamespace(data=SimpleNamespace(ptr=0x1000))
+    pkg = SimpleNamespace(scalar_array=lambda v, device: arr)
+    p = _aux_problem(prefs=AUX_PREFS)
+    point_scales(desc, {}, p, {AUX_SCALE: 0.5}, pkg, 0, True)
+    assert calls == [(MatmulDescAttribute.EPILOGUE_AUX_SCALE_POINTER, 0x1000)]
+
+
+def test_cpu_fp8_gelu_aux_is_scaled_quantised_and_its_amax_returned(ml):
+    from nvmath_host.epilogs import gelu
+
+    f8 = np.dtype(ml.float8_e4m3fn)
+    a, b = _ints((M, K), -3, 4, f8), _ints((K, N), -3, 4, f8, order="F")
+    x = a.astype(np.float64) @ b.astype(np.float64)  # scales a, b = 1
+    with Matmul(a, b, quantization_scales={"a": 1.0, "b": 1.0, "d": 0.5}) as mm:
+        mm.plan(preferences={"epilog": AUX_PREFS}, epilog="gelu_aux",
+                epilog_inputs={"aux_quantization_scale": 0.25})
+        d, aux = mm.execute()
+        assert list(aux) == ["gelu_aux", "gelu_aux_amax"]
+        assert np.array_equal(d.view(np.uint8), _quantize(ml, gelu(x) * 0.5, f8).view(np.uint8))
+        g = aux["gelu_aux"][:, :N]  # rows padded to 16 bytes
+        assert g.dtype == f8 and np.array_equal(g.view(np.uint8), _quantize(ml, x * 0.25, f8).view(np.uint8))
+        assert aux["gelu_aux_amax"][0] == np.abs(x).max()  # before the aux scale
+        mm.reset_operands(epilog_inputs={"aux_quantization_scale": 2.0})
+        g = mm.execute()[1]["gelu_aux"][:, :N]
+        assert np.array_equal(g.view(np.uint8), _quantize(ml, x * 2.0, f8).view(np.uint8))
+    with Matmul(a, b, quantization_scales={"a": 1.0, "b": 1.0, "d": 0.5}) as mm:
+        mm.plan(epilog="gelu")
+        with pytest.raises(ValueError, match=r"^epilog_inputs\['aux_quantization_scale'\]: the plan has no FP8 gelu_aux"):
+            mm.reset_operands(epilog_inputs={"aux_quantization_scale": 2.0})

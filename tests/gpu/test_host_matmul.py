@@ -817,6 +817,46 @@ def test_fp8_result_d_scale_amax(atype, btype, rtype, amax):
     check_fp8_result(torch, d, x, sd, rtype, mag)
 
 
+@pytest.mark.parametrize("aux_type", [None, "float8_e4m3fn", "float16"])
+def test_fp8_gelu_aux_type_scale_and_amax(aux_type):
+    """nvmath-python's example24: GELU_AUX with an FP8 result, its gelu_aux stored as
+    preferences.epilog.aux_type (default: the result's FP8 type) scaled by the epilog input
+    "aux_quantization_scale" (FP8 only), with its amax; a reset changes the aux scale."""
+    from nvmath_host.epilogs import gelu
+
+    torch = _fp8_torch()
+    M, K, N = 64, 128, 96
+    a = torch.randn(M, K, device="cuda").to(torch.float8_e4m3fn)
+    b = torch.randn(N, K, device="cuda").to(torch.float8_e4m3fn).T
+    x = a.double().cpu() @ b.double().cpu()
+    mag = a.double().cpu().abs() @ b.double().cpu().abs()
+    sd = 0.5 * FP8_MAX["float8_e4m3fn"] / x.abs().max().item()
+    scales = {"a": 1.0, "b": 1.0, "d": sd}
+    fp8_aux = aux_type != "float16"
+    prefs = {"epilog": {"aux_type": aux_type, "aux_amax": fp8_aux and aux_type is not None}}
+    sx = 0.5 * FP8_MAX["float8_e4m3fn"] / x.abs().max().item()
+    inputs = {"aux_quantization_scale": sx} if aux_type == "float8_e4m3fn" else {}
+    with Matmul(a, b, quantization_scales=scales) as mm:
+        mm.plan(preferences=prefs, epilog=E.GELU_AUX, epilog_inputs=inputs)
+        d, aux = mm.execute()
+        want_keys = ["gelu_aux"] + (["gelu_aux_amax"] if prefs["epilog"]["aux_amax"] else [])
+        assert list(aux) == want_keys
+        check_fp8_result(torch, d, torch.from_numpy(gelu(x.numpy())), sd, "float8_e4m3fn", mag)
+        g = aux["gelu_aux"][:, :N]
+        if aux_type == "float16":
+            assert g.dtype == torch.float16
+            assert rel_err(g.double().cpu().numpy(), x.numpy()) < 2e-3
+        else:
+            scale = sx if aux_type else 1.0
+            check_fp8_result(torch, g.contiguous(), x, scale, "float8_e4m3fn", mag)
+        if aux_type == "float8_e4m3fn":
+            got = aux["gelu_aux_amax"].item()
+            assert abs(got - x.abs().max().item()) <= 1e-3 * x.abs().max().item()
+            mm.reset_operands(epilog_inputs={"aux_quantization_scale": sx / 4})
+            g = mm.execute()[1]["gelu_aux"][:, :N]
+            check_fp8_result(torch, g.contiguous(), x, sx / 4, "float8_e4m3fn", mag)
+
+
 def test_fp8_result_saturates():
     """An FP8 result out of range is clamped to the largest finite value (no NaN)."""
     torch = _fp8_torch()
