@@ -4,7 +4,8 @@
 It orchestrates the private modules: ``_options`` (the user's choices), ``_problem`` (the
 validated problem and its cuBLASLt layouts, with ``_rules`` and ``_epilog_io``), ``_plan``
 (the cuBLASLt objects), ``_execute`` (the launches), ``_mirror`` and ``_cpu`` (NumPy operands
-with and without a GPU), ``_torch_cpu`` (torch CPU tensors as NumPy views). The function form :func:`nvmath_host.matmul` is in ``_function``.
+with and without a GPU), ``_torch_cpu`` (torch CPU tensors as NumPy views), ``_algorithm``
+(one cuBLASLt algorithm). The function form :func:`nvmath_host.matmul` is in ``_function``.
 """
 
 from __future__ import annotations
@@ -73,9 +74,10 @@ class Matmul:
     c : array, optional
         ``(M, N)`` or ``(..., M, N)``, added as ``beta * c``; broadcast over the batch unless
         ``options.inplace``. An ``(M, 1)`` or ``(..., M, 1)`` column (its M elements adjacent)
-        is added to each of the N columns, as in nvmath-python; the result is then
-        F-ordered (cuBLASLt reads the column as a matrix of leading dimension 0). Of the result's dtype, except with an FP8 result: then float16
-        or bfloat16 (cuBLASLt never takes an FP8 ``c``), and not in place.
+        is added to each of the N columns, as in nvmath-python; the result is then F-ordered
+        (cuBLASLt reads the column as a matrix of leading dimension 0). Of the result's
+        dtype, except with an FP8 result: then float16 or bfloat16 (cuBLASLt never takes an
+        FP8 ``c``), and not in place.
     alpha, beta : scalar, optional
         Default ``1`` and, when ``c`` is given, ``1`` (else ``0``).
     qualifiers : numpy.ndarray, optional
@@ -270,7 +272,9 @@ class Matmul:
             The epilog's inputs by name (``"bias"``, ``"relu_aux"``, ``"gelu_aux"``), arrays of
             the operands' package. The bias has the result's dtype, except with FP8 operands
             (cuBLASLt's FP8 table): bfloat16 for a float32 result, and for an FP8 result
-            float16 or bfloat16 (``c``'s dtype when ``c`` is given).
+            float16 or bfloat16 (``c``'s dtype when ``c`` is given). ``"aux_quantization_scale"``
+            is the scale of an FP8 ``gelu_aux`` (see :class:`MatmulEpilogPreferences`), a float
+            or a one-element float32 array.
         stream : stream, optional
             The stream the workspace is allocated in the order of (and the first
             :meth:`execute` orders after); default: the constructor's, else the current one.
