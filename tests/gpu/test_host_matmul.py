@@ -700,6 +700,14 @@ FP8_MAX = {"float8_e4m3fn": 448.0, "float8_e5m2": 57344.0}
 FP8_BITS = {"float8_e4m3fn": (3, -6), "float8_e5m2": (2, -14)}  # mantissa bits, min exponent
 
 
+def _e4m3_pair(torch, M, K, N):
+    """Random float8_e4m3fn ``a`` (M, K) and column-major ``b`` (K, N) on the GPU, their
+    exact product ``x`` and the sum of its term magnitudes ``mag`` (float64, on the CPU)."""
+    a = torch.randn(M, K, device="cuda").to(torch.float8_e4m3fn)
+    b = torch.randn(N, K, device="cuda").to(torch.float8_e4m3fn).T
+    return a, b, a.double().cpu() @ b.double().cpu(), a.double().cpu().abs() @ b.double().cpu().abs()
+
+
 def fp8_steps(got, want, rtype):
     """max |got - want| in FP8 steps (the spacing of rtype's grid at ``want``)."""
     mbits, emin = FP8_BITS[rtype]
@@ -826,10 +834,7 @@ def test_fp8_gelu_aux_type_scale_and_amax(aux_type):
 
     torch = _fp8_torch()
     M, K, N = 64, 128, 96
-    a = torch.randn(M, K, device="cuda").to(torch.float8_e4m3fn)
-    b = torch.randn(N, K, device="cuda").to(torch.float8_e4m3fn).T
-    x = a.double().cpu() @ b.double().cpu()
-    mag = a.double().cpu().abs() @ b.double().cpu().abs()
+    a, b, x, mag = _e4m3_pair(torch, M, K, N)
     sd = 0.5 * FP8_MAX["float8_e4m3fn"] / x.abs().max().item()
     scales = {"a": 1.0, "b": 1.0, "d": sd}
     fp8_aux = aux_type != "float16"
@@ -861,10 +866,7 @@ def test_fp8_result_saturates():
     """An FP8 result out of range is clamped to the largest finite value (no NaN)."""
     torch = _fp8_torch()
     M, K, N = 64, 128, 96
-    a = torch.randn(M, K, device="cuda").to(torch.float8_e4m3fn)
-    b = torch.randn(N, K, device="cuda").to(torch.float8_e4m3fn).T
-    x = a.double().cpu() @ b.double().cpu()
-    mag = a.double().cpu().abs() @ b.double().cpu().abs()
+    a, b, x, mag = _e4m3_pair(torch, M, K, N)
     sd = 4.0 * 448.0 / x.abs().max().item()
     d, aux = matmul(
         a,
