@@ -23,6 +23,8 @@ class AlgorithmCapabilities:
     :attr:`Algorithm.stages` may be set to, as tuples (``(64, 128)``, ``(32, "AUTO")``) or
     ``"UNDEFINED"``; the masks are bit masks of ``cublasLtReductionScheme_t``,
     ``cublasLtPointerModeMask_t``, ``cublasLtEpilogue_t`` and ``cublasLtNumericalImplFlags_t``.
+    An attribute the installed cuBLASLt does not answer (newer than it, e.g.
+    ``pointer_array_grouped_support`` on cuBLASLt 13.0) is None.
 
     Attributes
     ----------
@@ -161,14 +163,21 @@ class Algorithm:
     @property
     def capabilities(self) -> AlgorithmCapabilities:
         """What this algorithm supports (``cublasLtMatmulAlgoCapGetAttribute``)."""
-        values = {}
+        values, errors = {}, []
         for a in _CAP:
-            v = lt.algo_cap(self._algo, a)
+            try:
+                v = lt.algo_cap(self._algo, a)
+            except lt.CublasLtError as e:  # an attribute this cuBLASLt does not answer: None
+                errors.append(e)
+                values[a.name.lower()] = None
+                continue
             if a == _CAP.TILE_IDS:
                 v = tuple(_TILE.get(x, x) for x in v)
             elif a == _CAP.STAGES_IDS:
                 v = tuple(_STAGE.get(x, x) for x in v)
             values[a.name.lower()] = v
+        if len(errors) == len(_CAP):  # not an algorithm cuBLASLt made
+            raise errors[0]
         return AlgorithmCapabilities(**values)
 
     # ------------------------------------------------------------------ configuration

@@ -71,6 +71,8 @@ class Problem:
         self.aux_type_given = epilog_prefs is not None and epilog_prefs.aux_type is not None
         self.aux_amax = bool(epilog_prefs is not None and epilog_prefs.aux_amax)
         self.aux_dtype = rules.aux_dtype(self.epilog, self.spec, self.d_dtype, epilog_prefs)
+        if self.aux_dtype is not None and self.d_dtype.kind == "f8":
+            self.c_dtype = rules.fp8_aux_c_type(c_dtype, bias.dtype if bias is not None else None)
         _check_input_names(self.epilog, self.spec, inputs)
         self.inputs = inputs
         self.inplace = bool(options.inplace)

@@ -85,6 +85,16 @@ def aux_dtype(epilog, spec, d: DType, prefs) -> DType | None:
                     f"(GELU_AUX, GELU_AUX_BIAS); the epilog is {epilog.name}"
                 )
         return None
+    if d.kind == "f8":
+        # cuBLASLt 13 (measured on an H100): GELU_AUX with an FP8 result runs with an explicit
+        # float8_e4m3fn or float16 gelu_aux next to a float8_e4m3fn result, and a float16 C
+        # and bias; its default gelu_aux there is not D's type, so it is not offered.
+        if aux_type is None or d.name != "float8_e4m3fn":
+            raise ValueError(
+                f"preferences.epilog.aux_type: {epilog.name} with an FP8 result ({d.name}) needs "
+                f"the gelu_aux type given: {' or '.join(FP8_AUX_TYPES)}, with a float8_e4m3fn "
+                "result (an FP8 one also takes the epilog input aux_quantization_scale)"
+            )
     aux = d if aux_type is None else dtype_of_name(aux_type, "preferences.epilog.aux_type")
     if aux.name != d.name and not (d.name == "float8_e4m3fn" and aux.name in FP8_AUX_TYPES):
         raise ValueError(
@@ -253,6 +263,18 @@ def check_fp8_layout(trans_a, trans_b, a_strides, b_strides) -> None:
             f"e.g. b = w.T for a C-ordered w; got a strides {a_strides}, b strides "
             f"{b_strides}"
         )
+
+
+def fp8_aux_c_type(c: DType | None, bias: DType | None) -> DType:
+    """The C matrix type next to an FP8 result's own-typed gelu_aux: float16, the type cuBLASLt
+    13's heuristic takes there (bfloat16 is refused); ``c`` and the bias must be float16."""
+    for what, t in (("c", c), ("epilog_inputs['bias']", bias)):
+        if t is not None and t.name != "float16":
+            raise ValueError(
+                f"{what}: dtype {t.name}; with an FP8 result and preferences.epilog.aux_type, "
+                "cuBLASLt takes it only in float16"
+            )
+    return DTYPES["float16"]
 
 
 def check_aux_scale(scales, aux: DType | None, aux_type_given: bool) -> None:

@@ -480,6 +480,7 @@ def test_fp8_gelu_aux_takes_its_own_type_scale_and_amax():
 
     p = _aux_problem(prefs={"aux_type": CudaDataType.CUDA_R_8F_E4M3, "aux_amax": True})
     assert p.d_dtype.name == "float8_e4m3fn" and p.aux_dtype.name == "float8_e4m3fn"
+    assert p.layout_c.dtype.name == "float16" and p.c_ptr_from == "lt_a"
     aux, amax = p.outputs
     assert (aux.name, aux.dtype.name, amax.name, amax.dtype.name) == ("gelu_aux", "float8_e4m3fn", "gelu_aux_amax", "float32")
     assert amax.attr == int(MatmulDescAttribute.EPILOGUE_AUX_AMAX_POINTER) and amax.shape == (1,)
@@ -497,10 +498,16 @@ def test_fp8_gelu_aux_takes_its_own_type_scale_and_amax():
                 {"bias": w(bias, "bias")}, dict.fromkeys("abd"), (False, False), e)
     assert p.outputs[0].dtype.name == "float16" and [o.name for o in p.outputs] == ["gelu_aux"]
     assert p.output_handlers[0].attrs[int(MatmulDescAttribute.EPILOGUE_AUX_DATA_TYPE)] == 2  # R_16F
-    # no aux_type: gelu_aux has the result's FP8 type, cuBLASLt's default (no type attribute)
-    p = _aux_problem(scales=("a", "b", "d"))
-    assert p.outputs[0].dtype.name == "float8_e4m3fn"
-    assert int(MatmulDescAttribute.EPILOGUE_AUX_DATA_TYPE) not in p.output_handlers[0].attrs
+    assert p.layout_c.dtype.name == "float16"  # cuBLASLt 13 takes these only next to a float16 C
+    # no aux_type with an FP8 result: cuBLASLt's default gelu_aux there is not D's type
+    with pytest.raises(ValueError, match=r"^preferences.epilog.aux_type: GELU_AUX with an FP8 result "
+                       r"\(float8_e4m3fn\) needs the gelu_aux type given: float8_e4m3fn or float16"):
+        _aux_problem(scales=("a", "b", "d"))
+    bias = FakeTorch((N,), "bfloat16", ptr=BIAS_PTR)
+    with pytest.raises(ValueError, match=r"^epilog_inputs\['bias'\]: dtype bfloat16; with an FP8 result and "
+                       r"preferences.epilog.aux_type, cuBLASLt takes it only in float16$"):
+        Problem(w(fp8_a(), "a"), w(fp8_b(), "b"), None, MatmulOptions(), E.GELU_AUX_BIAS,
+                {"bias": w(bias, "bias")}, dict.fromkeys("abd"), (False, False), e)
 
 
 @pytest.mark.parametrize(

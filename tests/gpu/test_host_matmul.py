@@ -715,7 +715,7 @@ def fp8_steps(got, want, rtype):
     return float(np.max(np.abs(got - want) / 2.0 ** (e - mbits)))
 
 
-def check_fp8_result(torch, d, x, sd, rtype, mag):
+def check_fp8_result(torch, d, x, sd, rtype, mag, steps=1, min_same=0.90):
     """d (an FP8 tensor) against scale_d * x (float64, pre-scale result), saturated.
 
     Hopper's FP8 tensor cores do not accumulate in full float32 (partial sums keep about 14
@@ -735,13 +735,13 @@ def check_fp8_result(torch, d, x, sd, rtype, mag):
     mbits, emin = FP8_BITS[rtype]
     step = 2.0 ** (np.floor(np.log2(np.maximum(np.abs(w), 2.0**emin))) - mbits)
     acc = 2.0**-10 * sd * mag.numpy()
-    excess = np.abs(g - w) - step
+    excess = np.abs(g - w) - steps * step
     worst = float(np.max(excess / acc))
     want_q = want.float().to(tdt)
     same = (got.view(torch.uint8) == want_q.view(torch.uint8)).double().mean().item()
     diag = f"steps={fp8_steps(g, w, rtype):.3g} acc-ratio={worst:.3g} same={same:.4f}"
     assert worst <= 1.0, diag
-    assert same >= 0.90, diag
+    assert same >= min_same, diag
 
 
 FP8_RESULT_CASES = [  # (a, b, result): the combinations cuBLASLt's FP8 table allows
@@ -825,11 +825,12 @@ def test_fp8_result_d_scale_amax(atype, btype, rtype, amax):
     check_fp8_result(torch, d, x, sd, rtype, mag)
 
 
-@pytest.mark.parametrize("aux_type", [None, "float8_e4m3fn", "float16"])
+@pytest.mark.parametrize("aux_type", ["float8_e4m3fn", "float16"])
 def test_fp8_gelu_aux_type_scale_and_amax(aux_type):
     """nvmath-python's example24: GELU_AUX with an FP8 result, its gelu_aux stored as
-    preferences.epilog.aux_type (default: the result's FP8 type) scaled by the epilog input
-    "aux_quantization_scale" (FP8 only), with its amax; a reset changes the aux scale."""
+    preferences.epilog.aux_type, scaled by the epilog input "aux_quantization_scale" (FP8
+    only), with its amax; a reset changes the aux scale. cuBLASLt's FP8 GELU is not the tanh
+    formula to the last FP8 step: D is checked within two steps, half of it bit-exact."""
     from nvmath_host.epilogs import gelu
 
     torch = _fp8_torch()
@@ -837,29 +838,29 @@ def test_fp8_gelu_aux_type_scale_and_amax(aux_type):
     a, b, x, mag = _e4m3_pair(torch, M, K, N)
     sd = 0.5 * FP8_MAX["float8_e4m3fn"] / x.abs().max().item()
     scales = {"a": 1.0, "b": 1.0, "d": sd}
-    fp8_aux = aux_type != "float16"
-    prefs = {"epilog": {"aux_type": aux_type, "aux_amax": fp8_aux and aux_type is not None}}
+    fp8_aux = aux_type == "float8_e4m3fn"
+    prefs = {"epilog": {"aux_type": aux_type, "aux_amax": fp8_aux}}
     sx = 0.5 * FP8_MAX["float8_e4m3fn"] / x.abs().max().item()
-    inputs = {"aux_quantization_scale": sx} if aux_type == "float8_e4m3fn" else {}
+    inputs = {"aux_quantization_scale": sx} if fp8_aux else {}
     with Matmul(a, b, quantization_scales=scales) as mm:
         mm.plan(preferences=prefs, epilog=E.GELU_AUX, epilog_inputs=inputs)
         d, aux = mm.execute()
-        want_keys = ["gelu_aux"] + (["gelu_aux_amax"] if prefs["epilog"]["aux_amax"] else [])
-        assert list(aux) == want_keys
-        check_fp8_result(torch, d, torch.from_numpy(gelu(x.numpy())), sd, "float8_e4m3fn", mag)
+        assert list(aux) == ["gelu_aux"] + (["gelu_aux_amax"] if fp8_aux else [])
+        gx = torch.from_numpy(gelu(x.numpy()))
+        check_fp8_result(torch, d, gx, sd, "float8_e4m3fn", mag, steps=2, min_same=0.5)
         g = aux["gelu_aux"][:, :N]
-        if aux_type == "float16":
+        if not fp8_aux:
             assert g.dtype == torch.float16
             assert rel_err(g.double().cpu().numpy(), x.numpy()) < 2e-3
-        else:
-            scale = sx if aux_type else 1.0
-            check_fp8_result(torch, g.contiguous(), x, scale, "float8_e4m3fn", mag)
-        if aux_type == "float8_e4m3fn":
-            got = aux["gelu_aux_amax"].item()
-            assert abs(got - x.abs().max().item()) <= 1e-3 * x.abs().max().item()
-            mm.reset_operands(epilog_inputs={"aux_quantization_scale": sx / 4})
-            g = mm.execute()[1]["gelu_aux"][:, :N]
-            check_fp8_result(torch, g.contiguous(), x, sx / 4, "float8_e4m3fn", mag)
+            return
+        check_fp8_result(torch, g.contiguous(), x, sx, "float8_e4m3fn", mag)
+        got = aux["gelu_aux_amax"].item()
+        assert abs(got - x.abs().max().item()) <= 1e-3 * x.abs().max().item()
+        mm.reset_operands(epilog_inputs={"aux_quantization_scale": sx / 4})
+        g = mm.execute()[1]["gelu_aux"][:, :N]
+        check_fp8_result(torch, g.contiguous(), x, sx / 4, "float8_e4m3fn", mag)
+    with pytest.raises(ValueError, match=r"^preferences.epilog.aux_type: GELU_AUX with an FP8 result"):
+        matmul(a, b, quantization_scales=scales, epilog=E.GELU_AUX)
 
 
 def test_fp8_result_saturates():
