@@ -19,6 +19,7 @@ from nvmath_host import (
     Algorithm,
     AlgorithmCapabilities,
     CPUExecutionWarning,
+    CublasLtError,
     Matmul,
     MatmulComputeType,
     MatmulEpilog,
@@ -430,8 +431,17 @@ def test_algorithm_capabilities_and_configuration():
         assert best.data == before
         assert rel_err(mm.execute().get(), want) < 1e-12
         if best.capabilities.custom_option_max > 0:
-            best.custom_option = (best.custom_option + 1) % (best.capabilities.custom_option_max + 1)
+            # in the capability's range, yet cuBLASLt may still not run it for this problem:
+            # then its launch says so (as nvmath-python's would), and the old value runs again
+            orig = best.custom_option
+            best.custom_option = (orig + 1) % (best.capabilities.custom_option_max + 1)
             assert best.data != before
+            try:
+                assert rel_err(mm.execute().get(), want) < 1e-12
+            except CublasLtError as e:
+                assert e.call == "cublasLtMatmul" and e.status == 15, e  # NOT_SUPPORTED
+            best.custom_option = orig
+            assert best.data == before
             assert rel_err(mm.execute().get(), want) < 1e-12
 
 
