@@ -106,8 +106,9 @@ class MatmulOptions:
         is given, else ``a``'s (an FP8 result, which needs a ``"d"`` scale). An FP8 result
         needs ``quantization_scales["d"]``; its ``c``, if any, must be float16 or bfloat16
         (cuBLASLt's FP8 type table); it is rounded to nearest and saturated to the FP8 range.
-        Epilogs whose auxiliary data would be FP8 (GELU_AUX*, DGELU*, the BGRAD ones) are
-        refused with an FP8 result.
+        Epilogs whose auxiliary data would be FP8 (DGELU*, the BGRAD ones) are refused with
+        an FP8 result; GELU_AUX* need ``preferences.epilog.aux_type`` there
+        (:class:`MatmulEpilogPreferences`).
     result_order : {"C", "F"}, optional
         Memory order of each result matrix. Default: from the bias shape (``(N,)`` -> "C",
         ``(M, 1)`` -> "F"), else from ``c``, else "C".

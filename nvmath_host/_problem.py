@@ -96,7 +96,7 @@ class Problem:
         # ---- FP8 scales
         self.scales = scales
         rules.check_scales(scales, self.fp8, self.d_dtype)
-        rules.check_aux_scale(scales, self.aux_dtype, self.aux_type_given)
+        rules.check_aux_scale(scales, self.aux_dtype)
 
 
 def _dims(a: Operand, b: Operand) -> tuple[int, int, int]:

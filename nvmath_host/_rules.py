@@ -9,6 +9,7 @@ from mathdx_operands import DTYPES, DType, dtype_of_name
 
 from . import _cublaslt as lt
 from ._options import MatmulComputeType
+from ._wrap import AUX_SCALE_INPUT
 from .epilogs import EPILOGS, MatmulEpilog
 
 CT = MatmulComputeType
@@ -52,9 +53,8 @@ FP8_RESULT_EPILOGS = (
 #: the gelu_aux types cuBLASLt takes other than the result's, with a float8_e4m3fn result
 #: (cublasLt.h, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE)
 FP8_AUX_TYPES = ("float8_e4m3fn", "float16")
-#: the epilog input that scales an FP8 gelu_aux: a scale, kept with the FP8 scales under
-#: this key (which is also how errors name it)
-AUX_SCALE_INPUT = "aux_quantization_scale"
+#: the key under which the epilog input AUX_SCALE_INPUT (an FP8 gelu_aux's scale) is kept
+#: with the FP8 scales (which is also how errors name it)
 AUX_SCALE = f"epilog_inputs[{AUX_SCALE_INPUT!r}]"
 
 
@@ -277,17 +277,17 @@ def fp8_aux_c_type(c: DType | None, bias: DType | None) -> DType:
     return DTYPES["float16"]
 
 
-def check_aux_scale(scales, aux: DType | None, aux_type_given: bool) -> None:
-    """The epilog input ``"aux_quantization_scale"`` (``scales["aux"]``) against the
-    ``gelu_aux`` type: allowed for an FP8 one, required when ``aux_type`` made it FP8 (as
-    nvmath-python; the default FP8 gelu_aux of an FP8 result is otherwise scaled by 1)."""
+def check_aux_scale(scales, aux: DType | None) -> None:
+    """The epilog input ``"aux_quantization_scale"`` (``scales[AUX_SCALE]``) against the
+    ``gelu_aux`` type: required for an FP8 one (which only an explicit ``aux_type`` makes,
+    see :func:`aux_dtype`), refused otherwise."""
     what = scale_what(AUX_SCALE)
     if AUX_SCALE in scales and (aux is None or aux.kind != "f8"):
         raise ValueError(
             f"{what}: scales an FP8 gelu_aux output; "
             + (f"gelu_aux is {aux.name}" if aux is not None else "this epilog has no gelu_aux output")
         )
-    if aux is not None and aux.kind == "f8" and aux_type_given and AUX_SCALE not in scales:
+    if aux is not None and aux.kind == "f8" and AUX_SCALE not in scales:
         raise ValueError(
             f"{what}: required with preferences.epilog.aux_type {aux.name} (the scale of the "
             "stored gelu_aux)"

@@ -18,6 +18,9 @@ def input_what(key) -> str:
     return f"epilog_inputs[{key!r}]"
 
 
+#: the epilog input that is a scale (of an FP8 gelu_aux), not an array: Matmul.plan takes it
+AUX_SCALE_INPUT = "aux_quantization_scale"
+
 # the ``what`` of the usual epilog inputs, made once (matmul() wraps them at each call)
 _INPUT_WHAT = {k: f"epilog_inputs[{k!r}]" for k in ("bias", "relu_aux", "gelu_aux")}
 
@@ -30,7 +33,7 @@ def wrap_inputs(epilog_inputs) -> dict[str, Operand]:
         raise TypeError(f"epilog_inputs: expected a dict; got {type(epilog_inputs).__name__}")
     out = {}
     for k, v in epilog_inputs.items():
-        if k == "aux_quantization_scale":  # a scale (Matmul.plan takes it), not an array
+        if k == AUX_SCALE_INPUT:
             continue
         what = _INPUT_WHAT.get(k) or input_what(k)
         out[k] = wrap_aux(v, what) if k == "relu_aux" else wrap(v, what)
