@@ -39,7 +39,7 @@ from ._dtypes import (
     torch_dtype,
     torch_dtype_name,
 )
-from ._handles import stream_handle
+from ._handles import StreamProtocol, cupy_stream, stream_handle
 from ._packages import Package, current_stream, device_empty, package
 from ._streams import Stream, resolve_stream
 
@@ -72,6 +72,8 @@ __all__ = [
     # streams
     "Stream",
     "stream_handle",
+    "cupy_stream",
+    "StreamProtocol",
     "resolve_stream",
     # CUDA
     "simulator",

@@ -44,3 +44,42 @@ def stream_handle(stream, what: str = "stream") -> int:
         f"{what}: expected an int handle, an object with __cuda_stream__, or a CuPy, torch or "
         f"Numba stream; got {type(stream).__qualname__}"
     )
+
+
+class StreamProtocol:
+    """A raw ``cudaStream_t`` handle dressed in the CUDA stream protocol (``__cuda_stream__``),
+    for APIs that take only such objects (CuPy 14's ``Stream.from_external``).
+
+    Parameters
+    ----------
+    handle : int
+        The raw handle; ``__cuda_stream__()`` gives ``(0, handle)``.
+    """
+
+    __slots__ = ("handle",)
+
+    def __init__(self, handle: int):
+        self.handle = handle
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self.handle)
+
+
+def cupy_stream(cp, handle: int):
+    """A CuPy stream over a raw handle, through ``cupy.cuda.Stream.from_external`` (CuPy 14
+    deprecates ``ExternalStream``).
+
+    Parameters
+    ----------
+    cp : module
+        The ``cupy`` module.
+    handle : int
+        The raw ``cudaStream_t``; CuPy does not own it, and its device is left unknown, as
+        ``ExternalStream(handle)`` left it.
+
+    Returns
+    -------
+    cupy.cuda.Stream
+        A context that makes the stream current.
+    """
+    return cp.cuda.Stream.from_external(StreamProtocol(handle))

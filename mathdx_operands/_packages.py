@@ -10,7 +10,7 @@ import numpy as np
 
 from ._arrays import _prod, c_strides, memory_order_bytes
 from ._dtypes import DType, torch_dtype
-from ._handles import stream_handle
+from ._handles import cupy_stream, stream_handle
 
 
 class Package:
@@ -173,7 +173,7 @@ class _CuPy(Package):
     def _stream_ctx(self, stream):
         ctx = self._ext.get(stream)
         if ctx is None:
-            ctx = self._ext[stream] = self.cp.cuda.ExternalStream(stream)
+            ctx = self._ext[stream] = cupy_stream(self.cp, stream)
         return ctx
 
     ptr = operator.attrgetter("data.ptr")  # (C-level) ``arr.data.ptr``

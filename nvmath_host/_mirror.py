@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from mathdx_operands import Operand, numpy_dtype
+from mathdx_operands import Operand, cupy_stream, numpy_dtype
 
 
 def mirror(pkg, op: Operand, device: int, stream: int | None = None) -> Operand:
@@ -34,7 +34,7 @@ def to_host(p, d, outs, stream: int, host_c: Operand | None):
     ``stream`` (blocking); in place, the result goes into ``host_c``, the user's ``c``."""
     import cupy as cp
 
-    with cp.cuda.ExternalStream(stream):
+    with cupy_stream(cp, stream):
         if p.d_out is None:
             dh = host_c.obj
             dh[...] = d.get().view(dh.dtype)

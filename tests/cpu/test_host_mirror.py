@@ -197,7 +197,7 @@ class _FakeCupyArray:
 
 
 class _FakeStream:
-    """``cupy.cuda.ExternalStream``: a context making it current; records each copy's stream
+    """A CuPy stream over a raw handle: a context making it current; records each copy's stream
     (``copies``: the handle, None for the current one)."""
 
     current: int | None = None
@@ -225,7 +225,7 @@ FAKE_CUPY = SimpleNamespace(
     cuda=SimpleNamespace(
         Device=lambda device: contextlib.nullcontext(),
         get_current_stream=lambda: SimpleNamespace(ptr=0),
-        ExternalStream=_FakeStream,
+        Stream=SimpleNamespace(from_external=lambda obj: _FakeStream(obj.__cuda_stream__()[1])),
     ),
 )
 

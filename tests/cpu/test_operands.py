@@ -356,16 +356,21 @@ def test_stream_object():
 
 
 class FakeCupy:
-    """What _CuPy uses of CuPy: the current stream, ExternalStream, empty."""
+    """What _CuPy uses of CuPy: the current stream, Stream.from_external, empty."""
 
     def __init__(self):
         self.current, self.made, self.entered = 0x10, [], []
         fake = self
 
-        class ExternalStream:
+        class Stream:
             def __init__(self, h):
                 self.h = h
                 fake.made.append(h)
+
+            @classmethod
+            def from_external(cls, obj):  # CuPy 14: only stream-protocol objects
+                version, handle = obj.__cuda_stream__()
+                return cls(handle)
 
             def __enter__(self):
                 fake.entered.append(self.h)
@@ -374,7 +379,7 @@ class FakeCupy:
                 fake.entered.append(None)
 
         self.cuda = SimpleNamespace(
-            ExternalStream=ExternalStream,
+            Stream=Stream,
             get_current_stream=lambda: SimpleNamespace(ptr=self.current),
         )
 
@@ -397,7 +402,20 @@ def test_results_of_the_callers_kind_on_the_callers_stream(cupy_pkg):
     out = mo.device_empty("cupy", (4,), np.int32, mo.Stream(0x99))
     assert out == ("cupy-array", (4,), np.int32, 0x99)
     mo.device_empty("cupy", (4,), np.int32, mo.Stream(0x99))
-    assert cupy_pkg.cp.made == [0x99]  # one ExternalStream per handle
+    assert cupy_pkg.cp.made == [0x99]  # one CuPy stream per handle
+
+
+def test_cupy_stream_wraps_a_raw_handle_without_cupy_deprecation():
+    """CuPy 14 deprecates ExternalStream: raw handles reach CuPy through the stream protocol
+    (no GPU needed to make one)."""
+    import warnings
+
+    cupy = pytest.importorskip("cupy")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s = mo.cupy_stream(cupy, 0x1234)
+    assert s.ptr == 0x1234 and s.device_id == -1
+    assert mo.stream_handle(mo.StreamProtocol(0x55)) == 0x55
 
 
 def test_cupy_allocator_passes_strides_only_where_not_c_order(cupy_pkg):
