@@ -15,8 +15,8 @@ PyTorch tensors sharing the CuPy arrays' memory. Per case: the output of the fas
 equal numba-cuda's launch's, and each plan's the function's, bit for bit (the same kernels, the
 same inputs) before anything is timed (a PyTorch plan that differs or fails is reported in its
 own cell). ``--profile`` also writes a cProfile of
-each case's function and plan calls (OUT/profile/{function,plan}.txt, one section per case: two
-files, which the GPU machine's file count limit lets through). Then, best of
+each case's function and plan calls, and of the plan calls on PyTorch tensors where they ran
+(OUT/profile/{function,plan,plan_torch}.txt, one section per case). Then, best of
 ``--rounds`` rounds: ``enqueue`` = wall time of ``--calls`` back-to-back calls / calls (no sync in
 between: what a pipeline of calls costs the host), ``call+sync`` = one call followed by a stream
 synchronize, averaged; and the GPU time per call of the plan and of the peer (50 calls queued
@@ -208,7 +208,7 @@ def run(K, cp, names, calls, rounds, profile_dir=None):
     default = _launch.FAST
     cases = build_cases(K, cp)
     if profile_dir:  # this run's sections only
-        for stale in ("function.txt", "plan.txt"):
+        for stale in ("function.txt", "plan.txt", "plan_torch.txt"):
             if os.path.exists(os.path.join(profile_dir, stale)):
                 os.remove(os.path.join(profile_dir, stale))
     rows = []
@@ -252,6 +252,9 @@ def run(K, cp, names, calls, rounds, profile_dir=None):
                 os.makedirs(profile_dir, exist_ok=True)
                 profile(ours, calls, os.path.join(profile_dir, "function.txt"), sync, f"{name}: function calls")
                 profile(planned, calls, os.path.join(profile_dir, "plan.txt"), sync, f"{name}: plan calls")
+                if "plan_torch_sync_us" in row:
+                    profile(on_torch, calls, os.path.join(profile_dir, "plan_torch.txt"), sync,
+                            f"{name}: plan calls on PyTorch tensors")
         except Exception as e:  # report, keep going
             row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
         finally:
