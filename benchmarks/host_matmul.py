@@ -3,16 +3,19 @@
 
 GPU time: ``triton.testing.do_bench`` median (CUDA events, L2 flushed between runs).
 Host latency per call: ``execute()`` (or the function) + ``torch.cuda.synchronize()``,
-median of many calls timed with ``time.perf_counter``.
+median of many calls timed with ``time.perf_counter``; every implementation once per round, three
+rounds interleaved, the best round's median reported.
 
-Usage: ``python benchmarks/host_matmul.py --out DIR [--quick]``; writes
-``DIR/host_matmul.json`` and ``DIR/host_matmul.md``.
+Usage: ``python benchmarks/host_matmul.py --out DIR [--quick] [--profile]``; writes
+``DIR/host_matmul.json`` and ``DIR/host_matmul.md`` (``--profile``: also
+``DIR/host_matmul_profile.txt``, a cProfile of ``Matmul.execute`` and ``matmul()`` calls at 128^3).
 """
 
 # ruff: noqa: B023  (the lambdas run inside the loop iteration that binds them)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -32,6 +35,29 @@ def _nvmath():
         return None
 
 
+ROUNDS = 3  # interleaved rounds of the per-call latencies
+
+
+def profile(fn, sync, calls, path, title) -> None:
+    """cProfile of ``calls`` calls of ``fn`` each followed by ``sync``, appended to ``path``
+    under a ``# title`` line (the 25 most expensive functions by own and by cumulative time)."""
+    import cProfile
+    import io
+    import pstats
+
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(calls):
+        fn()
+        sync()
+    pr.disable()
+    buf = io.StringIO()
+    for key in ("tottime", "cumulative"):
+        pstats.Stats(pr, stream=buf).sort_stats(key).print_stats(25)
+    with open(path, "a") as f:
+        f.write(f"# {title}\n{buf.getvalue()}\n")
+
+
 def latency_us(fn, sync, n=2000, warm=50):
     for _ in range(warm):
         fn()
@@ -49,6 +75,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench_out")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--profile", action="store_true",
+                    help="also write a cProfile of Matmul.execute and matmul() calls at 128^3 (host_matmul_profile.txt)")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
 
@@ -184,6 +212,9 @@ def main(argv=None):
         torch.cuda.empty_cache()
 
     # ---------------------------------------------------------------- host latency per call
+    # every implementation once per round, ROUNDS rounds interleaved; the best round's median
+    # (the host's speed drifts by tens of percent within a run: interleaving exposes each
+    # implementation to the same drift)
     sync = torch.cuda.synchronize
     n = 300 if args.quick else 2000
     for size in (128, 16):
@@ -193,39 +224,38 @@ def main(argv=None):
         bias = torch.randn(size, device=dev, dtype=torch.float16)
         bias_col = torch.randn(size, 1, device=dev, dtype=torch.float16)
         ep = {"epilog": MatmulEpilog.RELU_BIAS, "epilog_inputs": {"bias": bias}}
-        with Matmul(a, b) as mm:
-            mm.plan(**ep)
-            add(case, "nvmath_host Matmul.execute", us=latency_us(mm.execute, sync, n))
-        add(case, "nvmath_host matmul()", us=latency_us(lambda: matmul(a, b, **ep), sync, n))
         ca, cb, cbias = cp.asarray(a), cp.asarray(b), cp.asarray(bias)
-        with Matmul(ca, cb) as mm:
-            mm.plan(epilog=MatmulEpilog.RELU_BIAS, epilog_inputs={"bias": cbias})
-            add(
-                case,
-                "nvmath_host Matmul.execute (cupy operands)",
-                us=latency_us(mm.execute, cp.cuda.get_current_stream().synchronize, n),
-            )
-        if nva is not None:
-            nep = {"epilog": nva.MatmulEpilog.RELU_BIAS, "epilog_inputs": {"bias": bias_col}}
-            nm = nva.Matmul(a, b)
-            nm.plan(**nep)
-            add(case, "nvmath-python Matmul.execute", us=latency_us(nm.execute, sync, n))
-            nm.free()
-            add(
-                case,
-                "nvmath-python matmul()",
-                us=latency_us(lambda: nva.matmul(a, b, **nep), sync, max(n // 4, 100)),
-            )
-        add(
-            case,
-            "torch relu(a @ b + bias)",
-            us=latency_us(lambda: torch.relu(a @ b + bias), sync, n),
-        )
-        add(
-            case,
-            "torch _addmm_activation",
-            us=latency_us(lambda: torch._addmm_activation(bias, a, b), sync, n),
-        )
+        cp_sync = cp.cuda.get_current_stream().synchronize
+        with contextlib.ExitStack() as plans:
+            mm = plans.enter_context(Matmul(a, b))
+            mm.plan(**ep)
+            mmc = plans.enter_context(Matmul(ca, cb))
+            mmc.plan(epilog=MatmulEpilog.RELU_BIAS, epilog_inputs={"bias": cbias})
+            impls = {  # name: (call, sync, calls per round)
+                "nvmath_host Matmul.execute": (mm.execute, sync, n),
+                "nvmath_host matmul()": (lambda: matmul(a, b, **ep), sync, n),
+                "nvmath_host Matmul.execute (cupy operands)": (mmc.execute, cp_sync, n),
+            }
+            if nva is not None:
+                nep = {"epilog": nva.MatmulEpilog.RELU_BIAS, "epilog_inputs": {"bias": bias_col}}
+                nm = nva.Matmul(a, b)
+                plans.callback(nm.free)
+                nm.plan(**nep)
+                impls["nvmath-python Matmul.execute"] = (nm.execute, sync, n)
+                impls["nvmath-python matmul()"] = (lambda: nva.matmul(a, b, **nep), sync, max(n // 4, 100))
+            impls["torch relu(a @ b + bias)"] = (lambda: torch.relu(a @ b + bias), sync, n)
+            impls["torch _addmm_activation"] = (lambda: torch._addmm_activation(bias, a, b), sync, n)
+            best = {}
+            for _ in range(ROUNDS):
+                for impl, (fn, fsync, calls) in impls.items():
+                    us = latency_us(fn, fsync, calls)
+                    best[impl] = min(us, best.get(impl, us))
+            for impl, us in best.items():
+                add(case, impl, us=us, note=f"best of {ROUNDS} interleaved rounds' medians")
+            if args.profile and size == 128:
+                for impl in ("nvmath_host Matmul.execute", "nvmath_host matmul()"):
+                    fn, fsync, calls = impls[impl]
+                    profile(fn, fsync, calls, os.path.join(args.out, "host_matmul_profile.txt"), f"{impl}, {case}")
 
     meta = {
         "gpu": torch.cuda.get_device_name(),
@@ -240,7 +270,7 @@ def main(argv=None):
         f"GPU: {meta['gpu']}; cuBLASLt {meta['cublasLt']}; torch {meta['torch']}; "
         f"nvmath-python {meta['nvmath-python']}",
         "",
-        "| case | implementation | GPU ms (median) | TFLOP/s | host us/call (median) |",
+        "| case | implementation | GPU ms (median) | TFLOP/s | host us/call (best of 3 rounds' medians) |",
         "|---|---|---:|---:|---:|",
     ]
     for r in results:

@@ -73,6 +73,13 @@ class FakeTensor:
 
     __module__ = "torch"  # mathdx_operands.package_of goes by the type's module
     is_cuda = True
+    requires_grad = False
+
+    def is_conj(self):  # torch's lazy conjugate and negative bits: never set here
+        return False
+
+    def is_neg(self):
+        return False
 
     def __init__(self, shape, strides, dtype, device):
         self.shape = tuple(shape)
