@@ -389,3 +389,22 @@ def test_beamform_fft_config_is_its_kernels_own(bk, monkeypatch):
     monkeypatch.setattr(gemm, "_beamform_fft", lambda beams, nsamp, prec, sm: real_fft(beams, nsamp, prec, 90))
     assert bk._beamform_fft_config(16, 256) == [8, 16]
     assert bk._beamform_fft_config(4, 64) == [4, 4]
+
+
+def test_host_overhead_runs_on_its_fakes():
+    """benchmarks/host_overhead.py (nvmath_host's Python per call, GPU calls faked) runs to its
+    end: its fake torch tensor must answer everything ``wrap`` reads of a real one."""
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "host_overhead.py"), "--n", "20",
+                        "--repeat", "1"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    lines = [ln for ln in p.stdout.splitlines() if "us per call" in ln]
+    assert len(lines) == 3 and lines[2].startswith("matmul() cache hit"), p.stdout
+
+
+def test_host_matmul_profile_appends_a_titled_section(tmp_path):
+    hm = load("host_matmul")
+    synced = []
+    path = str(tmp_path / "p.txt")
+    hm.profile(lambda: sorted(range(30)), lambda: synced.append(1), 4, path, "nvmath_host matmul(), 128^3")
+    text = open(path).read()
+    assert synced == [1] * 4 and text.startswith("# nvmath_host matmul(), 128^3\n") and "cumulative" in text
