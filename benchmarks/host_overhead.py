@@ -7,7 +7,7 @@ fakes, so the figures are what nvmath_host itself costs per call, without the de
 driver, the allocator or the synchronisation:
 
 * the operands are fake ``torch`` tensors (a class whose module is ``torch``; shape, stride,
-  dtype, ``data_ptr()``, ``device.index``), and ``mathdx_operands._packages._PACKAGES["torch"]`` is a
+  dtype, ``data_ptr()``, ``get_device()``), and ``mathdx_operands._packages._PACKAGES["torch"]`` is a
   ``_Torch`` whose ``torch`` is a stand-in namespace (``empty_strided`` returns a new fake
   tensor; the current raw stream is a constant);
 * the cuBLASLt descriptors are real (libcublasLt works without a driver), but the handle is
@@ -90,6 +90,9 @@ class FakeTensor:
 
     def data_ptr(self):
         return self._ptr
+
+    def get_device(self):
+        return self.device.index
 
     def stride(self):
         return self._strides

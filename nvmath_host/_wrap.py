@@ -68,7 +68,7 @@ def wrap_aux(v, what) -> Operand:
     if pkg == "torch":
         if str(v.dtype) != "torch.uint8":
             raise ValueError(f"{what}: dtype {v.dtype}; expected uint8 (a bit-mask)")
-        return Operand(v, "torch", v.data_ptr(), tuple(v.shape), v.stride(), UINT8, v.device.index)
+        return Operand(v, "torch", v.data_ptr(), tuple(v.shape), v.stride(), UINT8, v.get_device())
     return wrap(v, what)
 
 

@@ -142,3 +142,24 @@ def test_mixed_packages_and_layouts_are_refused_by_name():
         matmul(Tensor(a), Tensor(b, layout="torch.sparse_coo"))
     with pytest.raises(TypeError, match=r"^epilog_inputs\['bias'\]: a numpy array; the operands are torch"):
         matmul(Tensor(a), Tensor(b), epilog="bias", epilog_inputs={"bias": np.zeros(5, np.float32)})
+
+
+def test_a_cuda_tensor_is_told_apart_by_is_cuda_without_reading_its_device():
+    """matmul() asks is_torch_cpu of every call's ``a``: a CUDA tensor answers through
+    ``is_cuda`` (its ``device.type`` makes a torch.device and a string, ~0.5 us a read)."""
+    from nvmath_host._torch_cpu import is_torch_cpu
+
+    class CudaTensor:
+        __module__ = "torch"
+        is_cuda = True
+
+        @property
+        def device(self):
+            raise AssertionError("device read for a CUDA tensor")
+
+    assert not is_torch_cpu(CudaTensor())
+    assert is_torch_cpu(Tensor(np.ones(2, np.float32)))  # no is_cuda attribute: its device says cpu
+    gpu_like = Tensor(np.ones(2, np.float32))
+    gpu_like.is_cuda = False
+    gpu_like.device = types.SimpleNamespace(type="meta", index=None)
+    assert not is_torch_cpu(gpu_like) and not is_torch_cpu(np.ones(2))

@@ -82,6 +82,9 @@ class FakeTorch:
     def data_ptr(self):
         return self._ptr
 
+    def get_device(self):
+        return self.device.index
+
     def is_conj(self):
         return self._conj
 

@@ -62,6 +62,7 @@ def fake_torch(shape=(2, 5), strides=(5, 1), dtype="float32", cuda=True, device=
     t.is_conj, t.is_neg, t.requires_grad = (lambda: conj), (lambda: neg), requires_grad
     t.device = TorchDevice("cuda" if cuda else "cpu", device if cuda else None)
     t.data_ptr, t.stride = (lambda: ptr), (lambda: strides)
+    t.get_device = lambda: device if cuda else -1  # torch: -1 for a CPU tensor
     return t
 
 
