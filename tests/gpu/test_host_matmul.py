@@ -690,8 +690,8 @@ def test_torch_bfloat16_and_streams():
     assert d.dtype == torch.bfloat16 and rel_err(d.float().cpu().numpy(), want) < 2e-2
     # explicit streams of every kind
     proto = SimpleNamespace(__cuda_stream__=lambda: (0, s.cuda_stream))
-    # CuPy 14's form of a foreign stream (its deprecated ExternalStream is one too, still accepted)
-    for stream in (s, s.cuda_stream, cp.cuda.Stream.from_external(s), proto):
+    # a CuPy stream over the torch one: CuPy 14's Stream.from_external (ExternalStream is deprecated)
+    for stream in (s, s.cuda_stream, cp.cuda.Stream.from_external(proto), proto):
         d = matmul(a, b, stream=stream)
         s.synchronize()
         assert (
