@@ -40,22 +40,17 @@ ROUNDS = 3  # interleaved rounds of the per-call latencies
 
 def profile(fn, sync, calls, path, title) -> None:
     """cProfile of ``calls`` calls of ``fn`` each followed by ``sync``, appended to ``path``
-    under a ``# title`` line (the 25 most expensive functions by own and by cumulative time)."""
-    import cProfile
-    import io
-    import pstats
+    under a ``# title`` line (``call_overhead.py``'s profile of each call and its sync)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)  # benchmarks/call_overhead.py
+    from call_overhead import profile as profile_calls
 
-    pr = cProfile.Profile()
-    pr.enable()
-    for _ in range(calls):
+    def call():
         fn()
         sync()
-    pr.disable()
-    buf = io.StringIO()
-    for key in ("tottime", "cumulative"):
-        pstats.Stats(pr, stream=buf).sort_stats(key).print_stats(25)
-    with open(path, "a") as f:
-        f.write(f"# {title}\n{buf.getvalue()}\n")
+
+    profile_calls(call, calls, path, lambda: None, title)
 
 
 def latency_us(fn, sync, n=2000, warm=50):
