@@ -265,7 +265,7 @@ def main(argv=None):
         f"GPU: {meta['gpu']}; cuBLASLt {meta['cublasLt']}; torch {meta['torch']}; "
         f"nvmath-python {meta['nvmath-python']}",
         "",
-        "| case | implementation | GPU ms (median) | TFLOP/s | host us/call (best of 3 rounds' medians) |",
+        f"| case | implementation | GPU ms (median) | TFLOP/s | host us/call (best of {ROUNDS} rounds' medians) |",
         "|---|---|---:|---:|---:|",
     ]
     for r in results:

@@ -104,7 +104,7 @@ def kernel_rows(data, bound) -> list:
                 # memory-bound: the H200's time scaled by the copy rates (4.3 TB/s there, measured here)
                 limit = MAIN_JOB_MS * H200_BPS / data["meta"]["copy_bps"]
                 rows.append(_row(f"main job <= {MAIN_JOB_MS} ms (H200), scaled to this card's copy rate",
-                                 f"{r['ms']:.3f} ms on {device}, limit {limit:.3f} ms ({MAIN_JOB_MS} x 4.3 / "
+                                 f"{r['ms']:.3f} ms on {device}, limit {limit:.3f} ms ({MAIN_JOB_MS} x {H200_BPS / 1e12:.1f} / "
                                  f"{data['meta']['copy_bps'] / 1e12:.2f} TB/s)",
                                  bool(r["ok"] and r["ms"] <= limit), "kernels.json"))
             else:
