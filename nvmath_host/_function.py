@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from mathdx_operands import package, stream_handle
+from mathdx_operands import package, package_of, stream_handle
 
 from . import _gpu
 from ._algorithm import Algorithm
@@ -61,7 +61,7 @@ class PlanCache:
     the empty entries it meets; :meth:`forget` drops one whose plan will not come back.
     """
 
-    __slots__ = ("capacity", "_idle", "_size", "_generation", "_lock")
+    __slots__ = ("capacity", "_idle", "_size", "_generation", "_lock", "_newest")
 
     def __init__(self, capacity: int):
         self.capacity = capacity
@@ -69,6 +69,7 @@ class PlanCache:
         self._size = 0  # idle plans
         self._generation = 0  # bumped by clear(): older checkouts are freed on checkin
         self._lock = threading.Lock()
+        self._newest = None  # the entry checkin last moved to the end of _idle
 
     def checkout(self, key) -> tuple[Any, tuple]:
         """``(plan, ticket)``: an idle plan for ``key`` (now owned by the caller) or ``None``.
@@ -76,18 +77,24 @@ class PlanCache:
         Pass the ticket back to :meth:`checkin` with the plan (or with a fresh one built
         because there was none), or to :meth:`forget` if no plan will come back.
         """
-        with self._lock:
+        lock = self._lock  # (acquire/release: a third of the cost of `with` at every call)
+        lock.acquire()
+        try:
             entry = self._idle.get(key)
             if entry is not None and entry.plans:
                 self._size -= 1
                 return entry.plans.pop(), (self._generation, entry)
             return None, (self._generation, entry)
+        finally:
+            lock.release()
 
     def checkin(self, key, plan, ticket: tuple) -> None:
         """Return ``plan`` (checked out, or built, under ``ticket``) to the cache."""
         generation, entry = ticket
         doomed = None
-        with self._lock:
+        lock = self._lock
+        lock.acquire()
+        try:
             if generation != self._generation:
                 doomed = [plan]  # cleared while it was out
             else:
@@ -97,7 +104,9 @@ class PlanCache:
                     if entry is None:
                         entry = idle[key] = _Entry(key)
                 entry.plans.append(plan)
-                idle.move_to_end(entry.key)  # (the stored key: compared by identity)
+                if entry is not self._newest:  # (else it is last already: no rehash of its key)
+                    idle.move_to_end(entry.key)  # (the stored key: compared by identity)
+                    self._newest = entry
                 self._size += 1
                 if self._size > self.capacity:
                     doomed = []
@@ -109,6 +118,8 @@ class PlanCache:
                         if not oldest.plans:
                             del idle[oldest.key]
                             oldest.live = False
+        finally:
+            lock.release()
         if doomed:
             _free_all(doomed)
 
@@ -129,6 +140,7 @@ class PlanCache:
                 doomed += entry.plans
                 entry.live = False
             self._idle.clear()
+            self._newest = None
             self._size = 0
             self._generation += 1
         _free_all(doomed)
@@ -218,6 +230,104 @@ def plan_key(oa, ob, oc, epilog, inputs, options, alpha, beta, stream, preferenc
     return key
 
 
+def _torch_operand(x, t) -> tuple | None:
+    """``(key part, pointer)`` of a torch tensor ``x`` of type ``t``, or None for another type.
+
+    The key part is every attribute that :func:`mathdx_operands.wrap` reads and validates:
+    shape, strides (elements), dtype, device index (``-1`` off the GPU: refused by the slow
+    path, so never planned), pointer alignment (``ptr & 15``), conjugate and negative bits.
+    """
+    if type(x) is not t:
+        return None
+    p = x.data_ptr()
+    return (x.shape, x.stride(), x.dtype, x.get_device(), p & 15, x.is_conj(), x.is_neg()), p
+
+
+def _torch_key(a, b, c, epilog_inputs, rest) -> tuple | None:
+    """:func:`matmul`'s cache key for CUDA torch operands, read from the tensors directly.
+
+    ``(key, pointers, inputs)``: ``key`` is ``type(a)``, the :func:`_torch_operand` parts of
+    ``a``, ``b`` and ``c`` (None when not given), ``rest`` (the epilog, options, preferences,
+    which scales were given, the stream, the algorithm), then each epilog input's name and
+    part, by name;
+    ``pointers`` are those of ``a``, ``b``, ``c`` (0 when not given); ``inputs`` is
+    ``[(name, tensor, pointer)]``. None when an array is not of ``a``'s type (or an input
+    is not an array): such a call takes the general path.
+
+    Two calls with equal keys pass :func:`~mathdx_operands.wrap`'s checks alike and make the
+    same :class:`Matmul`, so a cached plan is reused on a hit without wrapping the operands
+    (its own operands take the new pointers: :meth:`Matmul._rebind`).
+    """
+    t = type(a)
+    oa, ob = _torch_operand(a, t), _torch_operand(b, t)
+    if ob is None:
+        return None
+    if c is None:
+        pc, kc = 0, None
+    else:
+        oc = _torch_operand(c, t)
+        if oc is None:
+            return None
+        kc, pc = oc
+    key = (t, oa[0], ob[0], kc, rest)
+    inputs = []
+    if epilog_inputs:
+        if type(epilog_inputs) is not dict:
+            return None
+        for k in sorted(epilog_inputs) if len(epilog_inputs) > 1 else epilog_inputs:
+            v = epilog_inputs[k]
+            ov = _torch_operand(v, t)
+            if ov is None or type(k) is not str:
+                return None
+            key += (k, ov[0])
+            inputs.append((k, v, ov[1]))
+    return key, (oa[1], ob[1], pc), inputs
+
+
+def _torch_call(a, b, c, alpha, beta, epilog, epilog_inputs, options, preferences, algorithm, stream):
+    """:func:`matmul` on CUDA torch tensors, if its plan is cached: ``(result, None)``.
+
+    On a miss ``(None, key)``: the key to plan and cache under (:func:`_torch_key`); None
+    when the call is not one for this path or an argument is bad (the general path then
+    reports it, in its order, before any CUDA call).
+    """
+    try:
+        if stream is None:
+            s, current = package("torch").current_stream(a.get_device()), True
+        else:
+            s, current = stream_handle(stream), False
+        if epilog is not None:
+            epilog = (epilog if type(epilog) is MatmulEpilog else _as_epilog(epilog))._value_
+        rest = (
+            epilog,
+            None if options is None else _options_key(options),
+            None if preferences is None else repr(preferences),
+            alpha is None,
+            beta is None,
+            s,
+            None if algorithm is None else algorithm.data,
+        )
+        found = _torch_key(a, b, c, epilog_inputs, rest)
+        if found is None:
+            return None
+        key, ptrs, inputs = found
+        mm, ticket = _plans.checkout(key)
+    except Exception:
+        return None
+    if mm is None:
+        return None, key
+    # mm is this call's alone until checkin (as in matmul())
+    try:
+        mm._rebind(a, b, c, ptrs, inputs, alpha, beta)
+        result = mm._run(s, current)
+    except BaseException:
+        _plans.forget(ticket)
+        mm.free()  # not cached: its state may be half updated
+        raise
+    _plans.checkin(key, mm, ticket)
+    return result, None
+
+
 def matmul(
     a: Any,
     b: Any,
@@ -294,6 +404,13 @@ def matmul(
         raise TypeError(f"algorithm: expected an nvmath_host.Algorithm or None; got {type(algorithm).__name__}")
     algorithms = None if algorithm is None else [algorithm]
     host = is_torch_cpu(a)  # torch CPU tensors: read as NumPy views by Matmul
+    key = None
+    if not host and qualifiers is None and quantization_scales is None and package_of(a) == "torch":
+        fast = _torch_call(a, b, c, alpha, beta, epilog, epilog_inputs, options, preferences, algorithm, stream)
+        if fast is not None:
+            result, key = fast
+            if key is None:
+                return result
     if not host:
         oa, ob, oc, inputs = wrap_call(a, b, c, epilog_inputs)
         host = oa.package == "numpy"
@@ -332,9 +449,10 @@ def matmul(
         Matmul(a, b, c, alpha=alpha, beta=beta, qualifiers=qualifiers, options=options).free()
         raise
     try:
-        key = plan_key(oa, ob, oc, epilog, inputs, options, alpha, beta, s, preferences, conj)
-        if algorithm is not None:
-            key += (algorithm.data,)
+        if key is None:  # (else the torch path's key, of this same call)
+            key = plan_key(oa, ob, oc, epilog, inputs, options, alpha, beta, s, preferences, conj)
+            if algorithm is not None:
+                key += (algorithm.data,)
         mm, ticket = _plans.checkout(key)
     except TypeError:  # options that cannot be a key (unhashable or unsortable values)
         check_options(as_dataclass(options, MatmulOptions, "options"))  # names the field

@@ -585,6 +585,33 @@ class Matmul:
                 p.inputs[k] = op
             self._user_inputs.update(inputs)
 
+    def _rebind(self, a, b, c, ptrs, inputs, alpha, beta):
+        """:func:`matmul`'s reset on its torch path: the cache key matched every attribute of
+        the tensors but their pointers (``ptrs``: of ``a``, ``b``, ``c``; ``inputs``:
+        ``[(name, tensor, pointer)]``), so the plan's operands, which are its own (made by
+        this object, never handed out), take the new tensors and pointers in place."""
+        user, p = self._user, self._problem
+        op = user["a"]
+        op.obj, op.ptr = a, ptrs[0]
+        op = user["b"]
+        op.obj, op.ptr = b, ptrs[1]
+        if c is not None:
+            op = user["c"]
+            op.obj, op.ptr = c, ptrs[2]
+        self._exec.args.point_at(p, self._ops)
+        if alpha is not None:
+            self.alpha = self._alpha_buf[0] = scalar(alpha, "alpha", p.scale_np)
+        if beta is not None:
+            self.beta = self._beta_buf[0] = scalar(beta, "beta", p.scale_np)
+        if inputs:
+            planned = p.inputs
+            for k, v, ptr in inputs:
+                op = planned[k]
+                if op.ptr != ptr:
+                    self._gpu.desc.set_pointer(p.input_handlers[k].pointer_attr, ptr)
+                    op.ptr = ptr
+                op.obj = v
+
     def reset_operands(
         self,
         a: Any = None,
