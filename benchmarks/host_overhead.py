@@ -97,6 +97,9 @@ class FakeTensor:
     def stride(self):
         return self._strides
 
+    def new_empty_strided(self, shape, strides):
+        return FakeTensor(shape, strides, self.dtype, self.device)
+
     def as_strided(self, shape, strides):
         t = FakeTensor(shape, strides, self.dtype, self.device)
         t._ptr = self._ptr
@@ -115,7 +118,7 @@ FAKE_TORCH = SimpleNamespace(
     uint8=FakeDtype("uint8"),
     device=lambda kind, index: DEV0,
     empty_strided=lambda shape, strides, dtype, device: FakeTensor(shape, strides, dtype, device),
-    empty=lambda n, dtype, device: FakeTensor((n,), (1,), dtype, device),
+    empty=lambda n, dtype, device: FakeTensor(n if isinstance(n, tuple) else (n,), (1,), dtype, device),
     cuda=SimpleNamespace(),
 )
 STREAM = 0x5000  # the fake current stream

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 
@@ -408,3 +409,25 @@ def test_host_matmul_profile_appends_a_titled_section(tmp_path):
     hm.profile(lambda: sorted(range(30)), lambda: synced.append(1), 4, path, "nvmath_host matmul(), 128^3")
     text = open(path).read()
     assert synced == [1] * 4 and text.startswith("# nvmath_host matmul(), 128^3\n") and "cumulative" in text
+
+
+def test_execute_variants_table_and_minimal_executor():
+    """execute_variants.py: rows against torch's, and its floor executor's launch arguments (the
+    plan's, with the new result as D, and as C where the plan reads C from D)."""
+    ev = load("execute_variants")
+    rows = [dict(name="torch _addmm_activation", best_us=20.0, rounds_us=[20.0, 20.5], gpu_us=6.1, workspace=None),
+            dict(name="Matmul.execute (library)", best_us=19.75, rounds_us=[19.75, 21.0], gpu_us=6.4, workspace=1024)]
+    text = ev.table(rows, "GPU", 128)
+    assert "| Matmul.execute (library) | 19.75 | -0.25 | 19.75 / 21.00 | 6.40 | 1024 |" in text
+    assert "| torch _addmm_activation | 20.00 | +0.00 |" in text
+    calls = []
+    args = SimpleNamespace(values=lambda: tuple(range(16)), c_from_d=True)
+    ex = SimpleNamespace(args=args, fn=lambda *v: calls.append(v) or 0, current_stream=None, rt=None)
+    d = SimpleNamespace(data_ptr=lambda: 0xD0)
+    mini = ev._MinimalExecutor(ex, lambda: d)
+    assert mini.run(0x5, True) == (d, {})
+    (call,) = calls
+    assert call[10] == call[8] == 0xD0 and call[15] == 0x5 and call[:8] == tuple(range(8))
+    ex.fn = lambda *v: 7
+    with pytest.raises(RuntimeError, match="status 7"):
+        ev._MinimalExecutor(ex, lambda: d).run(0, True)

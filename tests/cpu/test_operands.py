@@ -6,6 +6,7 @@ argument."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import subprocess
 import sys
@@ -462,6 +463,53 @@ def test_torch_current_stream_with_and_without_a_device():
     )
     assert pkg.current_stream(2) == 0x102 and pkg.current_stream() == 0x77
     assert pkg.current_stream_getter()(1) == 0x101
+
+
+def test_torch_allocator_makes_dense_results_from_a_template_of_the_dtype_and_device():
+    """A plan's torch allocator makes a one-element tensor of the result's dtype and device once;
+    dense results on the current stream are its new_empty_strided (two arguments to parse, not
+    four); another stream allocates under torch's stream context, padded results as before."""
+    calls = []
+
+    class Tensor:
+        def __init__(self, shape, strides, dtype, device):
+            self.shape, self.strides, self.dtype, self.device = shape, strides, dtype, device
+
+        def new_empty_strided(self, shape, strides):
+            calls.append(("template", shape, strides))
+            return Tensor(shape, strides, self.dtype, self.device)
+
+        def as_strided(self, shape, strides):
+            return Tensor(shape, strides, self.dtype, self.device)
+
+    def empty(shape, dtype, device):
+        calls.append(("empty", shape))
+        return Tensor(shape, (1,), dtype, device)
+
+    def empty_strided(shape, strides, dtype, device):
+        calls.append(("empty_strided", shape, strides))
+        return Tensor(shape, strides, dtype, device)
+
+    entered = []
+    torch = SimpleNamespace(
+        float32="f32", empty=empty, empty_strided=empty_strided, device=lambda kind, i: (kind, i),
+        cuda=SimpleNamespace(ExternalStream=lambda s, device: s,
+                             stream=lambda s: contextlib.nullcontext(entered.append(s))),
+    )
+    pkg = object.__new__(_packages._Torch)
+    pkg.torch, pkg._raw_stream = torch, lambda device: 0x10
+    pkg._ext, pkg._dtypes, pkg._devices = {}, {}, {}
+    f32 = mo.dtype_of_name("float32", "x")
+    alloc = pkg.allocator(f32, (4, 3), (1, 4), 12, 1)
+    assert calls == [("empty", (1,))]  # the template, once
+    d = alloc(0x10, True)
+    assert (d.shape, d.strides, d.dtype, d.device) == ((4, 3), (1, 4), "f32", ("cuda", 1))
+    alloc(0x10)  # the current stream, found by handle
+    assert calls[1:] == [("template", (4, 3), (1, 4))] * 2 and entered == []
+    alloc(0x99)  # another stream: in its order, by torch's stream context
+    assert entered == [0x99] and calls[-1] == ("empty_strided", (4, 3), (1, 4))
+    padded = pkg.allocator(f32, (4, 3), (1, 8), 28, 1)(0x10, True)
+    assert calls[-1] == ("empty", 28) and padded.strides == (1, 8)
 
 
 def test_unknown_package_is_refused():
