@@ -32,28 +32,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # host_matmul.py beside this one
+
+from host_matmul import latency_us  # noqa: E402  (median of fn(); sync() over n calls, us)
 
 ROUNDS = 3
 CALLS = 2000
-
-
-def latency_us(fn, sync, n=CALLS, warm=50) -> float:
-    """Median wall time of ``fn(); sync()`` over ``n`` calls, in us."""
-    for _ in range(warm):
-        fn()
-    sync()
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e6
 
 
 def table(rows, device, size) -> str:
@@ -165,7 +152,7 @@ def main(argv=None):
     rounds = {name: [] for name, _, _ in variants}
     for _ in range(ROUNDS):
         for name, fn, _ in variants:
-            rounds[name].append(latency_us(fn, sync))
+            rounds[name].append(latency_us(fn, sync, n=CALLS))
     rows = []
     for name, fn, plan in variants:
         rows.append({

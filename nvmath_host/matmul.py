@@ -573,10 +573,8 @@ class Matmul:
         if oc is not None:
             user["c"] = ops["c"] = p.c = oc
         self._exec.args.point_at(p, ops)
-        if alpha is not None:
-            self.alpha = self._alpha_buf[0] = scalar(alpha, "alpha", p.scale_np)
-        if beta is not None:
-            self.beta = self._beta_buf[0] = scalar(beta, "beta", p.scale_np)
+        if alpha is not None or beta is not None:
+            self._set_scales(alpha, beta)
         if inputs:
             handlers = p.input_handlers
             for k, op in inputs.items():
@@ -584,6 +582,14 @@ class Matmul:
                     self._gpu.desc.set_pointer(handlers[k].pointer_attr, op.ptr)
                 p.inputs[k] = op
             self._user_inputs.update(inputs)
+
+    def _set_scales(self, alpha, beta):
+        """New alpha and/or beta (None: kept) into the plan's scale buffers."""
+        sc = self._problem.scale_np
+        if alpha is not None:
+            self.alpha = self._alpha_buf[0] = scalar(alpha, "alpha", sc)
+        if beta is not None:
+            self.beta = self._beta_buf[0] = scalar(beta, "beta", sc)
 
     def _rebind(self, a, b, c, ptrs, inputs, alpha, beta):
         """:func:`matmul`'s reset on its torch path: the cache key matched every attribute of
@@ -599,10 +605,8 @@ class Matmul:
             op = user["c"]
             op.obj, op.ptr = c, ptrs[2]
         self._exec.args.point_at(p, self._ops)
-        if alpha is not None:
-            self.alpha = self._alpha_buf[0] = scalar(alpha, "alpha", p.scale_np)
-        if beta is not None:
-            self.beta = self._beta_buf[0] = scalar(beta, "beta", p.scale_np)
+        if alpha is not None or beta is not None:
+            self._set_scales(alpha, beta)
         if inputs:
             planned = p.inputs
             for k, v, ptr in inputs:
